@@ -1,0 +1,3 @@
+from fibserve.cli import main
+
+main()
