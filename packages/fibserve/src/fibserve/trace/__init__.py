@@ -1,0 +1,39 @@
+"""FlashInfer Trace data model: definitions, workloads, solutions, traces and evaluations.
+
+The models carry no I/O and import nothing heavy (no torch). Loading and merging trace sets lives in
+:mod:`fibserve.trace.trace_set`; the migration of the 2025 public snapshot in :mod:`fibserve.trace.legacy`.
+"""
+
+from .definition import Axis, AxisConst, AxisVar, Definition, DType, TensorSpec
+from .evaluation import Correctness, Environment, Evaluation, EvaluationStatus, Performance
+from .schema import all_json_schemas, json_schema
+from .solution import Binding, BuildSpec, Language, Solution, SourceFile
+from .trace import Trace
+from .workload import InputSpec, RandomInput, SafetensorsInput, ScalarInput, Workload
+
+__all__ = [
+    "Axis",
+    "AxisConst",
+    "AxisVar",
+    "Binding",
+    "BuildSpec",
+    "Correctness",
+    "DType",
+    "Definition",
+    "Environment",
+    "Evaluation",
+    "EvaluationStatus",
+    "InputSpec",
+    "Language",
+    "Performance",
+    "RandomInput",
+    "SafetensorsInput",
+    "ScalarInput",
+    "Solution",
+    "SourceFile",
+    "TensorSpec",
+    "Trace",
+    "Workload",
+    "all_json_schemas",
+    "json_schema",
+]
