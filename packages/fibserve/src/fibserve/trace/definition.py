@@ -133,7 +133,8 @@ class Definition(TraceModel):
     reference: NonEmptyStr
     """PyTorch source code defining ``run``; the ground truth for correctness."""
     constraints: list[str] = Field(default_factory=list)
-    """Python expressions over axis names that every workload must satisfy, e.g. ``num_indptr == batch_size + 1``."""
+    """Python expressions over axis values and inputs that every workload satisfies, e.g.
+    ``len_indptr == batch_size + 1`` or ``total_q == qo_indptr[-1].item()``."""
 
     _omit_if_none: ClassVar[frozenset[str]] = frozenset({"description"})
 

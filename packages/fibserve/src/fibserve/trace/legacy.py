@@ -1,0 +1,173 @@
+"""Explicit migration of the 2025 public FlashInfer Trace snapshot to the current format.
+
+The snapshot differs from the current format in these ways (each is a *kind* of change, and a load warns
+once per kind with a count):
+
+- ``op_type``: definitions say ``type`` instead of ``op_type``.
+- ``dict_return``: references ``return {"C": C}``; the current format returns a tensor or a tuple in output
+  order. The original source is kept and a small adapter ``run`` that converts the dict is appended.
+- ``workload_file``: workload lines live under ``traces/workloads/`` with ``"solution": ""`` and
+  ``"evaluation": {}``; they become workload traces (both null).
+- ``workload_uuid``: trace lines carry workloads without ``uuid``. Such a workload gets the uuid of the
+  workload with the same definition, axes and inputs when the trace set declares one, else a deterministic
+  ``uuid5`` of that content (:func:`workload_uuid`).
+- ``log_file``: evaluations name a log file instead of carrying the log; the name is kept in ``log``.
+- ``device``: evaluation environments say ``device`` instead of ``hardware``.
+- ``language_case``: solutions spell languages with capitals (``CUDA``, ``Triton``).
+
+The current models are never loosened: migration rewrites raw JSON objects, which are then validated by the
+same strict models as any other file. These functions do no I/O.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import uuid
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+LEGACY_WORKLOAD_NAMESPACE = uuid.UUID("5d1f9c8e-2b7a-4f40-9c61-7e0c3a1b2d44")
+"""Namespace of :func:`workload_uuid` (fixed forever: changing it would change every derived uuid)."""
+
+CHANGE_DESCRIPTIONS = {
+    "op_type": "definition field 'type' renamed to 'op_type'",
+    "dict_return": "reference returning a dict wrapped to return outputs in order",
+    "workload_file": "workload line under traces/workloads/ turned into a workload trace",
+    "workload_uuid": "workload without uuid given a uuid",
+    "log_file": "evaluation 'log_file' moved into 'log'",
+    "device": "environment 'device' renamed to 'hardware'",
+    "language_case": "solution language lower-cased",
+}
+"""Kind of change -> what it does, as printed in the warning."""
+
+
+class LegacyMigrationWarning(UserWarning):
+    """Emitted once per kind of change when legacy files are migrated."""
+
+
+def workload_uuid(definition: str, workload: dict[str, Any]) -> str:
+    """Deterministic uuid5 of a workload's content (definition name, axes, inputs), for workloads lacking one."""
+    key = json.dumps(
+        {"definition": definition, "axes": workload.get("axes", {}), "inputs": workload.get("inputs", {})},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return str(uuid.uuid5(LEGACY_WORKLOAD_NAMESPACE, key))
+
+
+def _content_key(definition: str, workload: dict[str, Any]) -> str:
+    return json.dumps([definition, workload.get("axes", {}), workload.get("inputs", {})], sort_keys=True)
+
+
+def _run_returns_dict(reference: str) -> bool:
+    try:
+        tree = ast.parse(reference)
+    except SyntaxError:
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "run":
+            return any(isinstance(n, ast.Return) and isinstance(n.value, ast.Dict) for n in ast.walk(node))
+    return False
+
+
+def _dict_return_adapter(output_names: list[str]) -> str:
+    names = ", ".join(repr(n) for n in output_names)
+    return (
+        "\n\n\n# Added by fibserve legacy migration: the 2025 format returned a dict of outputs;\n"
+        "# the current format returns a tensor or a tuple in output order.\n"
+        "_legacy_run = run\n\n\n"
+        "def run(*args, **kwargs):\n"
+        "    result = _legacy_run(*args, **kwargs)\n"
+        "    if isinstance(result, dict):\n"
+        f"        ordered = tuple(result[name] for name in ({names},))\n"
+        "        return ordered[0] if len(ordered) == 1 else ordered\n"
+        "    return result\n"
+    )
+
+
+@dataclass
+class Migrator:
+    """Stateful migration over one load: counts changes and remembers workload uuids by content.
+
+    Feed workload files before trace files so that traces reuse the uuids their workloads declare.
+    """
+
+    changes: Counter[str] = field(default_factory=Counter)
+    _uuid_by_content: dict[str, str] = field(default_factory=dict)
+
+    def definition(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """Migrate one definition object (returns a new dict; ``raw`` is not modified)."""
+        out = dict(raw)
+        if "type" in out and "op_type" not in out:
+            out["op_type"] = out.pop("type")
+            self.changes["op_type"] += 1
+        reference = out.get("reference")
+        if (
+            isinstance(reference, str)
+            and isinstance(out.get("outputs"), dict)
+            and _run_returns_dict(reference)
+        ):
+            out["reference"] = reference.rstrip("\n") + _dict_return_adapter(list(out["outputs"]))
+            self.changes["dict_return"] += 1
+        return out
+
+    def solution(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """Migrate one solution object."""
+        out = dict(raw)
+        spec = out.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("language"), str):
+            language = spec["language"]
+            if language != language.lower():
+                out["spec"] = {**spec, "language": language.lower()}
+                self.changes["language_case"] += 1
+        return out
+
+    def trace(self, raw: dict[str, Any], *, workload_file: bool) -> dict[str, Any]:
+        """Migrate one trace line; ``workload_file`` is true for lines of a workload file."""
+        out = dict(raw)
+        if workload_file and out.get("solution") in ("", None) and out.get("evaluation") in ({}, None):
+            if out.get("solution") == "" or out.get("evaluation") == {}:
+                self.changes["workload_file"] += 1
+            out["solution"] = None
+            out["evaluation"] = None
+        workload = out.get("workload")
+        definition = out.get("definition")
+        if isinstance(workload, dict) and isinstance(definition, str):
+            key = _content_key(definition, workload)
+            if workload.get("uuid"):
+                self._uuid_by_content.setdefault(key, workload["uuid"])
+            else:
+                known = self._uuid_by_content.get(key) or workload_uuid(definition, workload)
+                out["workload"] = {"uuid": known, **workload}
+                self.changes["workload_uuid"] += 1
+        evaluation = out.get("evaluation")
+        if isinstance(evaluation, dict) and evaluation:
+            out["evaluation"] = self._evaluation(evaluation)
+        return out
+
+    def _evaluation(self, raw: dict[str, Any]) -> dict[str, Any]:
+        out = dict(raw)
+        if "log_file" in out:
+            log_file = out.pop("log_file")
+            if not out.get("log"):
+                out["log"] = f"legacy log_file: {log_file}" if log_file else ""
+            self.changes["log_file"] += 1
+        env = out.get("environment")
+        if isinstance(env, dict) and "device" in env and "hardware" not in env:
+            env = dict(env)
+            env["hardware"] = env.pop("device")
+            out["environment"] = env
+            self.changes["device"] += 1
+        return out
+
+    def warn(self, stacklevel: int = 3) -> None:
+        """Emit one :class:`LegacyMigrationWarning` per kind of change seen, with its count."""
+        for kind in sorted(self.changes):
+            warnings.warn(
+                f"legacy migration: {CHANGE_DESCRIPTIONS[kind]} ({self.changes[kind]}x)",
+                LegacyMigrationWarning,
+                stacklevel=stacklevel,
+            )
