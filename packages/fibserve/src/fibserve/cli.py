@@ -6,6 +6,8 @@ Heavy imports (torch, triton, fastapi) happen inside the commands, so `fibserve 
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(
@@ -40,6 +42,70 @@ def _not_available(command: str, issue: str) -> None:
 def serve_command() -> None:
     """Run the FIBServe HTTP service (not available yet)."""
     _not_available("serve", "the HTTP service issue")
+
+
+@app.command("schema")
+def schema_command(
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--kind", help="definition, workload, solution or trace; all four (keyed by kind) when omitted."
+        ),
+    ] = None,
+) -> None:
+    """Print the JSON Schema of FlashInfer Trace documents."""
+    import json
+
+    from fibserve.trace import all_json_schemas, json_schema
+
+    try:
+        schema = json_schema(kind) if kind else all_json_schemas()  # type: ignore[arg-type]
+    except KeyError as exc:
+        typer.secho(str(exc.args[0]), err=True, fg=typer.colors.RED)
+        raise typer.Exit(2) from None
+    typer.echo(json.dumps(schema, indent=2))
+
+
+@app.command("validate")
+def validate_command(
+    roots: Annotated[
+        list[str], typer.Argument(help="Trace-set roots (folders with definitions/, workloads/, ...).")
+    ],
+    legacy: Annotated[
+        bool, typer.Option("--legacy", help="Migrate the 2025 public snapshot format while loading.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Load and validate trace-set roots together; print counts and every problem; exit 1 on any error."""
+    import json
+
+    from fibserve.trace.validate import validate_roots
+
+    report = validate_roots(roots, legacy=legacy)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console(highlight=False, soft_wrap=True)
+        table = Table(title="trace set", show_header=True)
+        table.add_column("kind")
+        table.add_column("count", justify="right")
+        for name, count in report.counts.items():
+            table.add_row(name, str(count))
+        console.print(table)
+        for line in report.migrations:
+            console.print(line, style="yellow", markup=False)
+        for problem in report.problems:
+            color = "red" if problem.severity == "error" else "yellow"
+            console.print(f"[{color}]{problem.severity}[/{color}] {problem.location}: ", end="", markup=True)
+            console.print(problem.message, markup=False)
+        verdict = (
+            "[green]valid[/green]" if report.ok else f"[red]invalid: {report.counts['errors']} error(s)[/red]"
+        )
+        console.print(verdict, markup=True)
+    raise typer.Exit(0 if report.ok else 1)
 
 
 def main() -> None:
