@@ -1,0 +1,329 @@
+"""KernelAgent: mini-swe-agent's ``DefaultAgent`` with the kernel loop of DESIGN §6.
+
+mini-swe-agent's loop stays as it is (``run`` -> ``step`` = ``query`` + ``execute_actions``, control flow by
+exceptions caught in ``run``, the trajectory saved in a ``finally`` after every step). This module adds only
+what kernels need:
+
+- ``execute_actions`` extracts the LAST fenced block of the task's language from the reply (a ``FormatError``
+  reply when there is none), sends it to the :class:`EvaluationEnvironment` (the environment of this agent is
+  the evaluation service), writes the kernel, the evaluator result and each correct version, and appends the
+  deterministic feedback; it raises ``Submitted`` when the target is met on a GPU;
+- ``query`` bounds each model call by ``turn_timeout_s`` and turns a failing model API into
+  :class:`InfrastructureError` (exit status ``InfrastructureError``), never into a kernel failure;
+- ``save`` writes the trajectory atomically with secrets scrubbed (:mod:`mini_ptx_agent.trajectory`);
+- :meth:`KernelAgent.resume` restores the conversation up to the last complete turn of a saved trajectory.
+
+Exit statuses: ``Submitted`` (target met), ``LimitsExceeded`` (``step_limit`` = num_turns model calls),
+``TimeExceeded`` (wall time), ``RepeatedFormatError``, ``InfrastructureError`` (service or model API down).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a banner to stdout on import
+
+from minisweagent.agents.default import AgentConfig, DefaultAgent
+from minisweagent.exceptions import FormatError, InterruptAgentFlow, Submitted
+
+from .evaluation import EvaluationBackend, EvaluationInfrastructureError, EvaluationReport
+from .extraction import extract_kernel, format_error_message
+from .feedback import format_feedback
+from .task import TaskConfig
+from .trajectory import write_json, write_text_atomic
+
+
+class InfrastructureError(InterruptAgentFlow):
+    """The evaluation service or the model API failed; ends the run with exit status ``InfrastructureError``."""
+
+
+def literal_template(text: str) -> str:
+    """A jinja template that renders to ``text`` unchanged (kernel code is full of ``{{`` and ``{%``)."""
+    return "{% raw %}" + text + "{% endraw %}"
+
+
+class KernelAgentConfig(AgentConfig):
+    """Settings of one kernel-agent run. ``step_limit`` is the number of turns (model calls)."""
+
+    system_template: str = ""
+    """System prompt (ABI and architecture knowledge); use :func:`literal_template` for plain text."""
+    instance_template: str = ""
+    """First user message (carries the definition JSON); use :func:`literal_template` for plain text."""
+    step_limit: int = 5
+    """Number of turns: model calls before ``LimitsExceeded`` (0 = no limit)."""
+    cost_limit: float = 0.0
+    """Stop after this model cost in USD (0 = no limit; turns bound a run already)."""
+    turn_timeout_s: float = 900.0
+    """Longest one model call or one evaluation may take (s); past it the run ends as ``InfrastructureError``."""
+    solution_prefix: str = "ptxbench"
+    """Prefix of solution names sent to the service (``<prefix>-t<turn>``)."""
+    author: str = "mini-ptx-agent"
+    """Author recorded in each solution (the model name)."""
+    task: TaskConfig
+    """The task: definition, workloads, language, target speedup, sanitizer, tolerances."""
+
+
+class ExperimentFiles:
+    """Where one experiment writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs`)."""
+
+    def __init__(self, experiment_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
+        self.experiment_dir = experiment_dir
+        self.success_dir = success_dir
+        self.trajectory_path = trajectory_path
+        self.extension = extension
+
+    @property
+    def kernel_path(self) -> Path:
+        """The latest kernel: ``exp_000/kernel.cu`` or ``kernel.py``."""
+        return self.experiment_dir / f"kernel{self.extension}"
+
+    def version_path(self, turn: int) -> Path:
+        """A correct version: ``success/exp_000/kernel_v<turn>.cu|.py``."""
+        return self.success_dir / f"kernel_v{turn}{self.extension}"
+
+    def evaluation_path(self, turn: int) -> Path:
+        """The evaluator's result of one turn: ``exp_000/evaluations/turn_001.json``."""
+        return self.experiment_dir / "evaluations" / f"turn_{turn:03d}.json"
+
+
+class EvaluationEnvironment:
+    """mini-swe-agent ``Environment`` whose action is "evaluate this kernel" (through an EvaluationBackend)."""
+
+    def __init__(self, backend: EvaluationBackend, task: TaskConfig):
+        self.backend = backend
+        self.task = task
+        self.config = task
+
+    def execute(self, action: dict, cwd: str = "") -> dict[str, Any]:
+        """Evaluate ``action["solution"]``; returns ``{"output": feedback, "returncode", "extra": {"report"}}``.
+
+        Raises:
+            EvaluationInfrastructureError: the service failed.
+        """
+        report = self.backend.evaluate(action["solution"], self.task)
+        feedback = format_feedback(report, turn=action.get("turn"))
+        return {"output": feedback, "returncode": 0 if report.all_passed else 1, "extra": {"report": report}}
+
+    def get_template_vars(self, **kwargs) -> dict[str, Any]:
+        return {"definition": self.task.definition, "language": self.task.language} | kwargs
+
+    def serialize(self) -> dict:
+        return {
+            "info": {
+                "config": {
+                    "environment": {"evaluation": self.backend.describe()},
+                    "environment_type": f"{type(self).__module__}.{type(self).__name__}",
+                }
+            }
+        }
+
+
+def _exit(status: str, content: str, **extra: Any) -> dict:
+    return {"role": "exit", "content": content, "extra": {"exit_status": status, "submission": "", **extra}}
+
+
+class BoundedModel:
+    """Wraps a mini-swe-agent model: each ``query`` gets ``timeout_s``; any API failure is an InfrastructureError.
+
+    ``FormatError`` (and other agent-flow exceptions a model may raise) pass through unchanged. Everything else
+    a model raises (connection refused, HTTP 5xx after retries, authentication) is the model API's failure, not
+    the kernel's. Other attributes are forwarded to the wrapped model, so ``serialize`` and ``config`` work.
+    """
+
+    def __init__(self, model: Any, timeout_s: float):
+        self.model = model
+        self.timeout_s = timeout_s
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def query(self, messages: list[dict], **kwargs) -> dict:
+        """``model.query`` in a worker thread, waited for at most ``timeout_s`` seconds (0 = no limit)."""
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-query")
+        try:
+            return pool.submit(self.model.query, messages, **kwargs).result(timeout=self.timeout_s or None)
+        except InterruptAgentFlow:
+            raise
+        except concurrent.futures.TimeoutError:
+            raise InfrastructureError(
+                _exit(
+                    "InfrastructureError",
+                    f"model API: no answer within the turn timeout of {self.timeout_s:g} s",
+                    infrastructure={"source": "model", "kind": "timeout"},
+                )
+            ) from None
+        except Exception as exc:
+            raise InfrastructureError(
+                _exit(
+                    "InfrastructureError",
+                    f"model API failed: {type(exc).__name__}: {exc}",
+                    infrastructure={"source": "model", "kind": type(exc).__name__},
+                )
+            ) from exc
+        finally:
+            pool.shutdown(wait=False)
+
+
+class KernelAgent(DefaultAgent):
+    """A ``DefaultAgent`` that writes kernels: extract, evaluate, feed back, save versions, stop on target."""
+
+    def __init__(self, model, env: EvaluationEnvironment, *, files: ExperimentFiles | None = None, **kwargs):
+        super().__init__(model, env, config_class=KernelAgentConfig, **kwargs)
+        self.model = BoundedModel(model, self.config.turn_timeout_s)
+        self.config: KernelAgentConfig
+        self.env: EvaluationEnvironment
+        self.files = files
+        self.versions: list[int] = []
+        """Turns whose kernel passed every workload (saved as ``kernel_v<turn>``)."""
+        self.best: dict[str, Any] | None = None
+        """Turn and minimum speedup of the fastest correct version."""
+        self._resume: dict[str, Any] | None = None
+
+    # -- one turn's action: evaluate the kernel -------------------------------------------------------------
+
+    def execute_actions(self, message: dict) -> list[dict]:
+        """Extract the kernel, evaluate it, save it, append the feedback; raise Submitted on target met."""
+        task = self.config.task
+        turn = self.n_calls
+        extraction = extract_kernel(message.get("content") or "", task.language)
+        if extraction.source is None:
+            raise FormatError(
+                {
+                    "role": "user",
+                    "content": format_error_message(extraction, task.language),
+                    "extra": {
+                        "interrupt_type": "FormatError",
+                        "ptxbench": {"kind": "format_error", "turn": turn},
+                    },
+                }
+            )
+        solution = task.solution(
+            extraction.source, name=f"{self.config.solution_prefix}-t{turn:03d}", author=self.config.author
+        )
+        if self.files is not None:
+            write_text_atomic(self.files.kernel_path, extraction.source)
+        try:
+            output = self.env.execute({"solution": solution, "turn": turn})
+        except EvaluationInfrastructureError as exc:
+            raise InfrastructureError(
+                _exit(
+                    "InfrastructureError",
+                    f"evaluation service failed: {exc}",
+                    infrastructure={"source": "evaluation", "kind": type(exc).__name__},
+                )
+            ) from exc
+        report: EvaluationReport = output["extra"]["report"]
+        version = self._record(turn, extraction.source, report)
+        feedback = {
+            "role": "user",
+            "content": output["output"],
+            "extra": {
+                "ptxbench": {
+                    "kind": "evaluation",
+                    "turn": turn,
+                    "status": report.status.value,
+                    "all_passed": report.all_passed,
+                    "min_speedup": report.min_speedup,
+                    "target_met": report.target_met,
+                    "executed_on_gpu": report.executed_on_gpu,
+                    "version": version,
+                    "report": report.model_dump(mode="json"),
+                },
+                "timestamp": time.time(),
+            },
+        }
+        if report.target_met:
+            raise Submitted(
+                feedback,
+                _exit("Submitted", f"target met at turn {turn}", submission=extraction.source, turn=turn),
+            )
+        return self.add_messages(feedback)
+
+    def _record(self, turn: int, source: str, report: EvaluationReport) -> int | None:
+        """Write the evaluator result; keep a correct version; track the best. Returns the version's turn."""
+        if self.files is not None:
+            write_json(self.files.evaluation_path(turn), report.model_dump(mode="json"))
+        if not report.all_passed:
+            return None
+        self.versions.append(turn)
+        if self.files is not None:
+            write_text_atomic(self.files.version_path(turn), source)
+        speed = report.min_speedup
+        if self.best is None or (speed is not None and (self.best["min_speedup"] or 0) < speed):
+            self.best = {"turn": turn, "min_speedup": speed, "executed_on_gpu": report.executed_on_gpu}
+        return turn
+
+    # -- resume ---------------------------------------------------------------------------------------------
+
+    def resume(self, trajectory: dict[str, Any]) -> None:
+        """Continue a saved trajectory from its last complete turn on the next :meth:`run`.
+
+        A turn is complete when the model's reply is followed by its feedback (or format-error) message. An
+        exit message and a reply without feedback (the turn during which a failure happened) are dropped, so
+        the model is asked again. Counters (turns, cost, versions, elapsed time) are restored.
+
+        Raises:
+            ValueError: the trajectory already ended with ``Submitted`` or has no system and task messages.
+        """
+        messages = list(trajectory["messages"])
+        info = trajectory.get("info", {})
+        if info.get("exit_status") == "Submitted":
+            raise ValueError("this run already ended with Submitted (target met); start a new run instead")
+        while messages and messages[-1].get("role") in ("exit", "assistant"):
+            messages.pop()
+        if len(messages) < 2 or messages[0].get("role") != "system":
+            raise ValueError("the trajectory has no system and task messages to resume from")
+        state = info.get("ptxbench", {})
+        self._resume = {
+            "messages": messages,
+            "n_calls": sum(1 for m in messages if m.get("role") == "assistant"),
+            "cost": sum(
+                float(m.get("extra", {}).get("cost", 0.0) or 0.0)
+                for m in messages
+                if m.get("role") == "assistant"
+            ),
+            "versions": [v for v in state.get("versions", []) if isinstance(v, int)],
+            "best": state.get("best"),
+            "elapsed_s": float(state.get("elapsed_s", 0.0)),
+        }
+
+    def step(self) -> list[dict]:
+        """``DefaultAgent.step``; the first step of a resumed run first swaps in the saved conversation."""
+        if self._resume is not None:
+            state, self._resume = self._resume, None
+            self.messages = state["messages"]
+            self.n_calls, self.cost = state["n_calls"], state["cost"]
+            self.versions = [v for v in state["versions"] if v <= self.n_calls]
+            self.best = (
+                state["best"] if state["best"] and state["best"].get("turn", 0) <= self.n_calls else None
+            )
+            self._start_time = time.time() - state["elapsed_s"]
+        return super().step()
+
+    # -- trajectory -----------------------------------------------------------------------------------------
+
+    def serialize(self, *extra_dicts) -> dict:
+        """``DefaultAgent.serialize`` plus ``info.ptxbench`` (task, versions, best, elapsed time)."""
+        state = {
+            "info": {
+                "ptxbench": {
+                    "task": self.config.task.model_dump(mode="json"),
+                    "turns": self.n_calls,
+                    "versions": list(self.versions),
+                    "best": self.best,
+                    "elapsed_s": round(time.time() - self._start_time, 3),
+                }
+            }
+        }
+        return super().serialize(state, *extra_dicts)
+
+    def save(self, path: Path | None, *extra_dicts) -> dict:
+        """Serialize and, if ``path`` is given, write atomically with every secret scrubbed."""
+        data = self.serialize(*extra_dicts)
+        if path:
+            write_json(Path(path), data)
+        return data

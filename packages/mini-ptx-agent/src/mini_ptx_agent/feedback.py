@@ -1,0 +1,150 @@
+"""Deterministic feedback text for one evaluated kernel (DESIGN §6).
+
+The same :class:`~mini_ptx_agent.evaluation.EvaluationReport` always gives the same text: per workload status,
+speedup, kernel and reference times (ms); the error and compile log when failing (trimmed, head and tail kept);
+the architecture instructions found (PTX and SASS families); ptxas resources; and one final ``VERDICT:`` line.
+The verdict is chosen from structured fields only (status, all_passed, target_met, executed_on_gpu).
+"""
+
+from __future__ import annotations
+
+from .evaluation import EvaluationReport, ReportStatus, WorkloadResult
+
+MAX_LOG_CHARS = 3000
+"""Longest error or compile log quoted in feedback (characters); longer logs keep their head and tail."""
+
+MAX_WORKLOAD_ROWS = 16
+"""Workloads listed one per line; further ones are summarized by status counts."""
+
+
+def trim(text: str, limit: int = MAX_LOG_CHARS) -> str:
+    """``text`` stripped, cut to ``limit`` characters keeping the first and last parts (errors sit at both ends)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n[... {omitted} characters omitted ...]\n{text[-tail:]}"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f} ms"
+
+
+def _axes(result: WorkloadResult) -> str:
+    return ", ".join(f"{k}={v}" for k, v in result.axes.items()) or "-"
+
+
+def _workload_line(index: int, result: WorkloadResult) -> str:
+    line = f"  [{index}] workload {result.workload_uuid[:12]} ({_axes(result)}): {result.status.value}"
+    if result.speedup is not None:
+        where = "" if result.executed_on_gpu else f" [{result.hardware or 'cpu'}, not a GPU timing]"
+        line += (
+            f"; speedup {result.speedup:.3f}x; kernel {_ms(result.latency_ms)}; "
+            f"reference {_ms(result.reference_latency_ms)}{where}"
+        )
+    if result.max_absolute_error is not None and result.status.value != "PASSED":
+        line += (
+            f"; max abs error {result.max_absolute_error:.4g}; max rel error {result.max_relative_error:.4g}"
+        )
+    return line
+
+
+def _workload_section(report: EvaluationReport) -> list[str]:
+    if not report.workloads:
+        return []
+    lines = [f"Workloads ({len(report.workloads)}):"]
+    for i, result in enumerate(report.workloads[:MAX_WORKLOAD_ROWS], start=1):
+        lines.append(_workload_line(i, result))
+    rest = report.workloads[MAX_WORKLOAD_ROWS:]
+    if rest:
+        counts: dict[str, int] = {}
+        for result in rest:
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+        lines.append(f"  ... {len(rest)} more: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    failing = next((r for r in report.workloads if r.status.value != "PASSED" and r.log.strip()), None)
+    if failing is not None:
+        lines.append(f"Error log of the first failing workload ({failing.workload_uuid[:12]}):")
+        lines.append(trim(failing.log))
+    return lines
+
+
+def _analysis_section(report: EvaluationReport) -> list[str]:
+    analysis = report.static_analysis
+    if analysis is None:
+        return []
+    lines = []
+    if analysis.policy_violations:
+        lines.append("Source policy violations: " + "; ".join(analysis.policy_violations))
+    if analysis.compiled is False and analysis.compile_log.strip():
+        lines.append("Compile log:")
+        lines.append(trim(analysis.compile_log))
+    ptx = ", ".join(analysis.ptx_families) or "none of the tracked families"
+    sass = ", ".join(analysis.sass_families) or "none of the tracked families"
+    if analysis.compiled is not False:
+        lines.append(f"Architecture instructions: PTX: {ptx}. SASS: {sass}.")
+    resources = [
+        f"registers {analysis.registers}" if analysis.registers is not None else None,
+        f"shared memory {analysis.shared_memory_bytes} bytes"
+        if analysis.shared_memory_bytes is not None
+        else None,
+        f"spills {analysis.spill_bytes} bytes" if analysis.spill_bytes is not None else None,
+    ]
+    present = [r for r in resources if r]
+    if present:
+        lines.append("Resources: " + ", ".join(present) + ".")
+    return lines
+
+
+def verdict_line(report: EvaluationReport) -> str:
+    """The final line, decided from structured fields only."""
+    status = report.status
+    target = f"{report.target_speedup:.2f}x"
+    if status is ReportStatus.PASSED:
+        if report.target_met:
+            return f"VERDICT: TARGET MET: every workload passed; minimum speedup {report.min_speedup:.3f}x >= target {target}."
+        if not report.executed_on_gpu:
+            return (
+                "VERDICT: CORRECT (not timed on a GPU): every workload passed on the CPU interpreter; CPU timings "
+                f"are not GPU speedups, so the target {target} cannot be met here. Keep the kernel correct and fast."
+            )
+        shown = "n/a" if report.min_speedup is None else f"{report.min_speedup:.3f}x"
+        return f"VERDICT: CORRECT BUT TOO SLOW: minimum speedup {shown} < target {target}. Make the kernel faster."
+    if status is ReportStatus.NOT_EXECUTED:
+        return (
+            "VERDICT: NOT EXECUTED: the kernel built and was analysed statically, but no GPU ran it, so its "
+            "correctness and speed are unknown."
+        )
+    if status is ReportStatus.SANITIZER_FAILED:
+        return "VERDICT: REJECTED: compute-sanitizer reported errors; fix the memory or synchronization bug."
+    if status is ReportStatus.COMPILE_ERROR:
+        return "VERDICT: COMPILE ERROR: the kernel did not build; fix the errors in the compile log."
+    if status is ReportStatus.INFRASTRUCTURE_ERROR:
+        return f"VERDICT: NOT EVALUATED: the evaluation service failed ({report.error}); this is not a kernel verdict."
+    failed = sum(1 for r in report.workloads if r.status.value != "PASSED")
+    return (
+        f"VERDICT: INCORRECT: {failed} of {len(report.workloads)} workloads failed (first: {status.value}). "
+        "Fix correctness before speed."
+    )
+
+
+def format_feedback(report: EvaluationReport, *, turn: int | None = None) -> str:
+    """The feedback message for the model: header, workloads, analysis, sanitizer, notes, verdict line."""
+    header = f"Evaluation of your kernel ({report.language}, definition {report.definition})"
+    if turn is not None:
+        header += f", turn {turn}"
+    lines = [header + f": {report.status.value}"]
+    lines += _workload_section(report)
+    lines += _analysis_section(report)
+    if report.sanitizer is not None:
+        tools = ", ".join(report.sanitizer.tools) or "compute-sanitizer"
+        if report.sanitizer.passed:
+            lines.append(f"Sanitizer ({tools}): clean.")
+        else:
+            lines.append(f"Sanitizer ({tools}): errors found:")
+            lines.append(trim(report.sanitizer.summary))
+    if report.notes.strip():
+        lines.append("Notes: " + trim(report.notes, 600))
+    lines.append(verdict_line(report))
+    return "\n".join(lines)

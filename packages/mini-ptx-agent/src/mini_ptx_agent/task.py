@@ -1,0 +1,116 @@
+"""TaskConfig: one fixed evaluation task (definition, workloads, language, target, tolerances).
+
+A task config is the contract between the agent, `ptxbench eval` (the command that Harbor tasks and tool-using
+agents call) and FIBServe: which definition, on which workloads, in which language, for which architecture, and
+what counts as success. It is plain JSON (``task.json``)::
+
+    {"definition": "gemm_n7168_k5120", "workloads": ["<uuid>"], "language": "cuda", "target_speedup": 1.0}
+
+The model imports nothing heavy, so commands can load it cheaply.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from fibserve.trace import BuildSpec, Language, Solution, SourceFile
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+TaskLanguage = Literal["cuda", "triton"]
+"""Languages the agent writes: one CUDA ``.cu`` file (tvm-ffi binding) or one Triton ``.py`` file."""
+
+Arch = Literal["sm_90a", "sm_100a"]
+"""Target architecture: Hopper (``sm_90a``) or Blackwell (``sm_100a``)."""
+
+ENTRY_FILES: dict[str, str] = {"cuda": "kernel.cu", "triton": "kernel.py"}
+"""The single source file of a candidate, per language (DESIGN §3: ``kernel.cu::run``, ``kernel.py::run``)."""
+
+
+class TaskConfigError(ValueError):
+    """A task config file is missing, not JSON, or does not validate; the message says what to fix."""
+
+
+class TaskConfig(BaseModel):
+    """One evaluation task: what to evaluate a candidate kernel on, and what counts as success."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    schema_version: Literal[1] = 1
+    """Version of this file format."""
+    definition: str = Field(min_length=1)
+    """Name of the FlashInfer Trace definition, e.g. ``gemm_n7168_k5120``."""
+    workloads: list[str] | Literal["all"] = "all"
+    """Workload UUIDs to evaluate on, or ``"all"`` for every workload the service knows for the definition."""
+    language: TaskLanguage = "cuda"
+    """Candidate language: ``cuda`` (``kernel.cu::run``, tvm-ffi) or ``triton`` (``kernel.py::run``)."""
+    target_speedup: float = Field(default=1.0, gt=0)
+    """Success threshold: the minimum speedup over the reference across workloads (x, measured on a GPU)."""
+    arch: Arch = "sm_90a"
+    """Target architecture; decides the nvcc ``-gencode`` and the prompt's architecture knowledge."""
+    sanitizer: bool = False
+    """Run compute-sanitizer before evaluating; a sanitizer finding rejects the kernel without timing it."""
+    sanitizer_types: list[str] = Field(default_factory=lambda: ["memcheck"])
+    """compute-sanitizer tools to run when ``sanitizer`` is on (memcheck, racecheck, initcheck, synccheck)."""
+    atol: float | None = Field(default=None, ge=0)
+    """Absolute tolerance override; null keeps the service's precedence (defaults < op_type < definition)."""
+    rtol: float | None = Field(default=None, ge=0)
+    """Relative tolerance override; null keeps the service's precedence."""
+    timeout_s: float = Field(default=300.0, gt=0)
+    """Time limit in seconds for one evaluation request (build, correctness and timing of all workloads)."""
+
+    @property
+    def entry_file(self) -> str:
+        """The candidate's file name: ``kernel.cu`` or ``kernel.py``."""
+        return ENTRY_FILES[self.language]
+
+    @property
+    def workload_uuids(self) -> list[str] | None:
+        """The explicit workload UUIDs, or ``None`` for all workloads."""
+        return None if self.workloads == "all" else list(self.workloads)
+
+    def solution(self, source: str, *, name: str, author: str = "mini-ptx-agent") -> Solution:
+        """Wrap one kernel source as a FlashInfer Trace Solution for this task (DESIGN §3 ABI).
+
+        CUDA: ``kernel.cu::run``, binding ``tvm-ffi``; Triton: ``kernel.py::run``, no binding. Both use
+        destination passing (outputs preallocated by the harness).
+        """
+        language = Language.CUDA if self.language == "cuda" else Language.TRITON
+        spec = BuildSpec(
+            language=language,
+            target_hardware=[self.arch],
+            entry_point=f"{self.entry_file}::run",
+            destination_passing_style=True,
+            binding="tvm-ffi" if self.language == "cuda" else None,
+        )
+        return Solution(
+            name=name,
+            definition=self.definition,
+            author=author,
+            spec=spec,
+            sources=[SourceFile(path=self.entry_file, content=source)],
+        )
+
+
+def load_task_config(path: Path) -> TaskConfig:
+    """Read and validate a ``task.json``.
+
+    Raises:
+        TaskConfigError: the file is missing, not JSON, or invalid (the message names the field to fix).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskConfigError(f"cannot read task config {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TaskConfigError(f"task config {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    try:
+        return TaskConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+        )
+        raise TaskConfigError(f"task config {path} is invalid: {problems}") from None
