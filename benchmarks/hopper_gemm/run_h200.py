@@ -118,15 +118,18 @@ def check(fn, m: int, seed: int) -> dict:
     ok_elem = (err <= tol) & torch.isfinite(out)
     rel_fro = (torch.linalg.norm(out - ref) / torch.linalg.norm(ref)).item()
     guard_ok = bool(torch.isnan(buf[m:]).all().item())
+    # Count mismatches as an integer: a float32 mean of ~1e6 ones can round to 1 - 2**-24.
+    mismatches = int((~ok_elem).sum().item())
     res = {
         "M": m,
-        "matched_ratio": ok_elem.float().mean().item(),
+        "mismatches": mismatches,
+        "matched_ratio": 1.0 - mismatches / out.numel(),
         "max_abs_err": err.nan_to_num(float("inf")).max().item(),
         "rel_fro_err": rel_fro,
         "nan_count": int(torch.isnan(out).sum().item()),
         "guard_rows_untouched": guard_ok,
     }
-    res["passed"] = res["matched_ratio"] == 1.0 and rel_fro < 5e-3 and guard_ok
+    res["passed"] = mismatches == 0 and rel_fro < 5e-3 and guard_ok
     return res
 
 

@@ -31,6 +31,9 @@ constexpr int kBK = 64;            // 64 bf16 = 128 bytes: one 128B swizzle atom
 #ifndef GEMM_GROUP_M
 #define GEMM_GROUP_M 16  // overridable at build time for tuning sweeps
 #endif
+#ifndef GEMM_WGMMA_INFLIGHT
+#define GEMM_WGMMA_INFLIGHT 0  // 1: keep one wgmma group in flight across k-blocks
+#endif
 constexpr int kGroupM = GEMM_GROUP_M;  // M-tiles per scheduling group (L2 reuse of B)
 constexpr int kThreads = 384;      // 1 producer + 2 consumer warpgroups
 constexpr int kProducerRegs = 40;  // 128*40 + 256*232 = 64512 <= 65536 registers per SM
@@ -92,6 +95,11 @@ __device__ __forceinline__ void wgmma_commit() {
 __device__ __forceinline__ void wgmma_wait_all() {
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
+#if GEMM_WGMMA_INFLIGHT
+__device__ __forceinline__ void wgmma_wait_one() {
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+}
+#endif
 
 // Shared-memory matrix descriptor for a K-major operand stored with the 128-byte swizzle:
 // rows of 128 bytes, 8-row core-matrix groups 1024 bytes apart (stride byte offset), leading
@@ -266,6 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int lane = tid % 32;
     float acc[BN / 2];
     uint32_t it = 0;
+    [[maybe_unused]] int prev_s = 0;
     for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
       int m_blk, n_blk;
       tile_coords(tile, num_m, num_n, m_blk, n_blk);
@@ -282,9 +291,21 @@ __global__ void __launch_bounds__(kThreads, 1)
                              smem_desc_k_sw128(b_base + k * 32), (kb > 0 || k > 0) ? 1 : 0);
         }
         wgmma_commit();
+#if GEMM_WGMMA_INFLIGHT
+        // Keep this k-block's wgmma group in flight; the previous group is complete now, so
+        // its stage can go back to the producer.
+        wgmma_wait_one();
+        if (kb > 0 && lane == 0) mbar_arrive(empty_bar(prev_s));
+        prev_s = s;
+#else
         wgmma_wait_all();
         if (lane == 0) mbar_arrive(empty_bar(s));
+#endif
       }
+#if GEMM_WGMMA_INFLIGHT
+      wgmma_wait_all();
+      if (lane == 0) mbar_arrive(empty_bar(prev_s));
+#endif
       // Epilogue. wgmma D fragment of m64nBN: thread (warp w, lane l) holds, for each 8-column
       // block j, rows 16w + l/4 (+8) and columns 8j + 2*(l%4) + {0, 1}:
       // acc[4j + 0..1] for row r, acc[4j + 2..3] for row r + 8.
