@@ -35,7 +35,7 @@ GEMM_REFERENCE = '''import torch
 
 
 def run(A, B):
-    """C = A @ B.T: A [M, K] bf16, B [N, K] bf16 (row-major weight), C [M, N] bf16; torch accumulates in fp32."""
+    """C = A @ B.T: A [M, K], B [N, K] (row-major weight), C [M, N], all in the definition's 16-bit dtype."""
     return torch.matmul(A, B.t())
 '''
 
@@ -103,7 +103,27 @@ def run(x, weight, eps):
 
 GEMM_ORIGINS = {
     "gemm_n7168_k5120": "Qwen3 14B qkv_proj: (40 query + 8 key + 8 value heads) x 128 = 7168 outputs, hidden size 5120",
+    "gemm_n4096_k4096": "Llama 3.1 8B attention output projection (o_proj)",
+    "gemm_n6144_k4096": "Llama 3.1 8B fused qkv projection",
+    "gemm_n28672_k4096": "Llama 3.1 8B fused MLP gate/up projection",
+    "gemm_n4096_k14336": "Llama 3.1 8B MLP down projection",
 }
+"""Where a shape comes from, for the description (facts from the public FlashInfer Trace data)."""
+
+PUBLIC_FLOAT16_GEMMS = frozenset(
+    {
+        "gemm_n128_k2048",
+        "gemm_n256_k7168",
+        "gemm_n2048_k4096",
+        "gemm_n4096_k4096",
+        "gemm_n4096_k14336",
+        "gemm_n5120_k2048",
+        "gemm_n6144_k4096",
+        "gemm_n28672_k4096",
+    }
+)
+"""GEMM names that public FlashInfer Trace data defines in float16; we keep that dtype so a workload uuid means
+the same problem here and there. The other shapes (PTXBench's own, like gemm_n7168_k5120) are bfloat16."""
 
 
 def _t(shape: list[str] | None, dtype: str, description: str | None = None) -> TensorSpec:
@@ -111,15 +131,25 @@ def _t(shape: list[str] | None, dtype: str, description: str | None = None) -> T
 
 
 def gemm_definition(name: str, n: int, k: int, m_values: list[int]) -> Definition:
-    """A bf16 ``C = A @ B.T`` definition with const N, K and var M (shape facts from the PTXBench GEMM list)."""
+    """A ``C = A @ B.T`` definition with const N, K and var M (shape facts from the PTXBench GEMM list).
+
+    float16 for the names public FlashInfer Trace data defines in float16, bfloat16 otherwise.
+    """
     origin = GEMM_ORIGINS.get(name)
     source = f" The shape is {origin}." if origin else ""
+    public = name in PUBLIC_FLOAT16_GEMMS
+    dtype = "float16" if public else "bfloat16"
+    why_dtype = (
+        " float16, as in the public FlashInfer Trace definition of the same name."
+        if public
+        else " bfloat16, as in the PTXBench definition gemm_n7168_k5120."
+    )
     return Definition(
         name=name,
         op_type="gemm",
         description=(
-            f"General matrix multiply C = A @ B.T in bfloat16 with N={n}, K={k} and a variable token count M."
-            f"{source} Shapes and workload uuids come from the PTXBench GEMM problem list (gemm_problems.csv; "
+            f"General matrix multiply C = A @ B.T with N={n}, K={k} and a variable token count M; dtype"
+            f"{why_dtype}{source} Shapes and workload uuids come from the PTXBench GEMM problem list (gemm_problems.csv; "
             f"M in {sorted(m_values)})."
         ),
         tags=["suite:ptxbench-gemm", "source:ptxbench-problems"],
@@ -129,10 +159,10 @@ def gemm_definition(name: str, n: int, k: int, m_values: list[int]) -> Definitio
             "K": AxisConst(value=k, description="Reduction dimension (input features)."),
         },
         inputs={
-            "A": _t(["M", "K"], "bfloat16", "Activations."),
-            "B": _t(["N", "K"], "bfloat16", "Weight, row-major [N, K]."),
+            "A": _t(["M", "K"], dtype, "Activations."),
+            "B": _t(["N", "K"], dtype, "Weight, row-major [N, K]."),
         },
-        outputs={"C": _t(["M", "N"], "bfloat16", "A @ B.T.")},
+        outputs={"C": _t(["M", "N"], dtype, "A @ B.T.")},
         reference=GEMM_REFERENCE,
     )
 
