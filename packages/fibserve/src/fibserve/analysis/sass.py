@@ -1,0 +1,156 @@
+"""SASS opcode counts per kernel from ``cuobjdump --dump-sass``.
+
+The cuobjdump executable is fixed on the server: ``cuobjdump`` on ``PATH``, else the copy shipped inside the
+installed Triton wheel (``triton/backends/nvidia/bin/cuobjdump``). A client never chooses it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
+_ARCH = re.compile(r"^\s*code for (sm_\w+)")
+# "/*0090*/   @!P0 EXIT ;" -> opcode EXIT; predicates may be P0..P6, PT, UP0.., and negated.
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+class SassKernel(BaseModel):
+    """Opcode counts of one function in the SASS."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str
+    """Mangled function name, as printed by cuobjdump."""
+    arch: str | None = None
+    """SASS architecture of the cubin it came from (``sm_90a`` prints as ``sm_90``)."""
+    instructions: int = 0
+    """Number of SASS instructions (including NOP padding)."""
+    opcodes: dict[str, int] = Field(default_factory=dict)
+    """Base opcode (text before the first ``.``, e.g. ``HGMMA``, ``SYNCS``) -> count."""
+    variants: dict[str, int] = Field(default_factory=dict)
+    """Full opcode with modifiers -> count, for the notable opcodes only (``SYNCS.ARRIVE.TRANS64.A1T0``)."""
+
+
+class SassReport(BaseModel):
+    """SASS opcode counts for every kernel in a set of cubins."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    tool: str | None = None
+    """The cuobjdump used (file name and version line), or None if none was found."""
+    kernels: list[SassKernel] = Field(default_factory=list)
+    """Functions in dump order."""
+    error: str | None = None
+    """Why the SASS could not be read (no cuobjdump, or it failed); None on success."""
+
+    @property
+    def opcodes(self) -> dict[str, int]:
+        """Base opcode totals over all kernels."""
+        total: Counter[str] = Counter()
+        for kernel in self.kernels:
+            total.update(kernel.opcodes)
+        return dict(total)
+
+
+def _is_notable(base: str) -> bool:
+    from .families import SASS_NOTABLE
+
+    return base in SASS_NOTABLE or base.startswith("UTC")
+
+
+def parse_sass(text: str) -> list[SassKernel]:
+    """Parse ``cuobjdump --dump-sass`` output into per-function opcode counts."""
+    kernels: list[SassKernel] = []
+    arch: str | None = None
+    current: SassKernel | None = None
+    opcodes: Counter[str] = Counter()
+    variants: Counter[str] = Counter()
+
+    def close() -> None:
+        if current is not None:
+            current.opcodes = dict(opcodes)
+            current.variants = dict(variants)
+            kernels.append(current)
+
+    for line in text.splitlines():
+        if match := _INSTRUCTION.match(line):
+            if current is None:
+                continue
+            opcode = match.group(1)
+            base = opcode.split(".", 1)[0]
+            current.instructions += 1
+            opcodes[base] += 1
+            if _is_notable(base):
+                variants[opcode] += 1
+        elif match := _FUNCTION.match(line):
+            close()
+            current = SassKernel(name=match.group(1), arch=arch)
+            opcodes, variants = Counter(), Counter()
+        elif match := _ARCH.match(line):
+            arch = match.group(1)
+    close()
+    return kernels
+
+
+@lru_cache(maxsize=1)
+def find_cuobjdump() -> str | None:
+    """Path of the server's cuobjdump: ``PATH`` first, then the Triton wheel's copy; None if neither exists."""
+    on_path = shutil.which("cuobjdump")
+    if on_path:
+        return on_path
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+@lru_cache(maxsize=4)
+def _tool_version(path: str) -> str:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown version"
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    return lines[-1] if lines else "unknown version"
+
+
+def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
+    """Run cuobjdump on each cubin (or shared library) and parse the SASS.
+
+    Errors (no cuobjdump, a failing dump) are reported in :attr:`SassReport.error`, never raised: the SASS
+    is evidence, and its absence must be visible rather than fatal.
+    """
+    tool = find_cuobjdump()
+    if tool is None:
+        return SassReport(error="cuobjdump not found (not on PATH and no Triton wheel); SASS not analysed")
+    report = SassReport(tool=f"{Path(tool).name} ({_tool_version(tool)})")
+    for binary in binaries:
+        try:
+            result = subprocess.run(
+                [tool, "--dump-sass", str(binary)], capture_output=True, text=True, timeout=timeout_s
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            report.error = f"cuobjdump failed on {binary.name}: {error}"
+            continue
+        if result.returncode != 0:
+            report.error = f"cuobjdump failed on {binary.name}: {result.stderr.strip()[:500]}"
+            continue
+        report.kernels += parse_sass(result.stdout)
+    return report

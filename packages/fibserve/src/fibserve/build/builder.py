@@ -1,0 +1,166 @@
+"""``build_solution``: the one entry point that turns a Solution into build products, through the cache."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from filelock import FileLock, Timeout
+
+from .cache import BuildCache, build_key
+from .cuda import BASE_FLAGS, COMPILED_SUFFIXES, compile_tvm_ffi
+from .python_build import write_python_package
+from .result import BuildResult, BuildStatus
+from .sandbox import Limits
+from .toolchain import ToolchainError, find_nvcc, nvcc_version, resolve_arch, tvm_ffi_version
+
+if TYPE_CHECKING:
+    from fibserve.trace import Solution
+
+_COMPILED = ("cuda", "cpp")
+
+
+def _key_payload(solution: Solution, arch: str | None, flags: list[str], toolchain: dict[str, str]) -> dict:
+    spec = solution.spec
+    return {
+        "language": spec.language.value,
+        "entry_point": spec.entry_point,
+        "binding": spec.binding,
+        "destination_passing_style": spec.destination_passing_style,
+        "sources": sorted([s.path, s.content] for s in solution.sources),
+        "arch": arch,
+        "flags": flags,
+        "toolchain": toolchain,
+    }
+
+
+def _toolchain(language: str) -> dict[str, str]:
+    if language not in _COMPILED:
+        return {}
+    return {"nvcc": nvcc_version(find_nvcc()), "tvm-ffi": tvm_ffi_version()}
+
+
+def build_solution(
+    solution: Solution,
+    *,
+    arch: str | None = None,
+    cache_dir: Path | None = None,
+    timeout_s: float = 300.0,
+    extra_flags: list[str] | None = None,
+    limits: Limits | None = None,
+) -> BuildResult:
+    """Build ``solution`` for ``arch`` (default: ``TVM_FFI_CUDA_ARCH_LIST`` or sm_90a), using the cache.
+
+    CUDA/C++ solutions with the tvm-ffi binding are compiled with nvcc in a sandboxed child process (see
+    :mod:`fibserve.build.cuda`); Python/Triton solutions are written as a private package (see
+    :mod:`fibserve.build.python_build`). Concurrent calls for the same key build once: the others wait on
+    the key's file lock and then read the cached result.
+
+    Args:
+        solution: the candidate.
+        arch: target architecture (``sm_90a``, ``sm_100a``); ignored for Python/Triton.
+        cache_dir: cache root (default ``FIBSERVE_CACHE_DIR`` or ``~/.cache/fibserve``).
+        timeout_s: wall-clock limit of the compiler in seconds.
+        extra_flags: additional nvcc flags (server-side configuration only; part of the key).
+        limits: resource limits (default: ``Limits(timeout_s=timeout_s)``).
+
+    Returns:
+        A :class:`BuildResult`. Compile errors, timeouts and missing toolchains are statuses, never
+        exceptions.
+    """
+    start = time.perf_counter()
+    spec = solution.spec
+    language = spec.language.value
+    compiled = language in _COMPILED
+    flags = [*BASE_FLAGS, *(extra_flags or [])] if compiled else []
+    base = {"language": language, "entry_file": spec.entry_file, "entry_symbol": spec.entry_symbol}
+    try:
+        target = resolve_arch(arch) if compiled else None
+        toolchain = _toolchain(language)
+    except (ToolchainError, ValueError) as error:
+        return BuildResult(status=BuildStatus.INFRA_ERROR, key="", build_dir="", log=str(error), **base)
+    key = build_key(_key_payload(solution, target, flags, toolchain))
+    cache = BuildCache(cache_dir)
+    if (hit := cache.load(key)) is not None:
+        hit.timings_ms = {"total": (time.perf_counter() - start) * 1000.0}
+        return hit
+    limits = limits or Limits(timeout_s=timeout_s)
+    lock = FileLock(str(_ensure_parent(cache.lock_path(key))), timeout=limits.timeout_s + 120)
+    try:
+        with lock:
+            if (hit := cache.load(key)) is not None:  # another builder finished while we waited
+                hit.timings_ms = {"total": (time.perf_counter() - start) * 1000.0}
+                return hit
+            staging = cache.staging_dir(key)
+            result = BuildResult(
+                status=BuildStatus.OK,
+                key=key,
+                build_dir=str(staging),
+                arch=target,
+                toolchain=toolchain,
+                **base,
+            )
+            _build_into(solution, staging, result, list(extra_flags or []), limits)
+            result.timings_ms["total"] = (time.perf_counter() - start) * 1000.0
+            return cache.publish(staging, result)
+    except Timeout:
+        return BuildResult(
+            status=BuildStatus.INFRA_ERROR,
+            key=key,
+            build_dir="",
+            log=f"timed out waiting for another build of the same solution (lock {cache.lock_path(key)})",
+            **base,
+        )
+
+
+def _ensure_parent(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _build_into(
+    solution: Solution, staging: Path, result: BuildResult, extra_flags: list[str], limits: Limits
+) -> None:
+    """Run the language's builder in ``staging`` and record its outcome on ``result``."""
+    spec = solution.spec
+    sources = {s.path: s.content for s in solution.sources}
+    if result.language in _COMPILED:
+        if spec.binding not in ("tvm-ffi", None):
+            result.status = BuildStatus.COMPILE_ERROR
+            result.log = (
+                f"binding {spec.binding!r} is not supported; CUDA/C++ solutions use binding 'tvm-ffi'"
+            )
+            return
+        src = staging / "src"
+        for relative, text in sources.items():
+            (src / relative).parent.mkdir(parents=True, exist_ok=True)
+            (src / relative).write_text(text)
+        units = sorted(p for p in sources if p.lower().endswith(COMPILED_SUFFIXES))
+        if not units:
+            result.status = BuildStatus.COMPILE_ERROR
+            result.log = f"no compilable source ({', '.join(COMPILED_SUFFIXES)}) among {sorted(sources)}"
+            return
+        try:
+            status, log, info = compile_tvm_ffi(
+                staging,
+                units,
+                spec.entry_symbol,
+                result.arch or "sm_90a",
+                extra_flags=extra_flags,
+                limits=limits,
+            )
+        except (ToolchainError, OSError) as error:
+            result.status, result.log = BuildStatus.INFRA_ERROR, f"could not run nvcc: {error}"
+            return
+        result.status, result.log = status, log
+        result.command = list(info["command"])  # type: ignore[call-overload]
+        result.sandbox = str(info["sandbox"])
+        result.timings_ms["compile"] = float(info["compile_ms"])  # type: ignore[arg-type]
+        result.library = info.get("library")  # type: ignore[assignment]
+        result.ptx = list(info.get("ptx", []))  # type: ignore[call-overload]
+        result.cubins = list(info.get("cubins", []))  # type: ignore[call-overload]
+    else:
+        status, log, package = write_python_package(staging, result.key, sources)
+        result.status, result.log = status, log
+        result.package, result.package_root = package, "pkg"

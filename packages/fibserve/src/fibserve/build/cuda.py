@@ -1,0 +1,153 @@
+"""Compile CUDA/C++ sources with the tvm-ffi binding into a shared library, keeping PTX and cubins.
+
+One nvcc invocation builds everything: ``-keep`` leaves the PTX and cubin of each translation unit in a keep
+directory as a by-product of the normal pipeline, which costs nothing extra (a separate ``--ptx`` or
+``--cubin`` pass would rerun the front end, the slow part: see benchmarks/static_analysis.md). Intermediate
+files (preprocessed sources, fatbins, objects) are deleted afterwards; only ``.ptx`` and ``.cubin`` are kept.
+
+Flags (DESIGN section 3): ``-shared -O3 -lineinfo --ptxas-options=-v -Xcompiler -fPIC -std=c++17`` and
+``-gencode=arch=compute_90a,code=sm_90a`` (or the chosen target), tvm-ffi's include directories, and
+``-ltvm_ffi`` with an rpath to the installed library so the worker can ``dlopen`` the result as is.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from .result import BuildStatus
+from .sandbox import Limits, run_sandboxed
+from .toolchain import find_nvcc, gencode_flag, tvm_ffi_paths
+
+COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
+"""Source suffixes passed to nvcc; other files (headers) are only written next to them."""
+
+BASE_FLAGS = ("-shared", "-O3", "-lineinfo", "--ptxas-options=-v", "-Xcompiler", "-fPIC", "-std=c++17")
+"""nvcc flags every build gets (part of the cache key)."""
+
+LIBRARY_NAME = "solution.so"
+
+_ERROR_LINE = re.compile(
+    r"(\berror\b|fatal|undefined reference|cannot find|No such file|catastrophic)", re.IGNORECASE
+)
+_NOISE = re.compile(r"^(ptxas info|\s+\d+ bytes stack frame|ptxas\s*:\s*info)", re.IGNORECASE)
+
+
+def nvcc_command(sources: list[str], arch: str, extra_flags: list[str]) -> list[str]:
+    """The nvcc argv for ``sources`` (relative to the source directory) and ``arch``.
+
+    Output goes to ``../out/solution.so`` and the keep directory ``../keep`` (relative to the source dir,
+    which is the working directory), so error messages name files as the candidate wrote them.
+    """
+    paths = tvm_ffi_paths()
+    includes = [f"-I{d}" for d in paths.include_dirs]
+    return [
+        find_nvcc(),
+        *BASE_FLAGS,
+        gencode_flag(arch),
+        *includes,
+        "-I.",
+        *extra_flags,
+        "-keep",
+        "-keep-dir",
+        "../keep",
+        *sources,
+        "-o",
+        f"../out/{LIBRARY_NAME}",
+        f"-L{paths.library_dir}",
+        "-ltvm_ffi",
+        f"-Xlinker=-rpath,{paths.library_dir}",
+    ]
+
+
+def trim_compiler_log(
+    log: str, build_dir: Path | None = None, *, max_errors: int = 12, max_chars: int = 8000
+) -> str:
+    """Keep what a model can act on: error lines with the source context nvcc prints after them.
+
+    Drops ``ptxas info`` noise, replaces the build directory with nothing (paths read ``kernel.cu(12)``),
+    and caps the result at ``max_errors`` errors and ``max_chars`` characters.
+    """
+    if build_dir is not None:
+        log = log.replace(str(build_dir) + "/src/", "").replace(str(build_dir) + "/", "")
+    lines = log.splitlines()
+    kept: list[str] = []
+    errors = 0
+    index = 0
+    while index < len(lines) and errors < max_errors:
+        line = lines[index]
+        if _ERROR_LINE.search(line) and not _NOISE.match(line):
+            errors += 1
+            kept.append(line)
+            # nvcc follows an error with the offending source line and a caret line.
+            for follow in lines[index + 1 : index + 4]:
+                if _ERROR_LINE.search(follow) or not follow.strip() or follow.startswith(("ptxas", "nvcc")):
+                    break
+                kept.append(follow)
+                index += 1
+        index += 1
+    if not kept:
+        kept = [line for line in lines if line.strip() and not _NOISE.match(line)] or lines
+    remaining = sum(1 for line in lines[index:] if _ERROR_LINE.search(line))
+    if remaining:
+        kept.append(f"... {remaining} more error line(s) omitted")
+    text = "\n".join(kept)
+    return text if len(text) <= max_chars else text[:max_chars] + "\n... (log truncated)"
+
+
+def compile_tvm_ffi(
+    build_dir: Path,
+    sources: list[str],
+    entry_symbol: str,
+    arch: str,
+    *,
+    extra_flags: list[str],
+    limits: Limits,
+) -> tuple[BuildStatus, str, dict[str, object]]:
+    """Compile ``build_dir/src/<sources>`` into ``build_dir/out/solution.so`` and keep PTX/cubins.
+
+    Returns:
+        ``(status, log, info)``: the log is trimmed on failure and the full ptxas report on success;
+        ``info`` has ``library``, ``ptx``, ``cubins`` (relative to ``build_dir``), ``command``, ``sandbox``,
+        ``compile_ms``.
+    """
+    src, out, keep = build_dir / "src", build_dir / "out", build_dir / "keep"
+    out.mkdir(exist_ok=True)
+    keep.mkdir(exist_ok=True)
+    command = nvcc_command(sources, arch, extra_flags)
+    paths = tvm_ffi_paths()
+    readable = [Path(d) for d in paths.include_dirs] + [Path(paths.library_dir), Path(command[0]).parent]
+    result = run_sandboxed(command, cwd=src, writable=[build_dir], readable=readable, limits=limits)
+    (build_dir / "build.log").write_text(" ".join(command) + "\n\n" + result.output)
+    info: dict[str, object] = {"command": command, "sandbox": result.sandbox, "compile_ms": result.wall_ms}
+    if result.timed_out or (result.killed_by_signal and result.returncode == -24):  # -24: SIGXCPU
+        shutil.rmtree(keep, ignore_errors=True)
+        return (
+            BuildStatus.TIMEOUT,
+            f"nvcc ran past the build limit of {limits.timeout_s:.0f} s and was killed",
+            info,
+        )
+    ptx, cubins = _collect_products(keep, out)
+    shutil.rmtree(keep, ignore_errors=True)
+    library = out / LIBRARY_NAME
+    if result.returncode != 0 or not library.is_file():
+        return BuildStatus.COMPILE_ERROR, trim_compiler_log(result.output, build_dir), info
+    if f"__tvm_ffi_{entry_symbol}".encode() + b"\0" not in library.read_bytes():
+        message = (
+            f"the library does not export entry symbol {entry_symbol!r}: add "
+            f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({entry_symbol}, <your host function>); at namespace scope"
+        )
+        return BuildStatus.COMPILE_ERROR, message, info
+    info.update(library=f"out/{LIBRARY_NAME}", ptx=ptx, cubins=cubins)
+    return BuildStatus.OK, result.output.strip(), info
+
+
+def _collect_products(keep: Path, out: Path) -> tuple[list[str], list[str]]:
+    """Move each translation unit's ``.ptx`` and ``.cubin`` from the keep dir to ``out`` (no dlink cubins)."""
+    ptx, cubins = [], []
+    for path in sorted(keep.iterdir()):
+        if path.suffix == ".ptx" or (path.suffix == ".cubin" and not path.stem.endswith("_dlink")):
+            path.replace(out / path.name)
+            (ptx if path.suffix == ".ptx" else cubins).append(f"out/{path.name}")
+    return ptx, cubins

@@ -1,0 +1,240 @@
+"""Source policy: what a candidate may not use (DESIGN section 4, point 8).
+
+A benchmark of kernel *authors* is void if a candidate hands the work to a vendor library or to PyTorch.
+The policy runs before any build and reports every violation with its rule id, file, line and a sentence a
+model can act on. It is configurable per benchmark through :class:`PolicyConfig`.
+
+CUDA/C++ rules (comments and string literals ignored, see :mod:`fibserve.build.c_source`):
+
+- ``cuda.library-header``: ``#include`` of a cuBLAS, cuBLASLt, cuDNN or CUTLASS/CuTe header.
+- ``cuda.library-call``: an identifier of those libraries in code (``cublasGemmEx``, ``cudnnCreate``,
+  ``cutlass::``, ``cute::``).
+- ``cuda.link-dependency``: a ``spec.dependencies`` entry naming one of them (``-lcublas``, ``cutlass``).
+- ``cuda.dynamic-loading``: ``dlopen``/``dlsym``, which would reach the same libraries by name at run time.
+
+Python/Triton rules are in :mod:`fibserve.build.python_policy`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .c_source import strip_c_source
+
+if TYPE_CHECKING:
+    from fibserve.trace import Solution
+
+CudaLibrary = Literal["cublas", "cudnn", "cutlass"]
+"""Library families the CUDA policy can forbid; ``cublas`` covers cuBLASLt, ``cutlass`` covers CuTe."""
+
+# Header prefixes and identifier patterns per library family. Sources: the public header names shipped by
+# the CUDA toolkit (cublas_v2.h, cublasLt.h, cublasXt.h), cuDNN (cudnn*.h, cudnn_frontend*.h) and
+# CUTLASS (cutlass/..., cute/...).
+_HEADERS: dict[str, re.Pattern[str]] = {
+    "cublas": re.compile(r"(^|/)cublas\w*\.h(pp)?$", re.IGNORECASE),
+    "cudnn": re.compile(r"(^|/)cudnn\w*\.h(pp)?$", re.IGNORECASE),
+    "cutlass": re.compile(r"^(cutlass|cute)/", re.IGNORECASE),
+}
+_IDENTIFIERS: dict[str, re.Pattern[str]] = {
+    "cublas": re.compile(r"\b(cublas\w*|CUBLAS_\w+)"),
+    "cudnn": re.compile(r"\b(cudnn\w*|CUDNN_\w+)"),
+    "cutlass": re.compile(r"\b(cutlass|cute)\s*::"),
+}
+_DEPENDENCY: dict[str, re.Pattern[str]] = {
+    "cublas": re.compile(r"cublas", re.IGNORECASE),
+    "cudnn": re.compile(r"cudnn", re.IGNORECASE),
+    "cutlass": re.compile(r"cutlass|\bcute\b", re.IGNORECASE),
+}
+_LIBRARY_NAMES = {"cublas": "cuBLAS/cuBLASLt", "cudnn": "cuDNN", "cutlass": "CUTLASS/CuTe"}
+_DYNAMIC_LOADING = re.compile(r"\b(dlopen|dlsym|dlvsym|dlmopen)\s*\(")
+_C_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl")
+
+
+class PolicyConfig(BaseModel):
+    """Per-benchmark source policy. The defaults are PTXBench's: write the kernel yourself."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    enabled: bool = True
+    """Master switch; ``False`` accepts every source (for references and baselines)."""
+    cuda_forbidden_libraries: list[CudaLibrary] = Field(
+        default_factory=lambda: ["cublas", "cudnn", "cutlass"]
+    )
+    """Library families a CUDA/C++ candidate may not include, call or link."""
+    cuda_allow_dynamic_loading: bool = False
+    """Whether ``dlopen``/``dlsym`` are allowed (they can reach any library by name at run time)."""
+    python_languages: list[Literal["triton", "python"]] = Field(default_factory=lambda: ["triton"])
+    """Solution languages whose ``.py`` sources get the Python/Triton AST check (``python`` is for references)."""
+    torch_allowed: list[str] = Field(
+        default_factory=lambda: [
+            "torch.empty",
+            "torch.empty_like",
+            "torch.empty_strided",
+            "torch.zeros",
+            "torch.zeros_like",
+            "torch.Tensor",
+            "torch.dtype",
+            "torch.device",
+            "torch.Size",
+            "torch.finfo",
+            "torch.iinfo",
+            "torch.is_tensor",
+            "torch.no_grad",
+            "torch.inference_mode",
+            "torch.cuda.current_stream",
+            "torch.cuda.current_device",
+            "torch.cuda.device",
+            "torch.cuda.stream",
+            "torch.cuda.Stream",
+            "torch.cuda.is_available",
+            "torch.cuda.device_count",
+            "torch.cuda.get_device_properties",
+            "torch.cuda.get_device_capability",
+        ]
+    )
+    """``torch`` names a Triton wrapper may use (plus every dtype such as ``torch.bfloat16``). Allocation is
+    ``empty``-style; ``zeros`` is allowed because split-K and atomic kernels need a zeroed accumulator."""
+    tensor_methods_forbidden: list[str] = Field(
+        default_factory=lambda: [
+            *("matmul", "mm", "bmm", "addmm", "baddbmm", "mv", "dot", "einsum", "linear", "conv2d"),
+            *(
+                "softmax",
+                "log_softmax",
+                "exp",
+                "log",
+                "sqrt",
+                "rsqrt",
+                "sigmoid",
+                "tanh",
+                "relu",
+                "gelu",
+                "silu",
+            ),
+            *("sum", "mean", "var", "std", "norm", "amax", "amin", "argmax", "argmin", "cumsum", "topk"),
+            *("sub", "mul", "div", "pow", "add_", "sub_", "mul_", "div_", "addcmul", "lerp", "where"),
+            *("to", "float", "half", "bfloat16", "double", "type", "contiguous", "clone", "copy_", "fill_"),
+            *("zero_", "scatter", "scatter_add", "gather", "index_select", "masked_fill", "index_add_"),
+        ]
+    )
+    """Tensor methods a wrapper may not call outside ``@triton.jit`` functions: each runs a PyTorch kernel
+    (``to``/``float``/``contiguous`` copy or cast, which is work the candidate must do in its own kernel).
+    ``add`` and ``sort`` are left out on purpose: ``set.add`` and ``list.sort`` are common in wrappers."""
+    python_forbidden_modules: list[str] = Field(
+        default_factory=lambda: [
+            *("ctypes", "gc", "inspect", "importlib", "builtins", "subprocess", "socket", "signal"),
+            *("multiprocessing", "pickle", "marshal", "threading", "cffi", "triton.ops"),
+        ]
+    )
+    """Modules a Triton candidate may not import (introspection, FFI, processes, dynamic code)."""
+    protected_modules: list[str] = Field(default_factory=lambda: ["torch", "triton", "time", "numpy"])
+    """Modules whose attributes may not be assigned, deleted or reached through ``getattr``."""
+
+
+class PolicyViolation(BaseModel):
+    """One policy violation, phrased for the model that wrote the code."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    rule: str
+    """Rule id, e.g. ``cuda.library-call`` or ``triton.torch-compute``."""
+    file: str
+    """Source path inside the solution (or ``spec.dependencies``)."""
+    line: int
+    """1-based line number; 0 when the violation is not tied to a line."""
+    message: str
+    """What is wrong and what to do instead."""
+
+
+def check_cuda_source(path: str, source: str, config: PolicyConfig) -> list[PolicyViolation]:
+    """Apply the CUDA/C++ rules to one source file (comments and string literals are ignored)."""
+    stripped = strip_c_source(source)
+    found: list[PolicyViolation] = []
+    for library in config.cuda_forbidden_libraries:
+        name = _LIBRARY_NAMES[library]
+        for line, header in stripped.includes:
+            if _HEADERS[library].search(header):
+                found.append(
+                    PolicyViolation(
+                        rule="cuda.library-header",
+                        file=path,
+                        line=line,
+                        message=f"#include <{header}> uses {name}, which this benchmark forbids; remove it and "
+                        "implement the computation in your own kernel (inline PTX or CUDA C++).",
+                    )
+                )
+        seen_lines: set[int] = set()
+        for match in _IDENTIFIERS[library].finditer(stripped.code):
+            line = stripped.line_of(match.start())
+            if line in seen_lines:
+                continue
+            seen_lines.add(line)
+            found.append(
+                PolicyViolation(
+                    rule="cuda.library-call",
+                    file=path,
+                    line=line,
+                    message=f"`{match.group(0).strip()}` is {name} library code, which this benchmark forbids; "
+                    "write the kernel yourself (for GEMMs on sm_90a: wgmma with TMA loads).",
+                )
+            )
+    if not config.cuda_allow_dynamic_loading:
+        for match in _DYNAMIC_LOADING.finditer(stripped.code):
+            found.append(
+                PolicyViolation(
+                    rule="cuda.dynamic-loading",
+                    file=path,
+                    line=stripped.line_of(match.start()),
+                    message=f"`{match.group(1)}` loads libraries at run time, which this benchmark forbids; "
+                    "call only your own kernels and the CUDA runtime/driver API.",
+                )
+            )
+    return found
+
+
+def check_dependencies(dependencies: list[str], config: PolicyConfig) -> list[PolicyViolation]:
+    """Reject ``spec.dependencies`` entries (link flags or package names) naming a forbidden library."""
+    found = []
+    for dependency in dependencies:
+        for library in config.cuda_forbidden_libraries:
+            if _DEPENDENCY[library].search(dependency):
+                found.append(
+                    PolicyViolation(
+                        rule="cuda.link-dependency",
+                        file="spec.dependencies",
+                        line=0,
+                        message=f"dependency {dependency!r} links {_LIBRARY_NAMES[library]}, which this "
+                        "benchmark forbids; remove it from spec.dependencies.",
+                    )
+                )
+    return found
+
+
+def check_policy(solution: Solution, config: PolicyConfig | None = None) -> list[PolicyViolation]:
+    """Check every source of ``solution`` against ``config`` (default :class:`PolicyConfig`).
+
+    CUDA/C++ rules apply to C-family files of ``cuda``/``cpp`` solutions; the Python AST rules apply to
+    ``.py`` files of solutions whose language is in ``config.python_languages``.
+
+    Returns:
+        The violations, ordered by file and line; empty when the solution is clean.
+    """
+    from .python_policy import check_python_source
+
+    config = config or PolicyConfig()
+    if not config.enabled:
+        return []
+    language = str(solution.spec.language.value)
+    found: list[PolicyViolation] = []
+    if language in ("cuda", "cpp"):
+        found += check_dependencies(list(solution.spec.dependencies), config)
+        for source in solution.sources:
+            if source.path.lower().endswith(_C_SUFFIXES):
+                found += check_cuda_source(source.path, source.content, config)
+    elif language in config.python_languages:
+        for source in solution.sources:
+            if source.path.endswith(".py"):
+                found += check_python_source(source.path, source.content, config)
+    return sorted(found, key=lambda v: (v.file, v.line, v.rule))
