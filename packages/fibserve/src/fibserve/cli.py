@@ -38,10 +38,78 @@ def _not_available(command: str, issue: str) -> None:
     raise typer.Exit(2)
 
 
-@app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def serve_command() -> None:
-    """Run the FIBServe HTTP service (not available yet)."""
-    _not_available("serve", "the HTTP service issue")
+@app.command("serve")
+def serve_command(
+    roots: Annotated[
+        list[str] | None,
+        typer.Argument(help="Trace-set roots (same as --local); DATASET_ROOTS or the bundled set when none."),
+    ] = None,
+    local: Annotated[
+        list[str] | None,
+        typer.Option("--local", help="Trace-set root to serve (repeat it, or separate roots with ':')."),
+    ] = None,
+    devices: Annotated[
+        str | None,
+        typer.Option(
+            help="Worker lanes, comma-separated (cuda:0,cuda:1 or cpu); default: every visible GPU, else cpu."
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Interface to bind (loopback by default: candidates run code).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 10000,
+    config: Annotated[
+        str | None, typer.Option("--config", help="Evaluation config YAML laid over the packaged defaults.")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FIBSERVE_TOKEN",
+            show_default=False,
+            help="Bearer token required on every request but /health and /docs.",
+        ),
+    ] = None,
+    state_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--state-dir", help="Task database folder [default: $PTXBENCH_DATA_ROOT/fibserve-state]."
+        ),
+    ] = None,
+    max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest request body (MiB).")] = 32.0,
+    task_ttl_s: Annotated[
+        float, typer.Option("--task-ttl-s", help="Seconds finished answers are kept (default 7 days).")
+    ] = 604800.0,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the FIBServe HTTP service: evaluate, sanitize and profile candidates; API docs at /docs."""
+    import os
+
+    from pydantic import ValidationError
+
+    from fibserve.serve import ServeSettings, serve
+
+    paths = [part for value in [*(local or []), *(roots or [])] for part in value.split(os.pathsep) if part]
+    options: dict = {
+        "roots": paths,
+        "host": host,
+        "port": port,
+        "max_body_mb": max_body_mb,
+        "task_ttl_s": task_ttl_s,
+    }
+    if devices:
+        options["devices"] = [d.strip() for d in devices.split(",") if d.strip()]
+    if config:
+        options["eval_config"] = config
+    if token:
+        options["token"] = token
+    if state_dir:
+        options["state_dir"] = state_dir
+    try:
+        settings = ServeSettings(**options)
+        serve(settings, log_level=log_level.lower())
+    except (ValidationError, ValueError, RuntimeError) as exc:
+        typer.secho(f"fibserve serve: {exc}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2) from None
 
 
 @app.command("schema")

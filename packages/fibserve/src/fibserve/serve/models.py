@@ -1,0 +1,298 @@
+"""Request and answer bodies of the FIBServe HTTP API (DESIGN section 5), as pydantic v2 models.
+
+The same models are the contract of :mod:`fibserve.client`: the server validates requests with them and the
+client parses answers with them. Request models forbid unknown fields, so a misspelt option (``atoll``) is a
+422 that names it instead of a silently ignored tolerance.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fibserve.trace import Solution, Trace
+
+# -- names --------------------------------------------------------------------------------------------------
+
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+MAX_SOLUTION_NAME = 128
+"""Longest normalized solution name (characters)."""
+
+
+def normalize_solution_name(name: str) -> str:
+    """The solution name the server records: safe as a file name and in a trace.
+
+    Runs of characters outside ``[A-Za-z0-9_.-]`` become one ``_``; leading and trailing ``._-`` are
+    stripped; the result is cut to ``MAX_SOLUTION_NAME`` characters; an empty result becomes ``solution``.
+    Example: ``"My kernel / v2"`` -> ``"My_kernel_v2"``.
+    """
+    cleaned = _UNSAFE_NAME_CHARS.sub("_", name).strip("._-")[:MAX_SOLUTION_NAME].rstrip("._-")
+    return cleaned or "solution"
+
+
+# Names of ncu sections, metrics and sets as NVIDIA writes them (SpeedOfLight, sm__inst_executed.sum,
+# dram__bytes_read.sum.per_second, regex:sm__.*). Nothing that a shell or ncu could read as an option.
+_NCU_NAME = re.compile(r"^(regex:)?[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}$")
+
+SanitizerTool = Literal["memcheck", "racecheck", "initcheck", "synccheck"]
+"""compute-sanitizer tools a client may choose (``--tool``)."""
+
+NcuPage = Literal["details", "raw", "source", "session"]
+"""Pages of ``ncu --page``."""
+
+Timeout = Annotated[float, Field(gt=0, le=3600)]
+"""A time limit in seconds (0 < t <= 3600)."""
+
+
+def _check_ncu_names(values: list[str], what: str) -> list[str]:
+    for value in values:
+        if not _NCU_NAME.match(value):
+            raise ValueError(
+                f"{what} {value!r} is not a valid Nsight Compute name: use letters, digits and '_.:-' "
+                "(optionally prefixed by 'regex:'), at most 200 characters, not starting with '-'"
+            )
+    return values
+
+
+# -- requests -----------------------------------------------------------------------------------------------
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class _SolutionRequest(_Request):
+    solution: Solution
+    """The candidate: FlashInfer Trace solution JSON (sources inline, relative paths only)."""
+    workload_uuids: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None, max_length=10_000
+    )
+    """Workloads to run, all of the definition's workloads when absent."""
+    timeout: Timeout | None = None
+    """Time limit in seconds for the whole task on its lane (the server's default when absent)."""
+
+
+class EvaluateRequest(_SolutionRequest):
+    """Body of ``POST /evaluate``: check, build, run and time a solution against its definition's reference."""
+
+    atol: float | None = Field(default=None, ge=0)
+    """Absolute tolerance; overrides the definition's and op type's (DESIGN section 4.5 precedence)."""
+    rtol: float | None = Field(default=None, ge=0)
+    """Relative tolerance; overrides the definition's and op type's."""
+    profile_baseline: bool = False
+    """Accepted for compatibility with older clients. The reference is always timed interleaved with the
+    candidate (DESIGN section 4.6), so there is no separate baseline to profile."""
+
+
+class SanitizeRequest(_SolutionRequest):
+    """Body of ``POST /sanitize``: run the candidate once per workload under compute-sanitizer."""
+
+    sanitizer_types: list[SanitizerTool] = Field(
+        default_factory=lambda: ["memcheck"], min_length=1, max_length=4
+    )
+    """Tools to run, each as its own process (memcheck by default)."""
+
+
+class ProfileRequest(_SolutionRequest):
+    """Body of ``POST /profile``: one warm-up and one measured call under Nsight Compute (ncu)."""
+
+    set: str | None = None
+    """``ncu --set`` (e.g. ``basic``, ``detailed``, ``full``); ncu's default set when absent."""
+    sections: list[str] = Field(default_factory=list, max_length=50)
+    """``ncu --section`` names, e.g. ``SpeedOfLight``, ``MemoryWorkloadAnalysis``."""
+    metrics: list[str] = Field(default_factory=list, max_length=200)
+    """``ncu --metrics`` names, e.g. ``sm__inst_executed.sum``."""
+    page: NcuPage = "details"
+    """``ncu --page`` of the printed report."""
+
+    @field_validator("sections", "metrics")
+    @classmethod
+    def _safe_names(cls, values: list[str], info: Any) -> list[str]:
+        return _check_ncu_names(values, info.field_name.rstrip("s"))
+
+    @field_validator("set")
+    @classmethod
+    def _safe_set(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_ncu_names([value], "set")
+        return value
+
+
+class CompileRequest(_Request):
+    """Body of ``POST /compile``: static analysis only, answered synchronously, needs no GPU."""
+
+    solution: Solution
+    """The candidate."""
+    arch: Literal["sm_90a", "sm_100a"] = "sm_90a"
+    """Target architecture of the build and of the instruction-family checks."""
+
+
+class BatchRequest(_Request):
+    """Body of ``POST /tasks/batch``: wait for several tasks at once."""
+
+    task_ids: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(min_length=1, max_length=1000)
+    """Task ids; the answer keeps this order."""
+    timeout: float = Field(default=0.0, ge=0, le=600)
+    """Seconds to wait until every task has finished (0: answer at once)."""
+
+
+# -- answers ------------------------------------------------------------------------------------------------
+
+
+class ErrorInfo(BaseModel):
+    """An error a person can act on."""
+
+    code: str
+    """Stable machine-readable code, e.g. ``unknown_definition``, ``cancelled``, ``tool_unavailable``."""
+    message: str
+    """What went wrong and what to do about it."""
+    details: Any = None
+    """Extra structured facts (validation errors, close matches)."""
+
+
+class ErrorBody(BaseModel):
+    """Body of every non-2xx HTTP answer."""
+
+    error: ErrorInfo
+
+
+class WorkerInfo(BaseModel):
+    """One worker lane."""
+
+    device: str
+    """``cuda:N`` or ``cpu``."""
+    healthy: bool
+    """False when the lane could not start its evaluator or its thread died (see ``detail``)."""
+    busy: bool
+    """Whether it is running a task now."""
+    task_id: str | None = None
+    """The task it is running."""
+    detail: str | None = None
+    """Why it is unhealthy."""
+
+
+class HealthAnswer(BaseModel):
+    """Answer of ``GET /health``."""
+
+    status: Literal["ok", "degraded"]
+    """``ok`` when every lane is healthy."""
+    workers: list[WorkerInfo]
+    queue_size: int
+    """Pending tasks."""
+    running: int
+    """Tasks running now."""
+    version: str
+    """fibserve version."""
+    tools: dict[str, str | None] = Field(default_factory=dict)
+    """Server-side tool executables (``compute-sanitizer``, ``ncu``, ``nvcc``) or null when absent."""
+
+
+class DefinitionSummary(BaseModel):
+    """One entry of ``GET /definitions``."""
+
+    name: str
+    op_type: str
+    description: str | None = None
+
+
+class SubmitAnswer(BaseModel):
+    """Answer of ``POST /evaluate``, ``/sanitize`` and ``/profile`` (HTTP 202)."""
+
+    task_id: str
+    """Poll ``GET /tasks/{task_id}`` for the result."""
+    kind: Literal["evaluate", "sanitize", "profile"]
+    status: str
+    """``pending`` right after submission."""
+    definition: str
+    normalized_solution_name: str
+    """The solution name the traces carry (see ``normalize_solution_name``)."""
+    workload_uuids: list[str]
+    """The workloads the task covers, in run order."""
+
+
+class SanitizerRun(BaseModel):
+    """One compute-sanitizer run (one tool on one workload)."""
+
+    tool: SanitizerTool
+    workload: str
+    """Workload uuid."""
+    passed: bool
+    """The tool's verdict: it exited 0 (``--error-exitcode`` makes any finding exit non-zero)."""
+    exit_code: int | None
+    """Exit status of compute-sanitizer; None when it was killed on timeout."""
+    error_count: int | None = None
+    """Errors the tool counted (from its ``ERROR SUMMARY``), when it printed one."""
+    timed_out: bool = False
+    output: str = ""
+    """The tool's report with driver noise removed, cut to a bounded size."""
+
+
+class ProfileRun(BaseModel):
+    """One Nsight Compute run (one workload)."""
+
+    workload: str
+    exit_code: int | None
+    timed_out: bool = False
+    kernels: list[str] = Field(default_factory=list)
+    """Names of the profiled kernels, in launch order."""
+    report: str = ""
+    """ncu's printed report for the measured call, cut to a bounded size."""
+
+
+class TaskAnswer(BaseModel):
+    """Answer of ``GET /tasks/{id}`` (and an element of ``POST /tasks/batch``).
+
+    ``status`` is ``failed`` only for a task-level failure (infrastructure, tool missing, timeout of the whole
+    task, cancel); a candidate that is wrong or crashes still makes a ``completed`` task whose traces say so.
+    """
+
+    task_id: str
+    kind: str
+    status: Literal["pending", "running", "completed", "failed"]
+    definition: str
+    solution: str
+    """Normalized solution name."""
+    device: str | None = None
+    """Lane that ran it."""
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    traces: list[Trace] | None = None
+    """One trace per workload (evaluate)."""
+    analysis: dict[str, Any] | None = None
+    """Static analysis of the candidate (policy, compile log, PTX/SASS families, resources)."""
+    executed: bool | None = None
+    """Whether the candidate ran (False for CUDA without a GPU: static pipeline only)."""
+    config: dict[str, Any] | None = None
+    """Evaluation settings used (tolerances, timing counts)."""
+    sanitizer: list[SanitizerRun] | None = None
+    """compute-sanitizer runs (sanitize)."""
+    profile: list[ProfileRun] | None = None
+    """Nsight Compute runs (profile)."""
+    logs: str | None = None
+    """Notes and log text for people."""
+    error: ErrorInfo | None = None
+    """Why the task failed at the task level."""
+
+
+__all__ = [
+    "BatchRequest",
+    "CompileRequest",
+    "DefinitionSummary",
+    "ErrorBody",
+    "ErrorInfo",
+    "EvaluateRequest",
+    "HealthAnswer",
+    "ProfileRequest",
+    "ProfileRun",
+    "SanitizeRequest",
+    "SanitizerRun",
+    "SanitizerTool",
+    "SubmitAnswer",
+    "TaskAnswer",
+    "WorkerInfo",
+    "normalize_solution_name",
+]

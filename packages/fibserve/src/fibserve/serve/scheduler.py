@@ -1,0 +1,303 @@
+"""Scheduler: one queue (the task store), one worker lane per device.
+
+Each lane is a thread that owns its device's resources (an :class:`fibserve.bench.Evaluator`, created in the
+lane's own thread so that a CUDA context belongs to it) and repeatedly claims the oldest pending task from the
+store, runs it, and records the outcome. A task covers all of its workloads on one lane.
+
+Cancel and shutdown reach a running task through its :class:`RunContext`: the context's ``interrupted`` flag
+is checked by the task between workloads (``progress`` callback of the evaluator) and every child process
+the task registered is killed with its whole process group. On shutdown a running task is put back in the
+queue *before* anything is killed, so a result arriving late from an abandoned run is refused by the store
+(its attempt number no longer matches).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .store import TaskRecord, TaskStatus, TaskStore
+
+log = logging.getLogger("fibserve.serve")
+
+
+class TaskInterrupted(Exception):
+    """Raised inside a running task when it was cancelled or the server is shutting down."""
+
+
+@dataclass
+class Outcome:
+    """What a task produced: a final status, the kind-specific answer fields, and a task-level error."""
+
+    status: TaskStatus
+    result: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+
+
+class RunContext:
+    """Handle a running task uses to see cancel/shutdown and to register child processes for killing."""
+
+    def __init__(self, lane: Lane, task: TaskRecord) -> None:
+        self.lane = lane
+        self.task = task
+        self._interrupted = threading.Event()
+        self._reason = ""
+        self._procs: list[subprocess.Popen[Any]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def device(self) -> str:
+        """The lane's device (``cuda:N`` or ``cpu``)."""
+        return self.lane.device
+
+    @property
+    def resources(self) -> Any:
+        """What the lane's factory built for this device (the Evaluator)."""
+        return self.lane.resources
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the task was cancelled or the server is stopping."""
+        return self._interrupted.is_set()
+
+    def check(self) -> None:
+        """Raise :class:`TaskInterrupted` when interrupted (call between units of work)."""
+        if self._interrupted.is_set():
+            raise TaskInterrupted(self._reason)
+
+    def register(self, proc: subprocess.Popen[Any]) -> None:
+        """Kill ``proc``'s process group if the task is interrupted (start it with ``start_new_session``)."""
+        with self._lock:
+            self._procs.append(proc)
+        if self._interrupted.is_set():
+            _kill_group(proc)
+
+    def interrupt(self, reason: str) -> None:
+        """Flag the task and kill its registered process groups."""
+        self._reason = reason
+        self._interrupted.set()
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+class TaskRunner(Protocol):
+    """Runs one claimed task on a lane; must not raise for candidate failures (those are results)."""
+
+    def __call__(self, task: TaskRecord, ctx: RunContext) -> Outcome: ...
+
+
+ResourceFactory = Callable[[str], Any]
+"""Builds a lane's per-device resources (an Evaluator) from the device string; runs in the lane thread."""
+
+ResourceCloser = Callable[[Any], None]
+"""Releases what the factory built."""
+
+
+class Lane:
+    """One worker thread bound to one device."""
+
+    def __init__(self, scheduler: Scheduler, device: str, name: str) -> None:
+        self.scheduler = scheduler
+        self.device = device
+        self.name = name
+        self.resources: Any = None
+        self.healthy = False
+        self.detail: str | None = "starting"
+        self.ctx: RunContext | None = None
+        self.thread = threading.Thread(target=self._loop, name=f"fibserve-lane-{name}", daemon=True)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a task is running on this lane."""
+        return self.ctx is not None
+
+    def _loop(self) -> None:
+        sched = self.scheduler
+        delay = 5.0
+        while not sched.stopping.is_set():
+            try:
+                self.resources = sched.factory(self.device)
+                self.healthy, self.detail = True, None
+                break
+            except Exception as exc:
+                log.exception("lane %s could not start; retrying in %.0f s", self.name, delay)
+                self.detail = (
+                    f"could not start the evaluator on {self.device} (retrying every {delay:.0f} s): {exc}"
+                )
+                sched.stopping.wait(delay)
+                delay = min(delay * 2, 60.0)
+        while not sched.stopping.is_set():
+            task = sched.store.claim(self.name)
+            if task is None:
+                with sched.wakeup:
+                    if not sched.stopping.is_set():
+                        sched.wakeup.wait(timeout=sched.idle_poll_s)
+                continue
+            self._run(task)
+
+    def _run(self, task: TaskRecord) -> None:
+        sched = self.scheduler
+        ctx = RunContext(self, task)
+        self.ctx = ctx
+        if task.cancel_requested:
+            ctx.interrupt("cancelled")
+        try:
+            outcome = sched.runner(task, ctx)
+        except TaskInterrupted:
+            outcome = None
+        except Exception as exc:
+            log.exception("task %s failed inside the server", task.id)
+            outcome = Outcome(
+                TaskStatus.FAILED,
+                error={
+                    "code": "internal_error",
+                    "message": f"the server failed while running the task: {exc!r}",
+                },
+            )
+        finally:
+            self.ctx = None
+        if sched.stopping.is_set():
+            return  # already re-queued by stop(); the store refuses late results anyway
+        if outcome is None or (ctx.interrupted and sched.store.cancel_requested(task.id)):
+            outcome = Outcome(
+                TaskStatus.FAILED,
+                error={
+                    "code": "cancelled",
+                    "message": "the task was cancelled by a DELETE request while running",
+                },
+            )
+        if sched.store.finish(
+            task.id, task.attempt, outcome.status, result=outcome.result, error=outcome.error
+        ):
+            sched.notify_finished(task.id)
+
+
+class Scheduler:
+    """Runs tasks from ``store`` on one lane per device.
+
+    Args:
+        store: the durable queue.
+        devices: lane devices, e.g. ``["cuda:0", "cuda:1"]`` or ``["cpu"]``; a device may repeat (two lanes
+            sharing it, e.g. ``cpu`` twice on a many-core host).
+        runner: runs one task.
+        factory: builds a lane's resources for its device (called in the lane thread).
+        closer: releases them on stop.
+        on_finish: called (from a lane thread) with a task id when its final answer is stored.
+        idle_poll_s: how often an idle lane re-reads the store even without a wake-up (seconds).
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        devices: list[str],
+        runner: TaskRunner,
+        factory: ResourceFactory,
+        closer: ResourceCloser | None = None,
+        on_finish: Callable[[str], None] | None = None,
+        idle_poll_s: float = 2.0,
+    ) -> None:
+        if not devices:
+            raise ValueError("the scheduler needs at least one device")
+        self.store = store
+        self.runner = runner
+        self.factory = factory
+        self.closer = closer
+        self.on_finish = on_finish
+        self.idle_poll_s = idle_poll_s
+        self.stopping = threading.Event()
+        self.wakeup = threading.Condition()
+        names: dict[str, int] = {}
+        self.lanes: list[Lane] = []
+        for device in devices:
+            count = names.get(device, 0)
+            names[device] = count + 1
+            self.lanes.append(Lane(self, device, device if count == 0 else f"{device}#{count}"))
+
+    def start(self) -> None:
+        """Start every lane thread."""
+        for lane in self.lanes:
+            lane.thread.start()
+
+    def notify(self) -> None:
+        """Wake idle lanes (call after a submission)."""
+        with self.wakeup:
+            self.wakeup.notify_all()
+
+    def notify_finished(self, task_id: str) -> None:
+        """Tell long-pollers that ``task_id`` has its final answer."""
+        if self.on_finish is not None:
+            try:
+                self.on_finish(task_id)
+            except Exception:
+                log.exception("on_finish callback failed for %s", task_id)
+
+    def interrupt(self, task_id: str, reason: str = "cancelled") -> bool:
+        """Interrupt ``task_id`` if a lane is running it; returns whether one was."""
+        for lane in self.lanes:
+            ctx = lane.ctx
+            if ctx is not None and ctx.task.id == task_id:
+                ctx.interrupt(reason)
+                return True
+        return False
+
+    def stop(self, join_timeout_s: float = 10.0) -> list[str]:
+        """Stop taking tasks, re-queue running ones, interrupt them, release resources.
+
+        Returns:
+            Ids of the tasks that were running and are pending again.
+        """
+        self.stopping.set()
+        self.notify()
+        requeued = []
+        for lane in self.lanes:
+            ctx = lane.ctx
+            if ctx is not None and self.store.requeue(ctx.task.id, ctx.task.attempt):
+                requeued.append(ctx.task.id)
+        for lane in self.lanes:
+            ctx = lane.ctx
+            if ctx is not None:
+                ctx.interrupt("server shutting down")
+        for lane in self.lanes:
+            if lane.resources is not None and self.closer is not None:
+                try:
+                    self.closer(lane.resources)
+                except Exception:
+                    log.exception("closing lane %s failed", lane.name)
+        for lane in self.lanes:
+            if lane.thread.is_alive():
+                lane.thread.join(timeout=join_timeout_s / max(1, len(self.lanes)))
+        return requeued
+
+    def health(self) -> list[dict[str, Any]]:
+        """Each lane as ``{device, healthy, busy, task_id, detail}``."""
+        out = []
+        for lane in self.lanes:
+            ctx = lane.ctx
+            alive = lane.thread.is_alive() or not lane.thread.ident
+            detail = lane.detail if alive else (lane.detail or "lane thread stopped")
+            out.append(
+                {
+                    "device": lane.name,
+                    "healthy": lane.healthy and alive,
+                    "busy": ctx is not None,
+                    "task_id": ctx.task.id if ctx is not None else None,
+                    "detail": detail,
+                }
+            )
+        return out

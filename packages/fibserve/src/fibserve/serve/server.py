@@ -1,0 +1,35 @@
+"""Run the FIBServe app under uvicorn, with a graceful shutdown that re-queues running work."""
+
+from __future__ import annotations
+
+import logging
+
+from .settings import ServeSettings
+
+
+def serve(settings: ServeSettings, *, log_level: str = "info") -> None:
+    """Load everything, bind ``settings.host:settings.port`` and serve until SIGINT or SIGTERM.
+
+    On SIGINT/SIGTERM uvicorn stops accepting connections, gives open requests (long polls) a few seconds,
+    then the app's lifespan puts every running task back in the queue and stops the lanes, so the next
+    server on the same ``--state-dir`` runs them again.
+
+    Raises:
+        fibserve.trace.problems.TraceSetError, ValueError, RuntimeError: see :func:`create_app`.
+    """
+    import uvicorn
+
+    from .app import create_app
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        access_log=False,
+    )
+    uvicorn.Server(config).run()

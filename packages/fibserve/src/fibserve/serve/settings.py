@@ -1,0 +1,100 @@
+"""ServeSettings: everything `fibserve serve` is started with, as one validated pydantic model."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+TOKEN_ENV = "FIBSERVE_TOKEN"
+"""Environment variable holding the bearer token when ``--token`` is not given."""
+
+DATA_ROOT_ENV = "PTXBENCH_DATA_ROOT"
+"""Environment variable naming the data directory (default ``data/`` under the working directory)."""
+
+_DEVICE = re.compile(r"^(cpu|cuda:\d+)$")
+
+
+def default_state_dir() -> Path:
+    """``$PTXBENCH_DATA_ROOT/fibserve-state``, or ``data/fibserve-state`` under the working directory."""
+    root = os.environ.get(DATA_ROOT_ENV)
+    return (Path(root) if root else Path.cwd() / "data") / "fibserve-state"
+
+
+class ServeSettings(BaseModel):
+    """Options of one FIBServe server process (the CLI fills this; tests build it directly)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    roots: list[Path] = Field(default_factory=list)
+    """Trace-set roots; empty means ``$DATASET_ROOTS`` or the bundled default trace set."""
+    devices: list[str] | None = None
+    """Worker lanes, e.g. ``["cuda:0", "cuda:1"]``; None means every visible GPU, or ``["cpu"]`` without one."""
+    host: str = "127.0.0.1"
+    """Interface to bind; only loopback by default, since candidates run arbitrary code."""
+    port: int = Field(10000, ge=0, le=65535)
+    """TCP port (0 picks a free one)."""
+    token: SecretStr | None = None
+    """Bearer token every request except ``/health`` and the docs must carry; None disables auth."""
+    state_dir: Path = Field(default_factory=default_state_dir)
+    """Directory of the task database (``tasks.sqlite3``) and scratch files of tool runs."""
+    max_body_mb: float = Field(32.0, gt=0, le=4096)
+    """Largest request body in MiB; larger bodies get 413."""
+    task_ttl_s: float = Field(7 * 24 * 3600.0, gt=0)
+    """Seconds a finished task's answer is kept before it expires."""
+    max_attempts: int = Field(3, ge=1, le=100)
+    """Times a task may be claimed across server restarts before it is failed as ``server_restarted``."""
+    eval_config: Path | None = None
+    """Operator evaluation config (YAML with defaults/op_type/definitions) laid over the packaged defaults."""
+    max_long_poll_s: float = Field(120.0, gt=0, le=3600)
+    """Upper bound on ``GET /tasks/{id}?timeout=`` (seconds)."""
+    compile_concurrency: int = Field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2), ge=1)
+    """``POST /compile`` requests analysed at the same time (each may run nvcc and ptxas)."""
+    compile_timeout_s: float = Field(600.0, gt=0)
+    """Time limit of one ``POST /compile`` (seconds)."""
+    tool_timeout_s: float = Field(600.0, gt=0)
+    """Default limit on one compute-sanitizer or ncu run when the request gives none (seconds)."""
+
+    @field_validator("devices")
+    @classmethod
+    def _check_devices(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("devices is empty; give e.g. cuda:0,cuda:1 or cpu, or omit it for all GPUs")
+        for device in value:
+            if not _DEVICE.match(device):
+                raise ValueError(f"device {device!r} is not 'cpu' or 'cuda:N'")
+        return value
+
+    @property
+    def max_body_bytes(self) -> int:
+        """``max_body_mb`` in bytes."""
+        return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def db_path(self) -> Path:
+        """The SQLite task database."""
+        return self.state_dir / "tasks.sqlite3"
+
+
+def resolve_devices(requested: list[str] | None) -> list[str]:
+    """The lane devices: ``requested`` checked against the visible GPUs, or all GPUs, or ``["cpu"]``.
+
+    Raises:
+        ValueError: a ``cuda:N`` device does not exist here (the message says how many GPUs are visible).
+    """
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if requested is None:
+        return [f"cuda:{i}" for i in range(count)] or ["cpu"]
+    for device in requested:
+        if device.startswith("cuda:") and int(device.split(":")[1]) >= count:
+            raise ValueError(
+                f"device {device} is not available: this machine has {count} visible CUDA device(s)"
+                + ("; use --devices cpu" if count == 0 else "")
+            )
+    return list(requested)

@@ -1,0 +1,174 @@
+"""What a lane does with each kind of task: evaluate (the bench Evaluator), sanitize, profile; and /compile.
+
+Failures of the candidate are results (traces with COMPILE_ERROR, RUNTIME_ERROR, a sanitizer verdict);
+only failures of the service (evaluator crash, missing tool, whole-task timeout) make a task ``failed``,
+with an error code that says which (DESIGN section 4.10).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fibserve.tools.executables import ToolPaths
+from fibserve.trace import Definition, Solution
+
+from .catalog import Catalog, NotFound, WorkloadMismatch
+from .models import EvaluateRequest, ProfileRequest, SanitizeRequest
+from .scheduler import Outcome, ResourceFactory, RunContext
+from .settings import ServeSettings
+from .store import TaskRecord, TaskStatus
+
+log = logging.getLogger("fibserve.serve")
+
+
+def evaluator_factory(settings: ServeSettings) -> ResourceFactory:
+    """A lane factory that builds one :class:`fibserve.bench.Evaluator` for the lane's device."""
+
+    def build(device: str) -> Any:
+        from fibserve.bench import Evaluator
+
+        kwargs: dict[str, Any] = {}
+        if settings.eval_config is not None:
+            kwargs["config_path"] = settings.eval_config
+        return Evaluator(device, **kwargs)
+
+    return build
+
+
+def close_evaluator(evaluator: Any) -> None:
+    """Release an Evaluator's worker processes."""
+    close = getattr(evaluator, "close", None)
+    if close is not None:
+        close()
+
+
+def static_analysis(solution: Solution, definition: Definition, arch: str) -> Any:
+    """``fibserve.check``: policy, build, PTX/SASS families and resources, without running anything."""
+    import fibserve
+
+    return fibserve.check(solution, definition=definition, arch=arch)
+
+
+def _failed(code: str, message: str, **result: Any) -> Outcome:
+    return Outcome(TaskStatus.FAILED, result=result, error={"code": code, "message": message})
+
+
+class TaskWork:
+    """The default task runner: dispatches on ``task.kind``."""
+
+    def __init__(self, catalog: Catalog, settings: ServeSettings, tools: ToolPaths) -> None:
+        self.catalog = catalog
+        self.settings = settings
+        self.tools = tools
+
+    def __call__(self, task: TaskRecord, ctx: RunContext) -> Outcome:
+        """Run ``task`` on the lane of ``ctx``."""
+        handler = {"evaluate": self.evaluate, "sanitize": self.sanitize, "profile": self.profile}.get(
+            task.kind
+        )
+        if handler is None:
+            return _failed("unknown_kind", f"this server cannot run tasks of kind {task.kind!r}")
+        try:
+            definition = self.catalog.definition(task.definition)
+            workloads = self.catalog.select(task.definition, task.request.get("workload_uuids"))
+        except (NotFound, WorkloadMismatch) as exc:
+            return _failed(
+                "catalog_changed",
+                f"{exc}; the server was restarted with other trace sets since the task was accepted",
+            )
+        return handler(task, ctx, definition, workloads)
+
+    def evaluate(self, task: TaskRecord, ctx: RunContext, definition: Definition, workloads: list) -> Outcome:
+        """Evaluate the solution on every workload with the lane's Evaluator."""
+        request = EvaluateRequest.model_validate(task.request)
+        overrides: dict[str, Any] = {"atol": request.atol, "rtol": request.rtol}
+        if request.timeout is not None:
+            overrides["timeouts"] = {"correctness": request.timeout, "timing": request.timeout}
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+
+        def progress(*_args: Any, **_kwargs: Any) -> None:
+            ctx.check()
+
+        report = ctx.resources.evaluate(
+            definition, request.solution, workloads, overrides=overrides or None, progress=progress
+        )
+        ctx.check()
+        result = evaluation_result(report)
+        task_error = getattr(report, "task_error", None)
+        if task_error:
+            return _failed("evaluation_error", str(task_error), **result)
+        return Outcome(TaskStatus.COMPLETED, result=result)
+
+    def sanitize(self, task: TaskRecord, ctx: RunContext, definition: Definition, workloads: list) -> Outcome:
+        """Run compute-sanitizer over the candidate, once per (tool, workload)."""
+        from fibserve.tools.sanitizer import SanitizerUnavailable, run_sanitizer
+
+        request = SanitizeRequest.model_validate(task.request)
+        try:
+            runs = run_sanitizer(
+                tool_path=self.tools.compute_sanitizer,
+                solution=request.solution,
+                definition=definition,
+                workloads=workloads,
+                catalog=self.catalog,
+                tools=request.sanitizer_types,
+                device=ctx.device,
+                timeout_s=request.timeout or self.settings.tool_timeout_s,
+                scratch=self.settings.state_dir / "runs" / task.id,
+                on_process=ctx.register,
+                check=ctx.check,
+            )
+        except SanitizerUnavailable as exc:
+            return _failed("tool_unavailable", str(exc))
+        logs = "\n\n".join(
+            f"== {r.tool} on {r.workload}: {'passed' if r.passed else 'FAILED'}\n{r.output}" for r in runs
+        )
+        return Outcome(
+            TaskStatus.COMPLETED,
+            result={"sanitizer": [r.model_dump(mode="json") for r in runs], "logs": logs},
+        )
+
+    def profile(self, task: TaskRecord, ctx: RunContext, definition: Definition, workloads: list) -> Outcome:
+        """Run Nsight Compute over one warm-up and one measured call per workload."""
+        from fibserve.tools.ncu import ProfilerUnavailable, run_profile
+
+        request = ProfileRequest.model_validate(task.request)
+        try:
+            runs = run_profile(
+                tool_path=self.tools.ncu,
+                solution=request.solution,
+                definition=definition,
+                workloads=workloads,
+                catalog=self.catalog,
+                ncu_set=request.set,
+                sections=request.sections,
+                metrics=request.metrics,
+                page=request.page,
+                device=ctx.device,
+                timeout_s=request.timeout or self.settings.tool_timeout_s,
+                scratch=self.settings.state_dir / "runs" / task.id,
+                on_process=ctx.register,
+                check=ctx.check,
+            )
+        except ProfilerUnavailable as exc:
+            return _failed("tool_unavailable", str(exc))
+        logs = "\n\n".join(f"== ncu on {r.workload} (exit {r.exit_code})\n{r.report}" for r in runs)
+        return Outcome(
+            TaskStatus.COMPLETED, result={"profile": [r.model_dump(mode="json") for r in runs], "logs": logs}
+        )
+
+
+def evaluation_result(report: Any) -> dict[str, Any]:
+    """The answer fields of an :class:`fibserve.bench.EvaluationReport` (traces, analysis, config, notes)."""
+    data = report.model_dump(mode="json") if hasattr(report, "model_dump") else dict(report)
+    notes = data.get("notes") or []
+    if isinstance(notes, list):
+        notes = "\n".join(str(n) for n in notes)
+    return {
+        "traces": data.get("traces") or [],
+        "analysis": data.get("analysis"),
+        "executed": data.get("executed"),
+        "config": data.get("config"),
+        "logs": notes or None,
+    }

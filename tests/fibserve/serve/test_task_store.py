@@ -1,0 +1,104 @@
+"""The SQLite task store: WAL mode, queue order, recovery after a crash, attempts, cancel, expiry."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from fibserve.serve.store import TaskStatus, TaskStore
+
+
+def _submit(store: TaskStore, n: int) -> list[str]:
+    return [store.submit("evaluate", "vector_add_f32", f"s{i}", {"i": i}).id for i in range(n)]
+
+
+def test_database_is_in_wal_mode_and_tasks_are_claimed_in_submission_order(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "tasks.sqlite3")
+    ids = _submit(store, 3)
+    mode = sqlite3.connect(tmp_path / "tasks.sqlite3").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+    claimed = [store.claim("cpu") for _ in range(4)]
+    assert [c.id for c in claimed[:3] if c] == ids
+    assert claimed[3] is None
+    assert all(
+        c.status is TaskStatus.RUNNING and c.attempt == 1 and c.lane == "cpu" for c in claimed[:3] if c
+    )
+
+
+def test_a_second_store_on_the_same_file_sees_committed_tasks(tmp_path: Path) -> None:
+    """What a SIGKILLed server leaves behind is readable by the next one (nothing buffered in memory)."""
+    path = tmp_path / "tasks.sqlite3"
+    first = TaskStore(path)
+    ids = _submit(first, 2)
+    running = first.claim("cuda:0")
+    assert running is not None
+    # no close(): the first process "dies" here
+    second = TaskStore(path)
+    requeued, failed = second.recover()
+    assert requeued == [running.id] and failed == []
+    again = [second.claim("cuda:0"), second.claim("cuda:0")]
+    assert [t.id for t in again if t] == ids
+    assert again[0] is not None and again[0].attempt == 2
+
+
+def test_a_task_that_keeps_killing_the_server_is_failed_after_max_attempts(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.sqlite3"
+    (task_id,) = _submit(TaskStore(path, max_attempts=2), 1)
+    for _ in range(2):
+        store = TaskStore(path, max_attempts=2)
+        store.recover()
+        claimed = store.claim("cpu")
+        assert claimed is not None and claimed.id == task_id
+    store = TaskStore(path, max_attempts=2)
+    requeued, failed = store.recover()
+    assert (requeued, failed) == ([], [task_id])
+    record = store.get(task_id)
+    assert record is not None and record.status is TaskStatus.FAILED
+    assert record.error is not None and record.error["code"] == "server_restarted"
+
+
+def test_a_late_result_from_an_abandoned_attempt_is_refused(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "t.sqlite3")
+    _submit(store, 1)
+    first = store.claim("cpu")
+    assert first is not None
+    assert store.requeue(first.id, first.attempt)
+    second = store.claim("cpu")
+    assert second is not None and second.attempt == 2
+    assert not store.finish(first.id, first.attempt, TaskStatus.COMPLETED, result={"from": "old"})
+    assert store.finish(second.id, second.attempt, TaskStatus.COMPLETED, result={"from": "new"})
+    record = store.get(first.id)
+    assert record is not None and record.result == {"from": "new"}
+
+
+def test_cancel_fails_a_pending_task_and_flags_a_running_one(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "t.sqlite3")
+    running_id, pending_id = _submit(store, 2)
+    assert store.claim("cpu") is not None
+    cancelled = store.cancel(pending_id)
+    assert cancelled is not None and cancelled.status is TaskStatus.FAILED
+    assert cancelled.error is not None and cancelled.error["code"] == "cancelled"
+    flagged = store.cancel(running_id)
+    assert flagged is not None and flagged.status is TaskStatus.RUNNING and flagged.cancel_requested
+    assert store.cancel("nope") is None
+    assert store.claim("cpu") is None  # the cancelled task is not handed out
+
+
+def test_finished_answers_expire_after_the_ttl(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "t.sqlite3", ttl_s=0.2)
+    (task_id,) = _submit(store, 1)
+    task = store.claim("cpu")
+    assert task is not None
+    store.finish(task_id, task.attempt, TaskStatus.COMPLETED, result={})
+    assert store.get(task_id) is not None
+    time.sleep(0.3)
+    assert store.get(task_id) is None
+    assert store.expire() == 1
+
+
+def test_finish_refuses_a_non_final_status(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "t.sqlite3")
+    with pytest.raises(ValueError, match="final status"):
+        store.finish("x", 1, TaskStatus.RUNNING)
