@@ -5,6 +5,9 @@ Heavy imports (litellm, torch, mini-swe-agent) happen inside the commands so tha
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(
@@ -40,16 +43,139 @@ def quickstart_command() -> None:
     _not_available("quickstart", "the quickstart issue")
 
 
-@app.command("eval", context_settings=_PASS_THROUGH)
-def eval_command() -> None:
-    """Evaluate one kernel for a fixed task through FIBServe (not available yet)."""
-    _not_available("eval", "the agent issue")
+@app.command("eval")
+def eval_command(
+    kernel: Annotated[Path, typer.Argument(help="The kernel file: kernel.cu (CUDA) or kernel.py (Triton).")],
+    task_config: Annotated[
+        Path,
+        typer.Option("--task-config", help="task.json: definition, workloads, language, target, tolerances."),
+    ],
+    service_url: Annotated[
+        str | None,
+        typer.Option(
+            "--service-url", help="FIBServe URL; default $SERVICE_URL, else an embedded local FIBServe."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the versioned result as JSON.")] = False,
+) -> None:
+    """Evaluate one kernel for a fixed task through FIBServe; exit 0 for any kernel verdict, 2 if the service failed."""
+    from mini_ptx_agent.evaluation import ReportStatus, evaluate_kernel
+    from mini_ptx_agent.task import TaskConfigError, load_task_config
+
+    try:
+        task = load_task_config(task_config)
+        report = evaluate_kernel(kernel, task, service_url=service_url)
+    except (TaskConfigError, OSError, LookupError) as exc:
+        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        from rich.console import Console
+
+        from mini_ptx_agent.feedback import format_feedback
+
+        Console(highlight=False, soft_wrap=True).print(format_feedback(report), markup=False)
+    raise typer.Exit(2 if report.status is ReportStatus.INFRASTRUCTURE_ERROR else 0)
 
 
-@app.command("run", context_settings=_PASS_THROUGH)
-def run_command() -> None:
-    """Run the kernel agent on one definition (not available yet)."""
-    _not_available("run", "the agent issue")
+@app.command("run")
+def run_command(
+    definition: Annotated[
+        str | None, typer.Option("--definition", help="Definition name, e.g. gemm_n7168_k5120.")
+    ] = None,
+    language: Annotated[str, typer.Option("--language", help="cuda or triton.")] = "cuda",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="Model name (litellm name, served id, or replay:PATH); default $MODEL_NAME."
+        ),
+    ] = None,
+    num_turns: Annotated[
+        int, typer.Option("--num-turns", min=1, help="Model calls before LimitsExceeded.")
+    ] = 3,
+    target_speedup: Annotated[
+        float, typer.Option("--target-speedup", help="Minimum speedup over the reference.")
+    ] = 1.0,
+    workloads: Annotated[
+        str | None, typer.Option("--workloads", help="Comma-separated workload uuids; default all.")
+    ] = None,
+    arch: Annotated[str, typer.Option("--arch", help="sm_90a (Hopper) or sm_100a (Blackwell).")] = "sm_90a",
+    prompt_tag: Annotated[
+        str | None, typer.Option("--prompt-tag", help="System prompt tag; default by language and arch.")
+    ] = None,
+    sanitizer: Annotated[
+        bool, typer.Option("--sanitizer/--no-sanitizer", help="compute-sanitizer gate before timing.")
+    ] = False,
+    output_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-root",
+            help="Parent of run directories; default $PTXBENCH_DATA_ROOT/eval_runs or data/eval_runs.",
+        ),
+    ] = None,
+    service_url: Annotated[
+        str | None,
+        typer.Option(
+            "--service-url", help="FIBServe URL; default $SERVICE_URL, else an embedded local FIBServe."
+        ),
+    ] = None,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Continue this run directory from its last complete turn.")
+    ] = None,
+    turn_timeout: Annotated[
+        float, typer.Option("--turn-timeout", help="Limit on one model call or evaluation (s).")
+    ] = 900.0,
+    wall_time: Annotated[int, typer.Option("--wall-time", help="Limit on the whole run (s); 0 = none.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json.")] = False,
+) -> None:
+    """Run the kernel agent on one definition into a run directory (exit 0 unless infrastructure failed: 2)."""
+    from mini_ptx_agent.runs import run_agent
+    from mini_ptx_agent.task import TaskConfig
+
+    if resume is None and not definition:
+        typer.secho(
+            "error: give --definition NAME (a new run) or --resume DIR", err=True, fg=typer.colors.RED
+        )
+        raise typer.Exit(2)
+    try:
+        task = None
+        if resume is None:
+            task = TaskConfig(
+                definition=definition,
+                language=language,
+                target_speedup=target_speedup,
+                arch=arch,
+                sanitizer=sanitizer,
+                workloads=[w.strip() for w in workloads.split(",") if w.strip()] if workloads else "all",
+            )
+        run_dir, summary = run_agent(
+            task=task,
+            model_name=model,
+            num_turns=num_turns,
+            output_root=output_root,
+            service_url=service_url,
+            resume_dir=resume,
+            prompt_tag=prompt_tag,
+            wall_time_limit_s=wall_time,
+            turn_timeout_s=turn_timeout,
+        )
+    except (ValueError, FileNotFoundError, FileExistsError, LookupError) as exc:
+        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(summary.model_dump_json(indent=2))
+    else:
+        typer.echo(f"run directory: {run_dir}")
+        typer.echo(
+            f"exit status: {summary.exit_status}; turns {summary.turns}; runner completed: {summary.runner_completed}; "
+            f"kernel correct: {summary.kernel_correct}; target met: {summary.target_met}"
+        )
+        if summary.infrastructure_error:
+            typer.secho(
+                f"infrastructure error: {summary.infrastructure_error}", err=True, fg=typer.colors.RED
+            )
+    raise typer.Exit(2 if summary.exit_status == "InfrastructureError" else 0)
 
 
 def main() -> None:

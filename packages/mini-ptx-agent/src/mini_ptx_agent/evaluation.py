@@ -12,7 +12,9 @@ A failure of the service itself (unreachable, task failed at the task level, ans
 from __future__ import annotations
 
 import math
+import os
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from fibserve.trace import Definition, EvaluationStatus, Solution, Trace
@@ -142,6 +144,10 @@ class EvaluationBackend(Protocol):
         """The definition ``name``."""
         ...
 
+    def workloads(self, name: str) -> list[Any]:
+        """The definition's workloads (objects with ``uuid`` and ``axes``)."""
+        ...
+
     def evaluate(self, solution: Solution, task: TaskConfig) -> EvaluationReport:
         """Evaluate ``solution`` on the task's workloads (with the sanitizer gate when the task asks)."""
         ...
@@ -247,3 +253,214 @@ def infrastructure_report(task: TaskConfig, message: str, *, solution_name: str 
         target_speedup=task.target_speedup,
         error=message,
     )
+
+
+# -- static analysis and sanitizer answers -> report fields ---------------------------------------------------
+
+
+def _families(value: Any) -> list[str]:
+    """Family names from a list of names, a ``{family: count}`` mapping, or a list of ``{name: ...}`` objects."""
+    if isinstance(value, dict):
+        return sorted(k for k, v in value.items() if v)
+    if isinstance(value, list):
+        return sorted(
+            {v if isinstance(v, str) else str(v.get("name", v.get("family", ""))) for v in value} - {""}
+        )
+    return []
+
+
+def _first(data: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if data.get(key) not in (None, "", [], {}):
+            return data[key]
+    return None
+
+
+def static_analysis_from(raw: dict[str, Any] | None) -> StaticAnalysis | None:
+    """Read the service's analysis object (``fibserve.check``) into :class:`StaticAnalysis`.
+
+    Accepts the documented fields (policy, compile log, PTX/SASS families, per-kernel ptxas resources);
+    registers and shared memory are the maximum over kernels, spills the sum of spill stores and loads.
+    """
+    if not raw:
+        return None
+    build = raw.get("build") if isinstance(raw.get("build"), dict) else {}
+    policy = raw.get("policy") if isinstance(raw.get("policy"), dict) else {}
+    violations = _first(policy, "violations", "findings") or raw.get("policy_violations") or []
+    compiled = _first(raw, "compiled", "built")
+    if compiled is None and build:
+        compiled = build.get("ok", build.get("success"))
+    resources = _first(raw, "resources") or {}
+    kernels = list(resources.values()) if isinstance(resources, dict) else list(resources)
+    kernels = [k for k in kernels if isinstance(k, dict)]
+    regs = [k["registers"] for k in kernels if isinstance(k.get("registers"), int)]
+    smem = [k.get("shared_bytes", k.get("shared_memory_bytes")) for k in kernels]
+    spills = [
+        int(k.get("spill_store_bytes", 0) or 0) + int(k.get("spill_load_bytes", 0) or 0) for k in kernels
+    ]
+    ptx = raw.get("ptx") if isinstance(raw.get("ptx"), dict) else {}
+    sass = raw.get("sass") if isinstance(raw.get("sass"), dict) else {}
+    return StaticAnalysis(
+        compiled=compiled if isinstance(compiled, bool) else None,
+        compile_log=str(_first(raw, "compile_log", "log") or _first(build, "log", "compile_log") or ""),
+        policy_violations=[v if isinstance(v, str) else str(v.get("message", v)) for v in violations],
+        ptx_families=_families(_first(raw, "ptx_families") or ptx.get("families")),
+        sass_families=_families(_first(raw, "sass_families") or sass.get("families")),
+        registers=max(regs) if regs else None,
+        shared_memory_bytes=max((s for s in smem if isinstance(s, int)), default=None),
+        spill_bytes=sum(spills) if kernels else None,
+        raw=raw,
+    )
+
+
+def sanitizer_verdict_from(runs: list[Any]) -> SanitizerVerdict:
+    """Summarize compute-sanitizer runs (one per tool and workload): passed when every run passed."""
+    rows = [r.model_dump() if hasattr(r, "model_dump") else dict(r) for r in runs]
+    failed = [r for r in rows if not r.get("passed")]
+    summary = ""
+    if failed:
+        first = failed[0]
+        why = "timed out" if first.get("timed_out") else f"exit {first.get('exit_code')}"
+        summary = (
+            f"{first.get('tool')} on workload {first.get('workload')} ({why}):\n{first.get('output', '')}"
+        )
+    return SanitizerVerdict(
+        passed=not failed, tools=sorted({str(r.get("tool")) for r in rows}), summary=summary
+    )
+
+
+# -- the real backend: FIBServe over HTTP ---------------------------------------------------------------------
+
+
+class UnknownDefinition(LookupError):
+    """The service has no definition of that name (a mistake in the task, not an infrastructure failure)."""
+
+
+class FIBServeBackend:
+    """:class:`EvaluationBackend` over :class:`fibserve.client.FIBServeClient`.
+
+    One evaluation = optional ``POST /sanitize`` (the gate: any finding rejects the kernel before timing), then
+    ``POST /evaluate`` on the task's workloads, each waited for up to ``task.timeout_s`` plus ``wait_margin_s``.
+    An unreachable service, an error answer, a task that ``failed`` at the task level, or a wait that ran out
+    raise :class:`EvaluationInfrastructureError`; an unknown definition raises :class:`UnknownDefinition`.
+    """
+
+    def __init__(
+        self, url: str, *, token: str | None = None, wait_margin_s: float = 60.0, reconnect_s: float = 30.0
+    ):
+        """``reconnect_s``: how long an unreachable service is retried while waiting for a task (s)."""
+        from fibserve.client import FIBServeClient
+
+        self.url = url.rstrip("/")
+        self.client = FIBServeClient(self.url, token=token)
+        self.wait_margin_s = wait_margin_s
+        self.reconnect_s = reconnect_s
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "fibserve", "url": self.url}
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from fibserve.client import APIError, FIBServeError
+
+        try:
+            return fn(*args, **kwargs)
+        except APIError as exc:
+            if exc.status_code == 404 and exc.code == "unknown_definition":
+                raise UnknownDefinition(exc.message) from exc
+            raise EvaluationInfrastructureError(f"FIBServe at {self.url} refused {what}: {exc}") from exc
+        except FIBServeError as exc:  # ServiceUnreachable, TaskWaitTimeout
+            raise EvaluationInfrastructureError(f"{what}: {exc}") from exc
+
+    def definition(self, name: str) -> Definition:
+        """``GET /definitions/{name}``."""
+        return self._call(f"GET /definitions/{name}", self.client.definition, name)
+
+    def workloads(self, name: str) -> list[Any]:
+        """``GET /definitions/{name}/workloads``."""
+        return list(self._call(f"GET /definitions/{name}/workloads", self.client.workloads, name))
+
+    def _finished(self, what: str, task_id: str, timeout_s: float) -> Any:
+        answer = self._call(
+            f"waiting for {what} task {task_id}",
+            self.client.wait,
+            task_id,
+            timeout_s,
+            reconnect_s=self.reconnect_s,
+        )
+        if answer.status == "failed":
+            error = answer.error
+            detail = f"{error.code}: {error.message}" if error else "no reason given"
+            raise EvaluationInfrastructureError(
+                f"FIBServe {what} task {task_id} failed at the task level ({detail})"
+            )
+        return answer
+
+    def evaluate(self, solution: Solution, task: TaskConfig) -> EvaluationReport:
+        """Sanitizer gate (when ``task.sanitizer``), then evaluation on ``task.workload_uuids``."""
+        wait_s = task.timeout_s + self.wait_margin_s
+        sanitizer = None
+        if task.sanitizer:
+            task_id = self._call(
+                "POST /sanitize",
+                self.client.submit_sanitize,
+                solution,
+                task.workload_uuids,
+                sanitizer_types=task.sanitizer_types,
+                timeout=task.timeout_s,
+            )
+            answer = self._finished("sanitize", task_id, wait_s)
+            sanitizer = sanitizer_verdict_from(answer.sanitizer or [])
+            if not sanitizer.passed:
+                return build_report(task, solution_name=answer.solution, traces=[], sanitizer=sanitizer)
+        task_id = self._call(
+            "POST /evaluate",
+            self.client.submit_evaluate,
+            solution,
+            task.workload_uuids,
+            timeout=task.timeout_s,
+            atol=task.atol,
+            rtol=task.rtol,
+        )
+        answer = self._finished("evaluate", task_id, wait_s)
+        return build_report(
+            task,
+            solution_name=answer.solution,
+            traces=list(answer.traces or []),
+            executed=answer.executed,
+            analysis=static_analysis_from(answer.analysis),
+            sanitizer=sanitizer,
+            notes=answer.logs or "",
+        )
+
+
+# -- `ptxbench eval` --------------------------------------------------------------------------------------------
+
+
+def evaluate_kernel(
+    kernel_path: Path,
+    task: TaskConfig,
+    *,
+    service_url: str | None = None,
+    token: str | None = None,
+    log_path: Path | None = None,
+) -> EvaluationReport:
+    """Evaluate the kernel file ``kernel_path`` for ``task`` (the library function behind `ptxbench eval`).
+
+    The service is ``service_url``, else ``$SERVICE_URL``, else an embedded FIBServe started for this call
+    (its log goes to ``log_path`` when given). ``token`` defaults to ``$FIBSERVE_TOKEN`` for a remote service.
+    A service failure is returned as status INFRASTRUCTURE_ERROR, never raised and never a kernel verdict.
+
+    Raises:
+        OSError: the kernel file cannot be read.
+    """
+    from .service import ServiceStartError
+    from .service import service_url as resolve_service
+
+    source = Path(kernel_path).read_text(encoding="utf-8")
+    solution = task.solution(source, name=f"ptxbench-eval-{Path(kernel_path).stem}", author="ptxbench-eval")
+    try:
+        with resolve_service(service_url, log_path=log_path) as (url, embedded):
+            auth = None if embedded else (token or os.environ.get("FIBSERVE_TOKEN") or None)
+            return FIBServeBackend(url, token=auth).evaluate(solution, task)
+    except (EvaluationInfrastructureError, ServiceStartError) as exc:
+        return infrastructure_report(task, str(exc), solution_name=solution.name)

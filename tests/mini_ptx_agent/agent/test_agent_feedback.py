@@ -1,0 +1,63 @@
+"""Feedback text is deterministic and its verdict line follows the structured result."""
+
+from eval_reports import report
+from mini_ptx_agent.evaluation import StaticAnalysis
+from mini_ptx_agent.feedback import format_feedback, trim, verdict_line
+
+
+def test_same_report_same_text() -> None:
+    a = report(["PASSED", "INCORRECT_NUMERICAL"], speedups=[1.3, 1.0])
+    b = report(["PASSED", "INCORRECT_NUMERICAL"], speedups=[1.3, 1.0])
+    assert format_feedback(a, turn=2) == format_feedback(b, turn=2)
+
+
+def test_failing_feedback_lists_each_workload_and_the_error_log() -> None:
+    text = format_feedback(report(["PASSED", "INCORRECT_NUMERICAL"], speedups=[1.3, 1.0]), turn=2)
+    lines = text.splitlines()
+    assert lines[0].endswith("turn 2: INCORRECT_NUMERICAL")
+    assert any(
+        "w0" in line
+        and "PASSED" in line
+        and "speedup 1.300x" in line
+        and "kernel 0.7692 ms" in line
+        and "reference 1.0000 ms" in line
+        for line in lines
+    )
+    assert any(
+        "w1" in line and "INCORRECT_NUMERICAL" in line and "max abs error 0.5" in line for line in lines
+    )
+    assert "boom" in text
+    assert lines[-1].startswith("VERDICT: INCORRECT: 1 of 2 workloads failed")
+
+
+def test_verdicts() -> None:
+    assert verdict_line(report(["PASSED"], speedups=[1.5])).startswith("VERDICT: TARGET MET")
+    assert verdict_line(report(["PASSED"], speedups=[0.5])).startswith("VERDICT: CORRECT BUT TOO SLOW")
+    cpu = report(["PASSED"], speedups=[9.0], hardware="cpu")
+    assert verdict_line(cpu).startswith("VERDICT: CORRECT (not timed on a GPU)")
+    assert "not a GPU timing" in format_feedback(cpu)
+
+
+def test_analysis_families_resources_and_compile_log() -> None:
+    ok = report(["PASSED"], speedups=[1.5])
+    ok.static_analysis = StaticAnalysis(
+        compiled=True,
+        ptx_families=["wgmma"],
+        sass_families=["HGMMA"],
+        registers=168,
+        shared_memory_bytes=2048,
+        spill_bytes=0,
+    )
+    text = format_feedback(ok)
+    assert "Architecture instructions: PTX: wgmma. SASS: HGMMA." in text
+    assert "Resources: registers 168, shared memory 2048 bytes, spills 0 bytes." in text
+    bad = report(["COMPILE_ERROR"])
+    bad.static_analysis = StaticAnalysis(compiled=False, compile_log="kernel.cu(3): error: identifier x")
+    text = format_feedback(bad)
+    assert "Compile log:" in text and "identifier x" in text
+
+
+def test_trim_keeps_head_and_tail() -> None:
+    text = "HEAD" + "x" * 10_000 + "TAIL"
+    out = trim(text, 300)
+    assert out.startswith("HEAD") and out.endswith("TAIL") and "omitted" in out and len(out) < 400

@@ -1,0 +1,92 @@
+"""Verdict fields of the versioned evaluation result are derived from structured results only."""
+
+import json
+
+from eval_reports import report, trace
+from mini_ptx_agent.evaluation import (
+    SCHEMA_VERSION,
+    EvaluationReport,
+    ReportStatus,
+    SanitizerVerdict,
+    StaticAnalysis,
+    build_report,
+    static_analysis_from,
+)
+from mini_ptx_agent.task import TaskConfig
+
+
+def test_all_passed_on_gpu_above_target_meets_it() -> None:
+    result = report(["PASSED", "PASSED"], speedups=[1.5, 1.2], target=1.2)
+    assert result.status is ReportStatus.PASSED
+    assert result.all_passed and result.executed_on_gpu
+    assert result.min_speedup == 1.2
+    assert result.target_met
+
+
+def test_below_target_is_correct_but_not_met() -> None:
+    result = report(["PASSED", "PASSED"], speedups=[1.5, 0.9], target=1.0)
+    assert result.all_passed and not result.target_met and result.min_speedup == 0.9
+
+
+def test_cpu_interpreter_timings_never_meet_a_target() -> None:
+    result = report(["PASSED"], speedups=[50.0], hardware="cpu", target=1.0)
+    assert result.all_passed
+    assert not result.executed_on_gpu
+    assert not result.target_met
+
+
+def test_first_failing_status_is_the_report_status() -> None:
+    result = report(["PASSED", "INCORRECT_NUMERICAL", "RUNTIME_ERROR"])
+    assert result.status is ReportStatus.INCORRECT_NUMERICAL
+    assert not result.all_passed and result.min_speedup is None and not result.target_met
+
+
+def test_not_executed_cuda_without_a_gpu() -> None:
+    task = TaskConfig(definition="gemm_n7168_k5120", language="cuda")
+    result = build_report(
+        task, solution_name="s", traces=[], executed=False, analysis=StaticAnalysis(compiled=True)
+    )
+    assert result.status is ReportStatus.NOT_EXECUTED and not result.all_passed and not result.target_met
+
+
+def test_sanitizer_failure_rejects_before_workloads() -> None:
+    task = TaskConfig(definition="d", sanitizer=True)
+    verdict = SanitizerVerdict(passed=False, tools=["memcheck"], summary="Invalid __global__ write")
+    result = build_report(
+        task, solution_name="s", traces=[trace("w0", "PASSED", speedup=3.0)], sanitizer=verdict
+    )
+    assert result.status is ReportStatus.SANITIZER_FAILED and not result.all_passed and not result.target_met
+
+
+def test_report_json_is_versioned_and_round_trips() -> None:
+    result = report(["PASSED"], speedups=[2.0])
+    data = json.loads(result.model_dump_json())
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert {
+        "status",
+        "all_passed",
+        "min_speedup",
+        "target_met",
+        "traces",
+        "static_analysis",
+        "sanitizer",
+        "executed_on_gpu",
+    } <= set(data)
+    assert EvaluationReport.model_validate(data) == result
+
+
+def test_static_analysis_reads_families_and_resources() -> None:
+    raw = {
+        "compiled": True,
+        "ptx_families": {"wgmma": 12, "mbarrier": 4, "setmaxnreg": 0},
+        "sass_families": ["HGMMA", "UTMALDG"],
+        "resources": {
+            "k1": {"registers": 168, "shared_bytes": 1024, "spill_store_bytes": 8, "spill_load_bytes": 4},
+            "k2": {"registers": 40, "shared_bytes": 0},
+        },
+    }
+    analysis = static_analysis_from(raw)
+    assert analysis is not None
+    assert analysis.ptx_families == ["mbarrier", "wgmma"]
+    assert analysis.sass_families == ["HGMMA", "UTMALDG"]
+    assert (analysis.registers, analysis.shared_memory_bytes, analysis.spill_bytes) == (168, 1024, 12)
