@@ -41,6 +41,9 @@ class ParsedLine:
     """The validated model, when it was built during loading."""
     error: str | None = None
     """Why the line is invalid (None when valid)."""
+    fast: bool = False
+    """Accepted on the fast path: equal to the previous validated workload line (``model`` set, workload
+    trace) except ``uuid`` and axis values, so every check that ignores those gives the same answer."""
 
     def trace(self) -> Trace:
         """The validated model, built now from ``raw`` if loading took the fast path."""
@@ -49,24 +52,37 @@ class ParsedLine:
         return self.model
 
 
-def _same_but_uuid_and_axes(raw: Any, template: dict[str, Any]) -> bool:
-    """Whether ``raw`` is a workload line equal to ``template`` up to uuid and axis values, with valid ones."""
-    if type(raw) is not dict or raw.keys() != template.keys():
-        return False
-    if raw["definition"] != template["definition"] or raw.get("solution") is not None:
-        return False
-    if raw.get("evaluation") is not None:
-        return False
-    workload, reference = raw["workload"], template["workload"]
-    if type(workload) is not dict or workload.keys() != reference.keys():
-        return False
-    if workload["inputs"] != reference["inputs"] or workload.get("outputs") != reference.get("outputs"):
-        return False
-    uuid = workload["uuid"]
-    axes = workload["axes"]
-    if type(uuid) is not str or not uuid or type(axes) is not dict or axes.keys() != reference["axes"].keys():
-        return False
-    return all(type(value) is int and value >= 0 for value in axes.values())
+class _Template:
+    """The last fully validated workload line, plus a probe dict for one C-level deep comparison per line."""
+
+    def __init__(self, raw: dict[str, Any]):
+        self.workload = dict(raw["workload"])
+        self.probe = {**raw, "workload": self.workload}
+
+    def matches(self, raw: dict[str, Any]) -> bool:
+        """Whether ``raw`` equals the template up to ``uuid`` and axis values, and those are valid."""
+        workload = raw.get("workload")
+        if type(workload) is not dict:
+            return False
+        uuid = workload.get("uuid", _MISSING)
+        axes = workload.get("axes", _MISSING)
+        if type(uuid) is not str or not uuid or type(axes) is not dict:
+            return False
+        reference_axes = self.workload["axes"]
+        self.workload["uuid"] = uuid
+        self.workload["axes"] = axes
+        try:
+            same = raw == self.probe
+        finally:
+            self.workload["axes"] = reference_axes
+        return (
+            same
+            and axes.keys() == reference_axes.keys()
+            and all(type(v) is int and v >= 0 for v in axes.values())
+        )
+
+
+_MISSING = object()
 
 
 def parse_trace_lines(
@@ -89,7 +105,7 @@ def parse_trace_lines(
             parsed = from_json(b"[" + b",".join(text for _, text in lines) + b"]")
         except ValueError:
             parsed = None  # some line is malformed: parse line by line to say which
-    template: dict[str, Any] | None = None
+    template: _Template | None = None
     for index, (lineno, text) in enumerate(lines):
         try:
             raw = parsed[index] if parsed is not None else from_json(text)
@@ -101,13 +117,14 @@ def parse_trace_lines(
             continue
         if migrator is not None:
             raw = migrator.trace(raw, workload_file=workload_file)
-        elif template is not None and _same_but_uuid_and_axes(raw, template):
-            yield ParsedLine(lineno, raw)
+        elif template is not None and template.matches(raw):
+            yield ParsedLine(lineno, raw, fast=True)
             continue
         try:
             model = Trace.model_validate(raw) if migrator is not None else Trace.model_validate_json(text)
         except ValidationError as exc:
             yield ParsedLine(lineno, raw, error=describe_validation_error(exc))
             continue
-        template = raw if model.is_workload_trace else template
+        if model.is_workload_trace and migrator is None:
+            template = _Template(raw)
         yield ParsedLine(lineno, raw, model)
