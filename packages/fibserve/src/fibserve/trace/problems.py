@@ -57,5 +57,11 @@ def describe_validation_error(exc: ValidationError) -> str:
             ctx = err.get("ctx") or {}
             parts.append(f"malformed JSON: {ctx.get('error', msg)}")
         else:
-            parts.append(f"{loc}: {msg}" if loc else msg)
+            value = err.get("input")
+            got = (
+                f" (got {value!r})"
+                if isinstance(value, str | int | float | bool) and len(repr(value)) <= 60
+                else ""
+            )
+            parts.append(f"{loc}: {msg}{got}" if loc else f"{msg}{got}")
     return "; ".join(parts)

@@ -48,8 +48,8 @@ class Workload(TraceModel):
 
     uuid: NonEmptyStr
     """Identifier of the workload, unique across a trace set (public data uses UUIDs, with or without dashes)."""
-    axes: dict[NonEmptyStr, Annotated[int, Field(ge=0)]]
-    """Var axis name to its value (number of elements)."""
+    axes: dict[NonEmptyStr, Annotated[int, Field(ge=0, strict=True)]]
+    """Var axis name to its value (number of elements); a JSON integer (not ``true``, not ``3.0``)."""
     inputs: dict[NonEmptyStr, InputSpec]
     """Input name to how the input is obtained."""
     outputs: dict[NonEmptyStr, SafetensorsInput] | None = None
