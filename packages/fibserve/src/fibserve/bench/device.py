@@ -1,0 +1,147 @@
+"""Device facts recorded with each measurement: name, driver, SM clock, power and temperature.
+
+Sources, in order: NVML through ``pynvml`` when importable; ``nvidia-smi --query-gpu`` when on PATH; torch's
+own helpers (``torch.cuda.clock_rate``/``power_draw``/``temperature``, which use NVML too). Anything that
+cannot be read is None and a note says why; reading never raises.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+_QUERY = "name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu,memory.used"
+
+
+class DeviceSnapshot(BaseModel):
+    """One reading of the device state (None where unavailable)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Device name, e.g. ``NVIDIA H200``, or ``cpu``."""
+    driver: str | None = None
+    """NVIDIA driver version."""
+    sm_clock_mhz: float | None = None
+    """Current SM clock in MHz."""
+    max_sm_clock_mhz: float | None = None
+    """Maximum SM clock in MHz."""
+    power_w: float | None = None
+    """Board power draw in watts."""
+    temperature_c: float | None = None
+    """GPU temperature in degrees Celsius."""
+    memory_used_mib: float | None = None
+    """Device memory in use (all processes) in MiB."""
+    source: str = "none"
+    """Where the numbers came from: ``pynvml``, ``nvidia-smi``, ``torch`` or ``none``."""
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _nvidia_smi(ident: str) -> DeviceSnapshot | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, f"--query-gpu={_QUERY}", "--format=csv,noheader,nounits", "-i", ident],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    parts = [p.strip() for p in out.splitlines()[0].split(",")] if out else []
+    if len(parts) != 7:
+        return None
+    return DeviceSnapshot(
+        name=parts[0],
+        driver=parts[1],
+        sm_clock_mhz=_float(parts[2]),
+        max_sm_clock_mhz=_float(parts[3]),
+        power_w=_float(parts[4]),
+        temperature_c=_float(parts[5]),
+        memory_used_mib=_float(parts[6]),
+        source="nvidia-smi",
+    )
+
+
+def _pynvml(uuid: str | None, index: int) -> DeviceSnapshot | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(handle)
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return DeviceSnapshot(
+            name=name.decode() if isinstance(name, bytes) else name,
+            driver=driver.decode() if isinstance(driver, bytes) else driver,
+            sm_clock_mhz=float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+            max_sm_clock_mhz=float(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+            power_w=pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            temperature_c=float(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
+            memory_used_mib=pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20,
+            source="pynvml",
+        )
+    except Exception:
+        return None
+
+
+def _torch(device: torch.device) -> DeviceSnapshot:
+    snap = DeviceSnapshot(name=torch.cuda.get_device_name(device), source="torch")
+    for field, helper in (
+        ("sm_clock_mhz", "clock_rate"),
+        ("power_w", "power_draw"),
+        ("temperature_c", "temperature"),
+    ):
+        fn = getattr(torch.cuda, helper, None)
+        try:
+            value = fn(device) if fn else None
+        except Exception:
+            value = None
+        if value is not None:
+            setattr(snap, field, float(value) / (1000.0 if helper == "power_draw" else 1.0))
+    return snap
+
+
+def snapshot(device: str | torch.device) -> DeviceSnapshot:
+    """Read the device state now (CPU: ``name="cpu"`` plus the processor name)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return DeviceSnapshot(name="cpu", driver=platform.processor() or platform.machine(), source="none")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    uuid = None
+    try:
+        raw = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+        if raw is not None:
+            uuid = str(raw) if str(raw).startswith("GPU-") else f"GPU-{raw}"
+    except Exception:
+        uuid = None
+    return _pynvml(uuid, index) or _nvidia_smi(uuid or str(index)) or _torch(device)
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of torch, CUDA (as torch sees it), triton and tvm-ffi where importable."""
+    libs: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version()}
+    if torch.version.cuda:
+        libs["cuda"] = torch.version.cuda
+    for module in ("triton", "tvm_ffi"):
+        try:
+            libs[module] = __import__(module).__version__
+        except Exception:
+            continue
+    return {k: str(v) for k, v in libs.items()}

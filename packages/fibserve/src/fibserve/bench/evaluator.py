@@ -1,0 +1,479 @@
+"""The Evaluator: one per device lane; builds, loads, checks and times candidates (trusted side).
+
+``Evaluator(device).evaluate(definition, solution, workloads)`` returns an :class:`EvaluationReport` and never
+raises for anything a candidate does: candidate failures become statuses, harness failures become
+``task_error``. The candidate only ever runs in a sandbox worker (:mod:`fibserve.bench.sandbox`); a worker
+serves one candidate, is replaced after a crash, a timeout or a CUDA error, and a warm spare is kept ready.
+
+CPU mode (``device="cpu"``): CUDA/C++ candidates are built and analysed (the static pipeline) but not
+executed (traces with null evaluation, ``executed=False``); Triton candidates run under ``TRITON_INTERPRET=1``
+only when every floating-point input and output is float32 (the interpreter gets bfloat16 ``tl.dot`` wrong);
+Python candidates run on CPU tensors. Nothing is timed on CPU: PASSED results carry zero latencies and
+``speedup_factor = 0`` marked ``measured_on: cpu``, so no target speedup is ever met without a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fibserve.trace import Definition, Environment, Evaluation, EvaluationStatus, Solution, Trace, Workload
+
+from . import candidate as cand
+from .buffers import BufferError
+from .config import EvalConfig, resolve_config
+from .device import library_versions, snapshot
+from .inputs import InputError, generate_inputs
+from .plausibility import check_plausibility
+from .reference import ReferenceCache, ReferenceError, reference_key, run_reference
+from .report import DeviceInfo, EvaluationReport
+from .run import (
+    CandidateFailure,
+    WorkloadData,
+    allocate_slots,
+    check_correctness,
+    measure,
+    untimed_performance,
+)
+from .sandbox import WorkerError, WorkerPool, WorkerProcess
+
+Progress = Callable[[str, dict[str, Any]], None]
+"""``progress(event, info)``; events: ``build``, ``workload`` (info: index, total, uuid), ``phase`` (uuid,
+phase), ``result`` (uuid, status)."""
+
+SECRET_ENV = "FIBSERVE_INPUT_SECRET"
+"""Hex string used as the input-seed secret when none is passed (a random one per process otherwise)."""
+
+
+class _TaskError(Exception):
+    """A harness failure for one workload (reported in ``workload_errors``)."""
+
+
+class Evaluator:
+    """Evaluates candidates on one device, one at a time (thread-safe: calls are serialised).
+
+    Args:
+        device: ``cuda:N`` or ``cpu``.
+        secret: server-side secret mixed into input seeds (default: ``$FIBSERVE_INPUT_SECRET`` hex, else
+            32 random bytes for this process).
+        sandbox: ``auto`` (bubblewrap when installed), ``bwrap`` or ``none``.
+        warm_spare: keep a spare worker started.
+        config_path: operator YAML for :func:`resolve_config`.
+        roots: trace-set roots for safetensors inputs.
+
+    Raises:
+        RuntimeError: a CUDA device was requested but torch sees no GPU.
+    """
+
+    def __init__(
+        self,
+        device: str = "cuda:0",
+        *,
+        secret: bytes | None = None,
+        sandbox: str = "auto",
+        warm_spare: bool = True,
+        config_path: str | Path | None = None,
+        roots: Sequence[Path] = (),
+        work_root: Path | None = None,
+    ):
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeError(f"device {device} requested but torch sees no CUDA GPU; use device='cpu'")
+            if self.device.index is None:
+                self.device = torch.device("cuda", torch.cuda.current_device())
+            torch.cuda.set_device(self.device)
+        env_secret = os.environ.get(SECRET_ENV)
+        self.secret = secret or (bytes.fromhex(env_secret) if env_secret else os.urandom(32))
+        self.config_path = config_path
+        self.roots = [Path(r) for r in roots]
+        self.cpu_mode = self.device.type != "cuda"
+        self.pool = WorkerPool(
+            str(self.device),
+            sandbox=sandbox,
+            interpret_triton=self.cpu_mode,
+            warm_spare=warm_spare,
+            root_dir=work_root,
+        )
+        self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)
+        self.scratch = Path(tempfile.mkdtemp(prefix="fibserve-bench-"))
+        self._lock = threading.Lock()
+        self._name = snapshot(self.device).name
+        self._capability = None if self.cpu_mode else torch.cuda.get_device_capability(self.device)
+
+    def close(self) -> None:
+        """Stop the spare worker and remove temporary files."""
+        import shutil
+
+        self.pool.close()
+        self.references.clear()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def evaluate(
+        self,
+        definition: Definition,
+        solution: Solution,
+        workloads: Sequence[Workload],
+        *,
+        overrides: dict[str, Any] | None = None,
+        progress: Progress | None = None,
+        roots: Sequence[Path] | None = None,
+    ) -> EvaluationReport:
+        """Evaluate ``solution`` on each workload of ``definition``.
+
+        Args:
+            overrides: request-level :class:`EvalConfig` keys (highest precedence).
+            progress: optional callback for progress events.
+            roots: trace-set roots for safetensors inputs (default: the evaluator's).
+
+        Returns:
+            The report; it never raises for candidate behaviour or harness failures (see ``task_error``).
+        """
+        with self._lock:
+            started = time.monotonic()
+            try:
+                config = resolve_config(definition, overrides, self.config_path)
+                bad_config = None
+            except ValueError as exc:
+                config, bad_config = resolve_config(None), str(exc)
+            start = snapshot(self.device)
+            report = EvaluationReport(
+                definition=definition.name,
+                solution=solution.name,
+                config=config,
+                device=DeviceInfo(device=str(self.device), name=start.name, driver=start.driver, start=start),
+                sandbox="bwrap" if self.pool.use_bwrap else "none",
+            )
+            try:
+                if bad_config:
+                    report.task_error = bad_config
+                else:
+                    _Run(self, report, definition, solution, list(workloads), progress, roots).execute()
+            except Exception as exc:  # the serving process never dies from an evaluation
+                report.task_error = f"internal error in the evaluator: {exc!r}"
+            report.notes.extend(n for n in self.pool.notes if n not in report.notes)
+            report.sandbox = "bwrap" if self.pool.use_bwrap else "none"
+            report.device.end = snapshot(self.device)
+            report.timings_s["total"] = time.monotonic() - started
+            return report
+
+
+class _Run:
+    """The state of one ``evaluate`` call (kept off the Evaluator so calls cannot leak into each other)."""
+
+    def __init__(self, ev: Evaluator, report: EvaluationReport, definition: Definition, solution: Solution,
+                 workloads: list[Workload], progress: Progress | None, roots: Sequence[Path] | None):  # fmt: skip
+        self.ev = ev
+        self.report = report
+        self.config: EvalConfig = report.config
+        self.definition = definition
+        self.solution = solution
+        self.workloads = workloads
+        self.progress = progress or (lambda event, info: None)
+        self.roots = list(roots) if roots is not None else ev.roots
+        self.worker: WorkerProcess | None = None
+        self.load: dict[str, Any] | None = None
+        self.environment = Environment(hardware=ev._name, libs=library_versions())
+
+    def _time(self, key: str, seconds: float) -> None:
+        self.report.timings_s[key] = self.report.timings_s.get(key, 0.0) + seconds
+
+    def _trace(self, workload: Workload, evaluation: Evaluation | None) -> None:
+        self.report.traces.append(
+            Trace(
+                definition=self.definition.name,
+                workload=workload,
+                solution=self.solution.name,
+                evaluation=evaluation,
+            )
+        )
+        if evaluation is not None:
+            self.progress("result", {"uuid": workload.uuid, "status": evaluation.status.value})
+
+    def _evaluation(
+        self, status: EvaluationStatus, log: str = "", correctness=None, performance=None
+    ) -> Evaluation:
+        return Evaluation(
+            status=status,
+            environment=self.environment,
+            timestamp=datetime.now(UTC).isoformat(),
+            log=log[-20000:],
+            correctness=correctness,
+            performance=performance,
+        )
+
+    def _fail_all(self, status: EvaluationStatus, log: str) -> None:
+        for workload in self.workloads:
+            self._trace(workload, self._evaluation(status, log))
+
+    def execute(self) -> None:
+        report, solution, definition = self.report, self.solution, self.definition
+        problem = cand.check_solution(definition, solution)
+        if problem:
+            report.task_error = problem
+            return
+        bad = {w.uuid: "; ".join(p) for w in self.workloads if (p := definition.check_workload(w))}
+        if bad:
+            report.workload_errors.update(bad)
+            report.task_error = f"{len(bad)} workload(s) do not fit {definition.name!r}: " + "; ".join(
+                bad.values()
+            )
+            self.workloads = [w for w in self.workloads if w.uuid not in bad]
+        if not self.workloads and not bad:
+            report.task_error = f"no workloads given for {definition.name!r}"
+            return
+        language = solution.spec.language.value
+        compiled = language in ("cuda", "cpp")
+        if compiled:
+            report.analysis = _static_analysis(solution)
+        if self.ev.cpu_mode and language == "triton":
+            unsupported = sorted(
+                {
+                    s.dtype.value
+                    for s in [*definition.inputs.values(), *definition.outputs.values()]
+                    if s.dtype.is_floating_point and s.dtype.value != "float32"
+                }
+            )
+            if unsupported:
+                report.task_error = (
+                    f"CPU mode cannot evaluate this Triton candidate: the Triton interpreter computes only float32 "
+                    f"correctly (bfloat16 tl.dot gives wrong results) and {definition.name!r} uses {unsupported}; "
+                    "evaluate it on a GPU"
+                )
+                report.notes.append("not executed: unsupported dtype for the Triton CPU interpreter")
+                return
+        self.progress("build", {"language": language})
+        prepared = cand.prepare(
+            definition,
+            solution,
+            arch=cand.cuda_arch(self.ev._capability),
+            timeout=self.config.timeouts.build,
+            scratch=self.ev.scratch / solution.hash()[:16],
+        )
+        self._time("build", prepared.seconds)
+        report.build = (
+            {**prepared.summary, "log": prepared.log[-8000:]} if prepared.summary or prepared.log else None
+        )
+        if prepared.task_error:
+            report.task_error = prepared.task_error
+            return
+        if prepared.status is not None:
+            self._fail_all(prepared.status, prepared.log)
+            return
+        if compiled and self.ev.cpu_mode:
+            report.executed = False
+            report.notes.append(
+                "not executed: no GPU on this machine; the CUDA candidate was built and analysed statically only "
+                "(evaluation is null for every workload, and no status is claimed)"
+            )
+            for workload in self.workloads:
+                self._trace(workload, None)
+            return
+        if self.ev.cpu_mode:
+            report.notes.append(
+                "CPU mode: correctness only (Triton under TRITON_INTERPRET=1); nothing is timed and no speedup is reported"
+            )
+        self.load = prepared.load
+        try:
+            for index, workload in enumerate(self.workloads):
+                self.progress(
+                    "workload", {"index": index, "total": len(self.workloads), "uuid": workload.uuid}
+                )
+                try:
+                    evaluation = self._workload(workload)
+                except _TaskError as exc:
+                    report.workload_errors[workload.uuid] = str(exc)
+                    self._trace(workload, None)
+                    continue
+                self._trace(workload, evaluation)
+        finally:
+            self._discard()
+        if report.workload_errors and report.task_error is None:
+            report.task_error = "; ".join(f"{u}: {m}" for u, m in report.workload_errors.items())
+
+    def _discard(self, reason: str | None = None) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+            if reason:
+                self.report.notes.append(f"worker replaced after {reason}")
+
+    def _ensure_worker(self) -> WorkerProcess | Evaluation:
+        """A worker with the candidate loaded, or the Evaluation that loading produced (candidate's fault).
+
+        Raises:
+            _TaskError: the worker did not start (infrastructure).
+        """
+        if self.worker is not None and self.worker.alive:
+            return self.worker
+        self._discard()
+        t0 = time.monotonic()
+        try:
+            worker = self.ev.pool.acquire(self.config.timeouts.load)
+        except WorkerError as exc:
+            raise _TaskError(f"sandbox worker failed to start ({exc}): {exc.log[-2000:]}") from None
+        self._time("worker_start", time.monotonic() - t0)
+        t0 = time.monotonic()
+        self.report.executed = True
+        try:
+            reply = worker.request({"op": "load", **(self.load or {})}, self.config.timeouts.load)
+        except WorkerError as exc:
+            worker.kill()
+            status = EvaluationStatus.TIMEOUT if exc.kind == "timeout" else EvaluationStatus.RUNTIME_ERROR
+            return self._evaluation(status, f"loading the candidate: {exc}\n{exc.log}")
+        finally:
+            self._time("load", time.monotonic() - t0)
+        if not reply.get("ok"):
+            worker.kill()
+            return self._evaluation(
+                EvaluationStatus.COMPILE_ERROR, f"loading the candidate failed: {reply.get('error')}"
+            )
+        self.worker = worker
+        return worker
+
+    def _data(self, workload: Workload) -> WorkloadData:
+        definition, device = self.definition, self.ev.device
+        t0 = time.monotonic()
+        try:
+            sets = [
+                generate_inputs(
+                    definition, workload, k, secret=self.ev.secret, device=device, roots=self.roots
+                )
+                for k in range(self.config.num_input_sets)
+            ]
+        except InputError as exc:
+            raise _TaskError(f"cannot generate inputs: {exc}") from None
+        self._time("inputs", time.monotonic() - t0)
+        axes = definition.axis_values(workload.axes)
+        shapes = {n: definition.resolve_shape(n, axes) or () for n in definition.outputs}
+        t0 = time.monotonic()
+        refs = []
+        for k, inputs in enumerate(sets):
+            key = (reference_key(definition), workload.uuid, str(k), str(device), self.ev.secret.hex()[:8])
+            cached = self.ev.references.get(key)
+            if cached is None:
+                try:
+                    cached = run_reference(definition, inputs, shapes)
+                except ReferenceError as exc:
+                    raise _TaskError(str(exc)) from None
+                self.ev.references.put(key, cached)
+            refs.append(cached)
+        self._time("reference", time.monotonic() - t0)
+        from .inputs import torch_dtype
+
+        return WorkloadData(
+            inputs=sets,
+            references=refs,
+            output_shapes=shapes,
+            output_dtypes={n: torch_dtype(s.dtype) for n, s in definition.outputs.items()},
+            scalar_positions={
+                n: i for i, n in enumerate(definition.inputs) if not isinstance(sets[0][n], torch.Tensor)
+            },
+        )
+
+    def _workload(self, workload: Workload) -> Evaluation:
+        data = self._data(workload)
+        loaded = self._ensure_worker()
+        if isinstance(loaded, Evaluation):
+            return loaded
+        worker = loaded
+        device = self.ev.device
+        slot_count = max(1, min(self.config.num_input_sets, len(data.inputs)))
+        try:
+            slots = allocate_slots(worker, data, slot_count, device, self.config.timeouts.load)
+        except (WorkerError, BufferError) as exc:
+            self._discard(f"a buffer allocation failure ({exc})")
+            raise _TaskError(f"could not share buffers with the worker: {exc}") from None
+        try:
+            self.progress("phase", {"uuid": workload.uuid, "phase": "correctness"})
+            t0 = time.monotonic()
+            result, call_ms = check_correctness(worker, slots, data, self.config, device)
+            self._time("correctness", time.monotonic() - t0)
+            from .run import _correctness_of
+
+            correctness = _correctness_of(result, self.config, {"input_sets": len(data.inputs)})
+            if self.ev.cpu_mode:
+                performance = untimed_performance("CPU mode: nothing is timed without a GPU", call_ms)
+                return self._evaluation(
+                    EvaluationStatus.PASSED, correctness=correctness, performance=performance
+                )
+            self.progress("phase", {"uuid": workload.uuid, "phase": "timing"})
+            t0 = time.monotonic()
+            before = snapshot(device)
+            performance, validated = measure(worker, slots, data, self.definition, self.config, device)
+            after = snapshot(device)
+            self._time("timing", time.monotonic() - t0)
+            stats = performance.extra or {}
+            self._time("gpu_timed", stats["candidate_ms"]["mean"] * stats["candidate_ms"]["count"] / 1e3)
+            stats["device_start"] = before.model_dump()
+            stats["device_end"] = after.model_dump()
+            correctness.extra["timed_outputs_validated"] = validated
+            if self.config.plausibility:
+                axes = self.definition.axis_values(workload.axes)
+                verdict = check_plausibility(
+                    self.ev._name,
+                    performance.latency_ms,
+                    self.definition,
+                    axes,
+                    data.inputs[0],
+                    data.references[0],
+                )
+                if verdict is not None:
+                    correctness.extra["plausibility"] = verdict
+                    if verdict["flagged"]:
+                        self.report.notes.append(
+                            f"workload {workload.uuid}: {performance.latency_ms:.4g} ms is faster than the "
+                            f"{verdict['device_model']} roofline floor {verdict['floor_ms']:.4g} ms: implausible, check the kernel"
+                        )
+            return self._evaluation(EvaluationStatus.PASSED, correctness=correctness, performance=performance)
+        except CandidateFailure as failure:
+            if failure.worker_dead:
+                self._discard(f"{failure.status.value} on workload {workload.uuid}")
+            return self._evaluation(failure.status, failure.log, correctness=failure.correctness)
+        finally:
+            del slots
+
+
+def _static_analysis(solution: Solution) -> Any:
+    """``fibserve.check(solution)`` as JSON-able data, or None when the analysis package is unavailable."""
+    try:
+        import fibserve
+
+        check = getattr(fibserve, "check", None)
+        if check is None:
+            from fibserve.analysis import check  # type: ignore[attr-defined]
+        result = check(solution)
+    except Exception as exc:
+        return {"error": f"static analysis unavailable: {exc!r}"}
+    dump = getattr(result, "model_dump", None)
+    return dump(mode="json") if dump else result
+
+
+def evaluate(
+    definition: Definition,
+    solution: Solution,
+    workloads: Sequence[Workload],
+    *,
+    device: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    roots: Sequence[Path] = (),
+) -> EvaluationReport:
+    """One-shot convenience: a fresh :class:`Evaluator` (``cuda:0`` when a GPU is visible, else ``cpu``),
+    one evaluation, then close. Services should keep an Evaluator per device instead (warm spare)."""
+    device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    with Evaluator(device, warm_spare=False, roots=roots) as evaluator:
+        return evaluator.evaluate(definition, solution, workloads, overrides=overrides)

@@ -1,0 +1,145 @@
+"""Roofline plausibility: flag a latency faster than physics allows on the device.
+
+For a call with ``flops`` floating-point operations and ``bytes`` of compulsory memory traffic, no kernel can
+beat ``floor_ms = max(flops / peak_flops, bytes / peak_bandwidth) * 1e3``. A measured latency below the floor
+means the timing was fooled (work skipped, cached or done outside the timed region) and is flagged.
+
+Device peaks (dense, no sparsity), from NVIDIA's public datasheets:
+
+* H200 SXM: BF16/FP16 Tensor Core 989 TFLOP/s, FP8 1979 TFLOP/s, TF32 494 TFLOP/s, HBM3e 4.8 TB/s
+  (NVIDIA H200 Tensor Core GPU datasheet, 2024; the datasheet's "with sparsity" figures are twice these).
+* H100 SXM: BF16/FP16 989 TFLOP/s, FP8 1979 TFLOP/s, TF32 494 TFLOP/s, HBM3 3.35 TB/s (NVIDIA H100 datasheet).
+* H100 PCIe: BF16/FP16 756 TFLOP/s, FP8 1513 TFLOP/s, TF32 378 TFLOP/s, HBM2e 2.0 TB/s (same datasheet).
+* B200: BF16/FP16 2250 TFLOP/s, FP8 4500 TFLOP/s, TF32 1100 TFLOP/s, HBM3e 8.0 TB/s (NVIDIA HGX B200 spec).
+
+Unknown devices are never flagged. FLOPs: GEMM ``2*M*N*K`` (axes M, N, K); attention a floor of
+``2 * heads * head_dim * sum_i(q_len_i * kv_len_i)`` (half the non-causal ``4*H*D*...``, so it also bounds
+causal masks). Bytes: all input and output tensors (read once, written once); for attention the KV caches are
+left out (only the pages referenced need reading).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from fibserve.trace import Definition
+
+TFLOP = 1e12
+TB = 1e12
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    """Peak dense throughputs of one device model."""
+
+    name: str
+    flops: dict[str, float]
+    """Input dtype family (``bf16``, ``fp8``, ``fp32``) to FLOP/s."""
+    bandwidth: float
+    """DRAM bytes per second."""
+
+
+PEAKS = [
+    DevicePeak("H200", {"bf16": 989 * TFLOP, "fp8": 1979 * TFLOP, "fp32": 494 * TFLOP}, 4.8 * TB),
+    DevicePeak("H100 PCIe", {"bf16": 756 * TFLOP, "fp8": 1513 * TFLOP, "fp32": 378 * TFLOP}, 2.0 * TB),
+    DevicePeak("H100", {"bf16": 989 * TFLOP, "fp8": 1979 * TFLOP, "fp32": 494 * TFLOP}, 3.35 * TB),
+    DevicePeak("B200", {"bf16": 2250 * TFLOP, "fp8": 4500 * TFLOP, "fp32": 1100 * TFLOP}, 8.0 * TB),
+]
+"""Checked in order; the first whose name is contained in the device name wins (``H100 PCIe`` before ``H100``)."""
+
+
+def device_peak(device_name: str | None) -> DevicePeak | None:
+    """The peak table entry for a device name such as ``NVIDIA H200``; None when unknown."""
+    if not device_name:
+        return None
+    upper = device_name.upper()
+    for peak in PEAKS:
+        if all(part in upper for part in peak.name.upper().split()):
+            return peak
+    return None
+
+
+def _family(dtype: torch.dtype) -> str:
+    if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return "fp8"
+    if dtype in (torch.float16, torch.bfloat16):
+        return "bf16"
+    return "fp32"
+
+
+def _nbytes(value: Any) -> int:
+    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
+
+
+def _segments(indptr: torch.Tensor) -> list[int]:
+    values = indptr.detach().to("cpu", torch.int64).tolist()
+    return [b - a for a, b in itertools.pairwise(values)]
+
+
+def workload_cost(
+    definition: Definition, axes: Mapping[str, int], inputs: Mapping[str, Any], outputs: Mapping[str, Any]
+) -> tuple[float, float, str] | None:
+    """``(flops, bytes, dtype family)`` for GEMM and attention definitions; None for other op types."""
+    op = definition.op_type.lower()
+    tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
+    family = _family(max(tensors, key=lambda t: t.numel()).dtype) if tensors else "fp32"
+    out_bytes = sum(_nbytes(v) for v in outputs.values())
+    if op == "gemm" and all(k in axes for k in ("M", "N", "K")):
+        flops = 2.0 * axes["M"] * axes["N"] * axes["K"]
+        return flops, float(sum(_nbytes(v) for v in inputs.values()) + out_bytes), family
+    if op in ("gqa", "mha", "mla", "attention") or "attention" in op:
+        heads = next((axes[k] for k in ("num_qo_heads", "num_heads", "num_q_heads") if k in axes), None)
+        dims = [v for k, v in axes.items() if "head_dim" in k and "vo" not in k]
+        if heads is None or not dims:
+            return None
+        head_dim = sum(dims) if any("kpe" in k for k in axes) else max(dims)
+        kv = _segments(inputs["kv_indptr"]) if isinstance(inputs.get("kv_indptr"), torch.Tensor) else None
+        qo = _segments(inputs["qo_indptr"]) if isinstance(inputs.get("qo_indptr"), torch.Tensor) else None
+        if kv is None:
+            return None
+        page = axes.get("page_size", 1)
+        q_lens = qo if qo is not None and len(qo) == len(kv) else [1] * len(kv)
+        flops = 2.0 * heads * head_dim * sum(q * k * page for q, k in zip(q_lens, kv, strict=True))
+        small = sum(_nbytes(v) for name, v in inputs.items() if "cache" not in name)
+        return flops, float(small + out_bytes), family
+    return None
+
+
+def check_plausibility(
+    device_name: str | None,
+    latency_ms: float,
+    definition: Definition,
+    axes: Mapping[str, int],
+    inputs: Mapping[str, Any],
+    outputs: Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """The roofline verdict for one measured latency, or None when the device or op type is unknown.
+
+    Returns:
+        ``{"device_model", "flops", "bytes", "floor_ms", "latency_ms", "flagged", "achieved_tflops",
+        "achieved_tb_s"}``; ``flagged`` is True when ``latency_ms < floor_ms``.
+    """
+    peak = device_peak(device_name)
+    cost = workload_cost(definition, axes, inputs, outputs)
+    if peak is None or cost is None or not (latency_ms > 0) or math.isnan(latency_ms):
+        return None
+    flops, nbytes, family = cost
+    floor_s = max(flops / peak.flops[family], nbytes / peak.bandwidth)
+    seconds = latency_ms / 1e3
+    return {
+        "device_model": peak.name,
+        "dtype_family": family,
+        "flops": flops,
+        "bytes": nbytes,
+        "floor_ms": floor_s * 1e3,
+        "latency_ms": latency_ms,
+        "achieved_tflops": flops / seconds / TFLOP,
+        "achieved_tb_s": nbytes / seconds / TB,
+        "flagged": seconds < floor_s,
+    }

@@ -1,0 +1,87 @@
+"""The result of one :meth:`Evaluator.evaluate` call: traces plus everything needed to trust them.
+
+Representation of "not executed" (CUDA candidates without a GPU): each workload gets a trace whose
+``evaluation`` is null (the FlashInfer Trace form for "no result"), ``executed`` is False and ``notes`` says
+why. No PASSED status is ever produced for code that did not run on the target device.
+
+``task_error`` is for harness or infrastructure failures (a worker that does not start, a broken reference,
+inputs that cannot be generated, a missing toolchain): they are never reported as the candidate's
+RUNTIME_ERROR. ``workload_errors`` names the workloads they affected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fibserve.trace import EvaluationStatus, Trace
+
+from .config import EvalConfig
+from .device import DeviceSnapshot
+
+
+class DeviceInfo(BaseModel):
+    """The device of an evaluation and its state at the start and end of the evaluation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: str
+    """``cpu`` or ``cuda:N``."""
+    name: str
+    """Device name, e.g. ``NVIDIA H200`` or ``cpu``."""
+    driver: str | None = None
+    """NVIDIA driver version (None on CPU)."""
+    start: DeviceSnapshot | None = None
+    """Clocks, power and temperature when the evaluation started."""
+    end: DeviceSnapshot | None = None
+    """The same when it ended."""
+
+
+class EvaluationReport(BaseModel):
+    """Everything one evaluation produced."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    definition: str
+    """Definition name."""
+    solution: str
+    """Solution name."""
+    traces: list[Trace] = Field(default_factory=list)
+    """One trace per workload, in request order (``evaluation`` null when not executed or a task error)."""
+    analysis: Any = None
+    """Static analysis from ``fibserve.check`` (CUDA: policy, PTX/SASS families, resources), or None."""
+    build: dict[str, Any] | None = None
+    """Build summary: status, arch, cached, timings (ms), log (trimmed)."""
+    config: EvalConfig
+    """The configuration used (with the layer that set each value in ``config.origin``)."""
+    device: DeviceInfo
+    """Device and its state at start and end."""
+    executed: bool = False
+    """Whether the candidate actually ran (False for CUDA candidates on a machine without a GPU)."""
+    sandbox: str = "none"
+    """``bwrap`` when the worker ran inside bubblewrap, else ``none``."""
+    task_error: str | None = None
+    """A harness or infrastructure failure (never the candidate's fault), or None."""
+    workload_errors: dict[str, str] = Field(default_factory=dict)
+    """Workload uuid -> the task-level error that kept it from being evaluated."""
+    notes: list[str] = Field(default_factory=list)
+    """Facts a reader must know: CPU mode, missing bubblewrap, plausibility flags, worker replacements."""
+    timings_s: dict[str, float] = Field(default_factory=dict)
+    """Wall seconds per phase: ``build``, ``worker_start``, ``load``, ``inputs``, ``reference``,
+    ``correctness``, ``timing``, ``total``; ``gpu_timed`` is the sum of the timed candidate calls."""
+
+    @property
+    def statuses(self) -> list[EvaluationStatus | None]:
+        """Per-trace status (None when a trace has no evaluation)."""
+        return [t.evaluation.status if t.evaluation else None for t in self.traces]
+
+    @property
+    def all_passed(self) -> bool:
+        """True when the candidate ran and every workload PASSED (never True when not executed)."""
+        return (
+            self.executed
+            and self.task_error is None
+            and bool(self.traces)
+            and all(s is EvaluationStatus.PASSED for s in self.statuses)
+        )

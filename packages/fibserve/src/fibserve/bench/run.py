@@ -1,0 +1,377 @@
+"""One workload of one candidate: correctness, then interleaved timing (trusted side).
+
+Correctness: every input set is copied into the *same* worker buffer slot (so a kernel that caches results
+keyed by pointer returns stale outputs for the second set), outputs are poisoned, the candidate is called,
+its outputs compared with the reference, and its inputs compared bitwise with a pristine copy.
+
+Timing (GPU only): ``trials`` trials; in trial ``t`` slot ``s`` holds input set ``(s + t) mod K`` (input
+rotation: the contents behind each pointer change between trials); ``warmup`` untimed calls, then
+``iterations`` pairs of one candidate call (timed in the worker) and one reference call (timed here), in
+alternating order, each with cold L2 and device-wide synchronisation. Outputs are poisoned before every call,
+and the last output of every slot in every trial is validated. ``speedup_factor`` is the median of the
+per-pair ratios ``reference / candidate``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from fibserve.trace import Correctness, EvaluationStatus, Performance
+
+from . import timing
+from ._dtypes import poison_
+from .buffers import bitwise_equal, open_buffer
+from .compare import ComparisonResult, compare_outputs
+from .config import EvalConfig
+from .reference import call_reference
+from .sandbox import WorkerError, WorkerProcess
+
+
+class CandidateFailure(Exception):
+    """The candidate failed (its fault): carries the status and log for its Evaluation."""
+
+    def __init__(
+        self,
+        status: EvaluationStatus,
+        log: str,
+        correctness: Correctness | None = None,
+        *,
+        worker_dead: bool = True,
+    ):
+        super().__init__(log)
+        self.status = status
+        self.log = log
+        self.correctness = correctness
+        self.worker_dead = worker_dead
+
+
+@dataclass
+class WorkloadData:
+    """Trusted inputs and reference outputs of one workload, per input set."""
+
+    inputs: list[dict[str, Any]]
+    """Input set -> name -> tensor or scalar (definition order)."""
+    references: list[dict[str, torch.Tensor]]
+    """Input set -> output name -> reference tensor."""
+    output_shapes: dict[str, tuple[int, ...]]
+    output_dtypes: dict[str, torch.dtype]
+    scalar_positions: dict[str, int] = field(default_factory=dict)
+    """Scalar input name -> its position among the inputs."""
+
+
+@dataclass
+class Slots:
+    """Trusted views of the worker's buffers: per slot, input name -> tensor and output name -> tensor."""
+
+    inputs: list[dict[str, torch.Tensor]]
+    outputs: list[dict[str, torch.Tensor]]
+
+
+def _worker_call(worker: WorkerProcess, request: dict[str, Any], timeout: float, what: str) -> list[float]:
+    """Send a call; translate every failure into a CandidateFailure (the worker is then discarded)."""
+    try:
+        reply = worker.request({"op": "call", **request}, timeout)
+    except WorkerError as exc:
+        if exc.kind == "timeout":
+            raise CandidateFailure(
+                EvaluationStatus.TIMEOUT, f"{what}: no result within {timeout:.1f} s (limit)\n{exc.log}"
+            ) from None
+        detail = "crashed" if exc.kind == "died" else "broke the worker protocol"
+        raise CandidateFailure(
+            EvaluationStatus.RUNTIME_ERROR, f"{what}: the candidate {detail} ({exc})\n{exc.log}"
+        ) from None
+    if not reply.get("ok"):
+        status = reply.get("status")
+        log = f"{what}: {reply.get('error', 'error')}\n{worker.log_tail()}"
+        if status in ("INCORRECT_SHAPE", "INCORRECT_DTYPE"):
+            raise CandidateFailure(EvaluationStatus(status), log)
+        raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, log)
+    ms = reply.get("ms")
+    if not isinstance(ms, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in ms):
+        raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
+    return [float(x) for x in ms]
+
+
+def allocate_slots(
+    worker: WorkerProcess, data: WorkloadData, count: int, device: torch.device, timeout: float
+) -> Slots:
+    """Ask the worker for ``count`` slots of input and output buffers and map them here.
+
+    Raises:
+        WorkerError / BufferError: the allocation failed (infrastructure; the caller reports a task error).
+    """
+    from .buffers import buffer_spec
+
+    first = data.inputs[0]
+    tensor_inputs = [(n, v) for n, v in first.items() if isinstance(v, torch.Tensor)]
+    specs = []
+    for s in range(count):
+        specs.append(
+            {
+                "inputs": [
+                    buffer_spec(tuple(v.shape), v.dtype, worker.workdir, f"{s}-in-{n}")
+                    for n, v in tensor_inputs
+                ],
+                "outputs": [
+                    buffer_spec(data.output_shapes[n], data.output_dtypes[n], worker.workdir, f"{s}-out-{n}")
+                    for n in data.output_shapes
+                ],
+            }
+        )
+    reply = worker.request({"op": "alloc", "slots": specs}, timeout)
+    if not reply.get("ok"):
+        raise WorkerError("protocol", f"buffer allocation failed in the worker: {reply.get('error')}")
+    slots = Slots([], [])
+    for spec, handles in zip(specs, reply["slots"], strict=True):
+        slots.inputs.append(
+            {
+                n: open_buffer(h, sp, device)
+                for (n, _), sp, h in zip(tensor_inputs, spec["inputs"], handles["inputs"], strict=True)
+            }
+        )
+        slots.outputs.append(
+            {
+                n: open_buffer(h, sp, device)
+                for n, sp, h in zip(data.output_shapes, spec["outputs"], handles["outputs"], strict=True)
+            }
+        )
+    return slots
+
+
+def _fill(slots: Slots, slot: int, inputs: dict[str, Any], device: torch.device) -> None:
+    for name, view in slots.inputs[slot].items():
+        view.copy_(inputs[name])
+    _sync(device)
+
+
+def _poison(slots: Slots, slot: int, device: torch.device) -> None:
+    for view in slots.outputs[slot].values():
+        poison_(view)
+    _sync(device)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _scalars(data: WorkloadData, input_set: int) -> dict[str, Any]:
+    return {str(pos): data.inputs[input_set][name] for name, pos in data.scalar_positions.items()}
+
+
+def _correctness_of(result: ComparisonResult, config: EvalConfig, extra: dict[str, Any]) -> Correctness:
+    max_abs, max_rel = result.max_errors()
+    outputs = {
+        o.name: {
+            "max_absolute_error": o.stats.max_absolute_error,
+            "max_relative_error": o.stats.max_relative_error,
+            "matched_ratio": o.stats.matched_ratio,
+            "nan_count": o.stats.nan_count,
+        }
+        for o in result.outputs
+        if o.stats
+    }
+    return Correctness(
+        max_absolute_error=max_abs,
+        max_relative_error=max_rel,
+        extra={
+            "matched_ratio": result.min_matched_ratio(),
+            "atol": config.atol,
+            "rtol": config.rtol,
+            "required_matched_ratio": config.required_matched_ratio,
+            "outputs": outputs,
+            **extra,
+        },
+    )
+
+
+def _untouched(outputs: dict[str, torch.Tensor]) -> list[str]:
+    """Outputs still entirely holding the NaN/sentinel poison (the kernel wrote nothing there)."""
+    names = []
+    for name, t in outputs.items():
+        if t.numel() == 0:
+            continue
+        if (t.dtype.is_floating_point and t.dtype.itemsize > 1 and bool(torch.isnan(t.float()).all())) or (
+            not t.dtype.is_floating_point
+            and t.dtype != torch.bool
+            and bool((t == torch.iinfo(t.dtype).min).all())
+        ):
+            names.append(name)
+    return names
+
+
+def judge(
+    slots: Slots, slot: int, data: WorkloadData, input_set: int, config: EvalConfig, phase: str
+) -> ComparisonResult:
+    """Compare slot outputs with the reference of ``input_set``; raise CandidateFailure on a mismatch."""
+    actual = {n: t.clone() for n, t in slots.outputs[slot].items()}
+    result = compare_outputs(
+        actual,
+        data.references[input_set],
+        data.output_dtypes,
+        atol=config.atol,
+        rtol=config.rtol,
+        required_matched_ratio=config.required_matched_ratio,
+        chunk=config.compare_chunk_elements,
+    )
+    if result.status is EvaluationStatus.PASSED:
+        return result
+    extra: dict[str, Any] = {"phase": phase, "input_set": input_set}
+    untouched = _untouched(actual)
+    message = f"{phase}, input set {input_set}: {result.message}"
+    if untouched:
+        extra["outputs_untouched"] = untouched
+        message += (
+            f"; outputs {untouched} still hold the poison written before the call (nothing was written)"
+        )
+    correctness = (
+        _correctness_of(result, config, extra)
+        if result.status is EvaluationStatus.INCORRECT_NUMERICAL
+        else None
+    )
+    raise CandidateFailure(result.status, message, correctness, worker_dead=False)
+
+
+def check_correctness(
+    worker: WorkerProcess, slots: Slots, data: WorkloadData, config: EvalConfig, device: torch.device
+) -> tuple[ComparisonResult, float]:
+    """Run every input set through slot 0 and judge it; returns the last comparison and the call wall ms."""
+    result = None
+    wall_ms = 0.0
+    for k, inputs in enumerate(data.inputs):
+        _fill(slots, 0, inputs, device)
+        _poison(slots, 0, device)
+        started = time.perf_counter()
+        _worker_call(
+            worker,
+            {"slot": 0, "scalars": _scalars(data, k), "timed": False},
+            config.timeouts.correctness,
+            f"correctness call, input set {k}",
+        )
+        wall_ms = (time.perf_counter() - started) * 1e3
+        result = judge(slots, 0, data, k, config, "correctness")
+        if config.check_input_mutation:
+            mutated = [n for n, view in slots.inputs[0].items() if not bitwise_equal(view, inputs[n])]
+            if mutated:
+                correctness = _correctness_of(
+                    result, config, {"phase": "correctness", "input_set": k, "input_mutated": mutated}
+                )
+                raise CandidateFailure(
+                    EvaluationStatus.INCORRECT_NUMERICAL,
+                    f"the candidate modified its inputs {mutated} (input set {k}); inputs are read-only",
+                    correctness,
+                    worker_dead=False,
+                )
+    return result, wall_ms
+
+
+def measure(
+    worker: WorkerProcess,
+    slots: Slots,
+    data: WorkloadData,
+    definition: Any,
+    config: EvalConfig,
+    device: torch.device,
+) -> tuple[Performance, int]:
+    """Interleaved timing with input rotation and validation (GPU). Returns the performance and the number
+    of validated timed outputs. Raises CandidateFailure (TIMEOUT, RUNTIME_ERROR, INCORRECT_*)."""
+    count = len(slots.inputs)
+    flush = timing.ColdL2(device) if config.cold_l2 else None
+    cand_ms: list[float] = []
+    ref_ms: list[float] = []
+    wall_ms: list[float] = []
+    budget = config.timeouts.timing
+    used = 0.0
+    validated = 0
+
+    def candidate(slot: int, input_set: int, repeat: int = 1) -> list[float]:
+        nonlocal used
+        remaining = budget - used
+        if remaining <= 0:
+            raise CandidateFailure(
+                EvaluationStatus.TIMEOUT, f"timing: candidate calls exceeded the {budget:.0f} s limit"
+            )
+        started = time.perf_counter()
+        ms = _worker_call(
+            worker,
+            {
+                "slot": slot,
+                "scalars": _scalars(data, input_set),
+                "timed": True,
+                "cold_l2": config.cold_l2,
+                "repeat": repeat,
+            },
+            remaining,
+            f"timed call, input set {input_set}",
+        )
+        elapsed = time.perf_counter() - started
+        used += elapsed
+        wall_ms.append(elapsed * 1e3 / max(repeat, 1))
+        return ms
+
+    def reference(input_set: int) -> float:
+        return timing.time_call(lambda: call_reference(definition, data.inputs[input_set]), device, flush)
+
+    for trial in range(config.trials):
+        holds = [(s + trial) % len(data.inputs) for s in range(count)]
+        for s in range(count):
+            _fill(slots, s, data.inputs[holds[s]], device)
+        if config.warmup:
+            _poison(slots, 0, device)
+            candidate(0, holds[0], repeat=config.warmup)
+            for _ in range(config.warmup):
+                reference(holds[0])
+        for i in range(config.iterations):
+            s = i % count
+            _poison(slots, s, device)
+            if i % 2 == 0:
+                c = candidate(s, holds[s])[0]
+                r = reference(holds[s])
+            else:
+                r = reference(holds[s])
+                c = candidate(s, holds[s])[0]
+            cand_ms.append(c)
+            ref_ms.append(r)
+        if config.validate_timed_outputs:
+            for s in range(min(count, config.iterations)) if config.iterations else ():
+                judge(slots, s, data, holds[s], config, f"timing trial {trial} (last timed call on slot {s})")
+                validated += 1
+    cand = timing.summarize(cand_ms)
+    ref = timing.summarize(ref_ms)
+    ratios = sorted(r / c for c, r in zip(cand_ms, ref_ms, strict=True) if c > 0)
+    performance = Performance(
+        latency_ms=cand.median,
+        reference_latency_ms=ref.median,
+        speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
+        extra={
+            "measured_on": "gpu",
+            "method": "interleaved pairs, speedup = median(reference_ms / candidate_ms)",
+            "candidate_ms": cand.as_dict(),
+            "reference_ms": ref.as_dict(),
+            "speedup_p10": timing.percentile(ratios, 10),
+            "speedup_p90": timing.percentile(ratios, 90),
+            "pairs": len(ratios),
+            "candidate_wall_ms_median": timing.summarize(wall_ms).median,
+            "warmup": config.warmup,
+            "iterations": config.iterations,
+            "trials": config.trials,
+            "input_sets": len(data.inputs),
+            "cold_l2": config.cold_l2,
+            "l2_flush_bytes": 0 if flush is None or flush.buffer is None else flush.buffer.numel() * 4,
+            "timed_outputs_validated": validated,
+        },
+    )
+    return performance, validated
+
+
+def untimed_performance(reason: str, call_ms: float | None = None) -> Performance:
+    """The Performance of a run without GPU timing: zero latencies and speedup, marked so nobody reads it
+    as a GPU result (``measured_on: cpu``, ``timed: false``)."""
+    extra: dict[str, Any] = {"measured_on": "cpu", "timed": False, "reason": reason}
+    if call_ms is not None:
+        extra["cpu_call_wall_ms"] = call_ms
+    return Performance(latency_ms=0.0, reference_latency_ms=0.0, speedup_factor=0.0, extra=extra)

@@ -1,0 +1,310 @@
+"""Starting, talking to and discarding sandbox workers (trusted side).
+
+A :class:`WorkerProcess` is one ``python -m fibserve.bench.worker`` child, inside bubblewrap when ``bwrap`` is
+installed (read-only root, ``/dev`` bound for the GPU, private ``/tmp``, no network, only its own work
+directory writable, killed with its parent). It gets a minimal environment (no secrets), its own process
+group (so a timeout kills everything it started) and two pipes for the JSON protocol of
+:mod:`fibserve.bench.worker`. Replies are parsed as JSON only (never unpickled: the worker is untrusted).
+
+A :class:`WorkerPool` keeps one warm spare started ahead of time, so loading a candidate does not wait for
+Python, torch and the CUDA context to start. A worker serves one candidate and is then discarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MAX_REPLY_BYTES = 16 << 20
+"""Longest reply line accepted from a worker; longer is a protocol violation."""
+
+_PASS_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+)
+
+
+class WorkerError(RuntimeError):
+    """A worker failed. ``kind`` is ``timeout``, ``died`` or ``protocol``; ``log`` is its output tail."""
+
+    def __init__(self, kind: str, message: str, log: str = ""):
+        super().__init__(message)
+        self.kind = kind
+        self.log = log
+
+
+def bwrap_path() -> str | None:
+    """The bubblewrap executable, or None when it is not installed."""
+    return shutil.which("bwrap")
+
+
+def _python_paths() -> list[str]:
+    """Directories the worker needs on sys.path (this package and the interpreter's site-packages)."""
+    import fibserve
+
+    root = str(Path(fibserve.__file__).resolve().parent.parent)
+    return [root, *[p for p in sys.path if p and p != root]]
+
+
+class WorkerProcess:
+    """One sandbox worker child process (see the module docstring)."""
+
+    def __init__(self, device: str, *, use_bwrap: bool, root_dir: Path, interpret_triton: bool = False):
+        self.device = device
+        self.workdir = Path(tempfile.mkdtemp(prefix="worker-", dir=root_dir))
+        self.log_path = self.workdir / "worker.log"
+        self.use_bwrap = use_bwrap
+        self.ready: dict[str, Any] | None = None
+        self.started = time.monotonic()
+        self._buffer = b""
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+        env.update(
+            HOME=str(self.workdir),
+            TMPDIR=str(self.workdir / "tmp"),
+            TRITON_CACHE_DIR=str(self.workdir / "triton"),
+            CUDA_CACHE_PATH=str(self.workdir / "nv"),
+            PYTHONPATH=os.pathsep.join(_python_paths()),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        if interpret_triton:
+            env["TRITON_INTERPRET"] = "1"
+        (self.workdir / "tmp").mkdir()
+        argv = [
+            sys.executable,
+            "-m",
+            "fibserve.bench.worker",
+            "--in",
+            str(req_r),
+            "--out",
+            str(rep_w),
+            "--device",
+            device,
+        ]
+        if use_bwrap:
+            argv = [
+                bwrap_path() or "bwrap",
+                "--ro-bind", "/", "/",
+                "--dev-bind", "/dev", "/dev",
+                "--proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", str(self.workdir), str(self.workdir),
+                "--unshare-net",
+                "--die-with-parent",
+                "--new-session",
+                "--",
+                *argv,
+            ]  # fmt: skip
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(req_r, rep_w),
+                start_new_session=True,
+                cwd=str(self.workdir),
+            )
+        os.close(req_r)
+        os.close(rep_w)
+        self._req = os.fdopen(req_w, "w", encoding="utf-8")
+        self._rep = rep_r
+        os.set_blocking(rep_r, False)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the child is still running."""
+        return self.proc.poll() is None
+
+    def log_tail(self, limit: int = 4000) -> str:
+        """The last ``limit`` characters the worker (and the candidate) printed."""
+        try:
+            data = self.log_path.read_bytes()[-limit:]
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace")
+
+    def _read_line(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        selector = selectors.DefaultSelector()
+        selector.register(self._rep, selectors.EVENT_READ)
+        try:
+            while b"\n" not in self._buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise WorkerError(
+                        "timeout", f"worker gave no answer within {timeout:.1f} s", self.log_tail()
+                    )
+                if not selector.select(min(remaining, 0.5)):
+                    if not self.alive and b"\n" not in self._buffer:
+                        break
+                    continue
+                try:
+                    chunk = os.read(self._rep, 1 << 20)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                self._buffer += chunk
+                if len(self._buffer) > MAX_REPLY_BYTES:
+                    raise WorkerError("protocol", "worker reply exceeds the size limit", self.log_tail())
+        finally:
+            selector.close()
+        if b"\n" not in self._buffer:
+            code = self.proc.poll()
+            if code is None:
+                try:
+                    code = self.proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    code = None
+            raise WorkerError("died", f"worker exited (code {code})", self.log_tail())
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise WorkerError("protocol", "worker sent a line that is not JSON", self.log_tail()) from None
+        if not isinstance(message, dict):
+            raise WorkerError("protocol", "worker sent JSON that is not an object", self.log_tail())
+        return message
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        """Wait for the worker's start-up message (torch and CUDA initialised)."""
+        if self.ready is None:
+            self.ready = self._read_line(timeout)
+            if not self.ready.get("ready"):
+                raise WorkerError("protocol", f"unexpected first message {self.ready!r}", self.log_tail())
+        return self.ready
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait up to ``timeout`` seconds for its reply.
+
+        Raises:
+            WorkerError: timeout, worker death or a malformed reply.
+        """
+        try:
+            self._req.write(json.dumps(message) + "\n")
+            self._req.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerError("died", "worker is gone (broken pipe)", self.log_tail()) from None
+        return self._read_line(timeout)
+
+    def kill(self) -> None:
+        """End the worker and everything it started (its whole process group), and remove its work dir."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        for stream in (self._req,):
+            with contextlib.suppress(OSError):
+                stream.close()
+        with contextlib.suppress(OSError):
+            os.close(self._rep)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class WorkerPool:
+    """Hands out fresh workers for one device, keeping a warm spare started ahead of time.
+
+    Args:
+        device: ``cpu`` or ``cuda:N``.
+        sandbox: ``auto`` (bubblewrap when installed), ``bwrap`` (required) or ``none``.
+        root_dir: where worker work directories are created (a fresh temporary directory by default).
+        interpret_triton: start workers with ``TRITON_INTERPRET=1`` (CPU mode).
+        warm_spare: keep one spare worker started.
+    """
+
+    def __init__(
+        self,
+        device: str,
+        *,
+        sandbox: str = "auto",
+        root_dir: Path | None = None,
+        interpret_triton: bool = False,
+        warm_spare: bool = True,
+    ):
+        if sandbox not in ("auto", "bwrap", "none"):
+            raise ValueError(f"sandbox must be auto, bwrap or none, got {sandbox!r}")
+        if sandbox == "bwrap" and bwrap_path() is None:
+            raise RuntimeError(
+                "sandbox='bwrap' was requested but bwrap is not installed (apt-get install bubblewrap)"
+            )
+        self.device = device
+        self.use_bwrap = sandbox != "none" and bwrap_path() is not None
+        self.notes: list[str] = []
+        if sandbox == "auto" and not self.use_bwrap:
+            self.notes.append(
+                "bubblewrap not installed: the candidate ran in a plain child process (no filesystem or network isolation)"
+            )
+        self._own_root = root_dir is None
+        self.root_dir = Path(root_dir or tempfile.mkdtemp(prefix="fibserve-sandbox-"))
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        self.interpret_triton = interpret_triton
+        self.warm_spare = warm_spare
+        self._spare: WorkerProcess | None = None
+        self.started_count = 0
+        if warm_spare:
+            self._spare = self._start()
+
+    def _start(self) -> WorkerProcess:
+        self.started_count += 1
+        return WorkerProcess(
+            self.device,
+            use_bwrap=self.use_bwrap,
+            root_dir=self.root_dir,
+            interpret_triton=self.interpret_triton,
+        )
+
+    def acquire(self, timeout: float) -> WorkerProcess:
+        """A ready worker (the spare when warm), starting the next spare at once.
+
+        Raises:
+            WorkerError: the worker did not start within ``timeout`` seconds (an infrastructure problem).
+        """
+        worker = self._spare if self._spare is not None and self._spare.alive else None
+        if worker is None and self._spare is not None:
+            self._spare.kill()
+        self._spare = None
+        worker = worker or self._start()
+        if self.warm_spare:
+            self._spare = self._start()
+        try:
+            worker.wait_ready(timeout)
+        except WorkerError:
+            worker.kill()
+            raise
+        return worker
+
+    def disable_bwrap(self, reason: str) -> None:
+        """Fall back to unsandboxed workers (recording ``reason``), replacing the spare."""
+        if not self.use_bwrap:
+            return
+        self.use_bwrap = False
+        self.notes.append(f"bubblewrap disabled: {reason}")
+        if self._spare is not None:
+            self._spare.kill()
+            self._spare = self._start() if self.warm_spare else None
+
+    def close(self) -> None:
+        """Kill the spare and remove the work directories this pool created."""
+        if self._spare is not None:
+            self._spare.kill()
+            self._spare = None
+        if self._own_root:
+            shutil.rmtree(self.root_dir, ignore_errors=True)

@@ -1,0 +1,117 @@
+"""Timing primitives shared by the trusted process (references) and the sandbox worker (candidates).
+
+One timed call (GPU): overwrite the cold-L2 buffer, ``torch.cuda.synchronize()`` (device-wide), record a
+start event, call, record an end event, synchronize, read ``elapsed_time`` in ms. On CPU the same sequence uses
+``time.perf_counter`` (and is never reported as a GPU speedup). Statistics use linear-interpolated percentiles
+(the same definition as ``numpy.percentile``'s default).
+
+This module imports only torch and the standard library: the worker imports it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+DEFAULT_L2_BYTES = 64 << 20
+"""L2 size assumed when the device does not report one (larger than any current NVIDIA L2, 60 MB on H100)."""
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of already sorted values, linear interpolation; NaN when empty."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass
+class LatencyStats:
+    """Summary of latency samples in milliseconds."""
+
+    median: float
+    p10: float
+    p90: float
+    mean: float
+    min: float
+    max: float
+    count: int
+
+    def as_dict(self) -> dict[str, float]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+
+def summarize(samples: Sequence[float]) -> LatencyStats:
+    """Median, p10, p90, mean, min, max and count of ``samples`` (ms)."""
+    values = sorted(samples)
+    if not values:
+        return LatencyStats(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, 0)
+    return LatencyStats(
+        median=percentile(values, 50),
+        p10=percentile(values, 10),
+        p90=percentile(values, 90),
+        mean=sum(values) / len(values),
+        min=values[0],
+        max=values[-1],
+        count=len(values),
+    )
+
+
+def pair_speedup(candidate_ms: Sequence[float], reference_ms: Sequence[float]) -> float:
+    """Median over pairs of ``reference_ms[i] / candidate_ms[i]`` (pairs with a non-positive candidate time
+    are skipped; NaN when none is left)."""
+    ratios = sorted(r / c for c, r in zip(candidate_ms, reference_ms, strict=True) if c > 0)
+    return percentile(ratios, 50)
+
+
+class ColdL2:
+    """A device buffer of at least ``2 x L2`` bytes that is overwritten before each timed call so that no
+    input or output stays in L2 from the previous call."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        l2 = 0
+        if device.type == "cuda":
+            l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+        self.l2_bytes = l2 or DEFAULT_L2_BYTES
+        nbytes = 2 * self.l2_bytes
+        self.buffer = (
+            torch.empty(nbytes // 4, dtype=torch.int32, device=device) if device.type == "cuda" else None
+        )
+        self._value = 0
+
+    def flush(self) -> None:
+        """Overwrite the whole buffer (a different value each time, so nothing can short-circuit it)."""
+        if self.buffer is not None:
+            self._value = (self._value + 1) & 0x7FFFFFFF
+            self.buffer.fill_(self._value)
+
+
+def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> float:
+    """Run ``fn`` once, timed; returns milliseconds.
+
+    GPU: flush L2 (if ``flush``), device-wide synchronize, CUDA events around ``fn``, synchronize.
+    CPU: ``perf_counter`` around ``fn``.
+    """
+    if device.type != "cuda":
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+    if flush is not None:
+        flush.flush()
+    torch.cuda.synchronize(device)
+    begin = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream(device)
+    begin.record(stream)
+    fn()
+    end.record(stream)
+    torch.cuda.synchronize(device)
+    return float(begin.elapsed_time(end))

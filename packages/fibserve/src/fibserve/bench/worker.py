@@ -1,0 +1,264 @@
+"""The sandbox worker: the only process that loads and calls candidate code (UNTRUSTED side).
+
+Started by :mod:`fibserve.bench.sandbox` as ``python -m fibserve.bench.worker --in FD --out FD --device D``
+(inside bubblewrap where available). It speaks newline-delimited JSON on two inherited pipe descriptors, so
+a candidate printing to stdout cannot corrupt the protocol; its stdout/stderr go to a log file.
+
+Requests (trusted -> worker) and replies (worker -> trusted), one JSON object per line:
+
+* on start the worker sends ``{"ready": true, "pid", "device", "torch"}`` once torch (and CUDA) are up;
+* ``{"op": "load", "language", "entry_file", "symbol", "dps", "arity"}`` plus ``"library"`` (tvm-ffi shared
+  library) or ``"package"``/``"package_root"`` (Python/Triton package) -> ``{"ok": true}`` or
+  ``{"ok": false, "error"}``;
+* ``{"op": "alloc", "slots": [{"inputs": [spec], "outputs": [spec]}]}`` with ``spec = {"shape", "dtype",
+  "path"?}`` -> ``{"ok": true, "slots": [{"inputs": [handle], "outputs": [handle]}]}``. CUDA buffers are
+  allocated here and exported as CUDA IPC handles; CPU buffers are files the trusted side created (``path``)
+  and both sides map. The trusted side writes inputs and poison into these buffers and reads outputs back;
+  nothing else crosses, and this process never sees reference outputs or the seed secret;
+* ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "repeat"}`` -> ``{"ok": true,
+  "ms": [...]}`` or ``{"ok": false, "error", "error_type", "status"?}``;
+* ``{"op": "exit"}``.
+
+Any error reply makes the trusted side discard this process. This module imports only the standard library,
+torch and :mod:`fibserve.bench.timing`/`_dtypes` (and tvm_ffi or the candidate when loading).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fibserve.bench._dtypes import TORCH_DTYPES
+from fibserve.bench.timing import ColdL2, time_call
+
+
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode()
+
+
+def _export_cuda(tensor: torch.Tensor) -> dict[str, Any]:
+    """CUDA IPC handle fields of ``tensor``'s allocation (see torch.multiprocessing.reductions)."""
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    _, args = reduce_tensor(tensor)
+    return {
+        "kind": "cuda_ipc",
+        "device": int(args[6]),
+        "handle": _b64(args[7]),
+        "storage_size_bytes": int(args[8]),
+        "storage_offset_bytes": int(args[9]),
+        "ref_counter_handle": _b64(args[11]),
+        "ref_counter_offset": int(args[12]),
+        "event_handle": _b64(args[13]),
+        "event_sync_required": bool(args[14]),
+        "tensor_offset": int(args[3]),
+    }
+
+
+class Worker:
+    """State of one worker: the loaded candidate, its buffers, the cold-L2 buffer."""
+
+    def __init__(self, device: str):
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+            torch.zeros(1, device=self.device)  # create the context now, off the critical path
+        self.fn: Any = None
+        self.dps = True
+        self.slots: list[dict[str, list[torch.Tensor]]] = []
+        self.flush: ColdL2 | None = None
+
+    def load(self, req: dict[str, Any]) -> dict[str, Any]:
+        language = req["language"]
+        self.dps = bool(req.get("dps", True))
+        if language == "cuda" or req.get("library"):
+            import tvm_ffi
+
+            module = tvm_ffi.load_module(req["library"])
+            fn = module.get_function(req["symbol"]) if hasattr(module, "get_function") else None
+            if fn is None:
+                return {"ok": False, "error": f"the built library exports no function {req['symbol']!r}"}
+            self.fn = fn
+            return {"ok": True}
+        fn = _import_entry(req["package_root"], req["package"], req["entry_file"], req["symbol"])
+        if not callable(fn):
+            return {"ok": False, "error": f"{req['entry_file']} defines no callable {req['symbol']!r}"}
+        problem = _arity_problem(fn, int(req["arity"]), req["symbol"])
+        if problem:
+            return {"ok": False, "error": problem}
+        self.fn = fn
+        return {"ok": True}
+
+    def _buffer(self, spec: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
+        dtype = TORCH_DTYPES[spec["dtype"]]
+        shape = tuple(int(s) for s in spec["shape"])
+        if int(spec["nbytes"]) == 0:
+            return torch.empty(shape, dtype=dtype, device=self.device), {"kind": "empty"}
+        if self.device.type == "cuda":
+            tensor = torch.empty(shape, dtype=dtype, device=self.device)
+            return tensor, _export_cuda(tensor)
+        nbytes = int(spec["nbytes"])
+        raw = torch.from_file(spec["path"], shared=True, size=max(nbytes, 1), dtype=torch.uint8)
+        return raw[:nbytes].view(dtype).view(shape), {"kind": "file", "path": spec["path"]}
+
+    def alloc(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.slots, handles = [], []
+        for slot in req["slots"]:
+            made = {"inputs": [], "outputs": []}
+            out = {"inputs": [], "outputs": []}
+            for kind in ("inputs", "outputs"):
+                for spec in slot[kind]:
+                    tensor, handle = self._buffer(spec)
+                    made[kind].append(tensor)
+                    out[kind].append(handle)
+            self.slots.append(made)
+            handles.append(out)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return {"ok": True, "slots": handles}
+
+    def _args(self, slot: dict[str, list[torch.Tensor]], scalars: dict[str, Any]) -> list[Any]:
+        args: list[Any] = list(slot["inputs"])
+        for position, value in sorted(scalars.items(), key=lambda kv: int(kv[0])):
+            args.insert(int(position), value)
+        return args
+
+    def call(self, req: dict[str, Any]) -> dict[str, Any]:
+        slot = self.slots[int(req["slot"])]
+        args = self._args(slot, req.get("scalars") or {})
+        outputs = slot["outputs"]
+        returned: list[Any] = []
+
+        def once() -> None:
+            if self.dps:
+                self.fn(*args, *outputs)
+            else:
+                returned[:] = [self.fn(*args)]
+
+        times = []
+        flush = None
+        if req.get("timed") and req.get("cold_l2") and self.device.type == "cuda":
+            self.flush = self.flush or ColdL2(self.device)
+            flush = self.flush
+        for _ in range(int(req.get("repeat", 1))):
+            times.append(time_call(once, self.device, flush))
+        if not self.dps:
+            problem = _copy_returned(returned[0], outputs)
+            if problem:
+                return {"ok": False, **problem}
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        return {"ok": True, "ms": times}
+
+
+def _import_entry(package_root: str, package: str, entry_file: str, symbol: str) -> Any:
+    """Import ``<package>.<entry module>`` from ``package_root`` (the fibserve.build package layout) and return
+    ``symbol`` (None when missing). The package directory also goes on sys.path for absolute sibling imports."""
+    package_dir = Path(package_root) / package
+    sys.path.insert(0, str(package_dir))
+    spec = importlib.util.spec_from_file_location(
+        package, package_dir / "__init__.py", submodule_search_locations=[str(package_dir)]
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import the candidate package at {package_dir}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
+    spec.loader.exec_module(module)
+    dotted = ".".join(Path(entry_file).with_suffix("").parts)
+    entry = importlib.import_module(f"{package}.{dotted}")
+    return getattr(entry, symbol, None)
+
+
+def _arity_problem(fn: Any, arity: int, symbol: str) -> str | None:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if not (len(required) <= arity <= len(positional)):
+        return f"{symbol}() takes {len(positional)} positional arguments but the definition passes {arity}"
+    return None
+
+
+def _copy_returned(value: Any, outputs: list[torch.Tensor]) -> dict[str, Any] | None:
+    values = (
+        [value]
+        if isinstance(value, torch.Tensor)
+        else list(value)
+        if isinstance(value, (tuple, list))
+        else None
+    )
+    if values is None or len(values) != len(outputs) or not all(isinstance(v, torch.Tensor) for v in values):
+        return {
+            "status": "INCORRECT_SHAPE",
+            "error": f"run returned {type(value).__name__}, expected {len(outputs)} tensor(s)",
+        }
+    for i, (got, out) in enumerate(zip(values, outputs, strict=True)):
+        if tuple(got.shape) != tuple(out.shape):
+            return {
+                "status": "INCORRECT_SHAPE",
+                "error": f"output {i} has shape {tuple(got.shape)}, expected {tuple(out.shape)}",
+            }
+        if got.dtype != out.dtype:
+            return {
+                "status": "INCORRECT_DTYPE",
+                "error": f"output {i} has dtype {got.dtype}, expected {out.dtype}",
+            }
+        out.copy_(got)
+    return None
+
+
+def serve(fd_in: int, fd_out: int, device: str) -> None:
+    """Answer requests until ``exit`` or end of input."""
+    reader = os.fdopen(fd_in, "r", encoding="utf-8")
+    writer = os.fdopen(fd_out, "w", encoding="utf-8")
+
+    def send(message: dict[str, Any]) -> None:
+        writer.write(json.dumps(message) + "\n")
+        writer.flush()
+
+    worker = Worker(device)
+    send({"ready": True, "pid": os.getpid(), "device": str(worker.device), "torch": torch.__version__})
+    for line in reader:
+        req = json.loads(line)
+        op = req.get("op")
+        if op == "exit":
+            break
+        try:
+            reply = getattr(worker, op)(req)
+        except BaseException as exc:
+            reply = {
+                "ok": False,
+                "error": "".join(traceback.format_exception(exc))[-8000:],
+                "error_type": type(exc).__name__,
+            }
+        send(reply)
+        if not reply.get("ok"):
+            break
+
+
+def main() -> None:
+    """Parse ``--in``/``--out``/``--device`` and serve."""
+    parser = argparse.ArgumentParser(description="fibserve sandbox worker (started by fibserve.bench)")
+    parser.add_argument("--in", dest="fd_in", type=int, required=True)
+    parser.add_argument("--out", dest="fd_out", type=int, required=True)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    serve(args.fd_in, args.fd_out, args.device)
+
+
+if __name__ == "__main__":
+    main()
