@@ -12,8 +12,9 @@
 //   * Persistent grid: min(#tiles, #SMs) CTAs walk the tile list with a stride of gridDim.x, in a
 //     grouped order (GROUP_M M-tiles share each N-tile) so that concurrently running CTAs reuse A and
 //     B rows through L2.
-//   * Epilogue: bf16 conversion in registers and direct global stores; rows >= M are not written.
-//     TMA zero-fills the rows of A past M, so partial M tiles need no special loads.
+//   * Epilogue: bf16 conversion in registers, stmatrix into a 2 KiB per-warp shared buffer, then
+//     16-byte global stores that cover full 128-byte rows; rows >= M are not written. TMA
+//     zero-fills the rows of A past M, so partial M tiles need no special loads.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -30,6 +31,12 @@ constexpr int kBM = 128;           // rows of C per tile: two consumer warpgroup
 constexpr int kBK = 64;            // 64 bf16 = 128 bytes: one 128B swizzle atom row
 #ifndef GEMM_GROUP_M
 #define GEMM_GROUP_M 16  // overridable at build time for tuning sweeps
+#endif
+#ifndef GEMM_EPI_STMATRIX
+#define GEMM_EPI_STMATRIX 1  // 1: stmatrix + 16-byte stores; 0: direct 4-byte stores
+#endif
+#ifndef GEMM_L2_PROMOTION
+#define GEMM_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 #endif
 #ifndef GEMM_WGMMA_INFLIGHT
 #define GEMM_WGMMA_INFLIGHT 0  // 1: keep one wgmma group in flight across k-blocks
@@ -198,8 +205,11 @@ struct Config {
   static constexpr int kABytes = kBM * kBK * 2;  // bytes of one A stage (16 KiB)
   static constexpr int kBBytes = BN * kBK * 2;   // bytes of one B stage (16 or 32 KiB)
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // Ring of stages, then 2*STAGES mbarriers; +1024 for aligning the ring to the swizzle atom.
-  static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * STAGES * 8 + 1024;
+  // Ring of stages, epilogue staging, then 2*STAGES mbarriers; +1024 aligns the ring to the
+  // 128B swizzle atom.
+  // Epilogue staging: 2 KiB per consumer warp (16 rows x 64 columns of bf16), when enabled.
+  static constexpr int kEpiBytes = GEMM_EPI_STMATRIX ? 8 * 2048 : 0;
+  static constexpr int kSmemBytes = STAGES * kStageBytes + kEpiBytes + 2 * STAGES * 8 + 1024;
 };
 
 // Maps a linear tile index to (m_blk, n_blk): groups of kGroupM M-tiles walk all N-tiles with the
@@ -214,6 +224,59 @@ __device__ __forceinline__ void tile_coords(int tile, int num_m, int num_n, int&
   n_blk = in_group / group_m;
 }
 
+#if GEMM_EPI_STMATRIX
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Stores one warp's 16 x BN slice of the accumulator tile (rows row0.., columns col0..) to C as
+// bf16, 64 columns at a time through a 2 KiB per-warp shared buffer: stmatrix.x4 writes four 8x8
+// fragments (the wgmma D layout is exactly stmatrix's), then each lane copies 16-byte chunks so
+// one warp store covers four full 128-byte rows. 16-byte chunks are XOR-swizzled by row to keep
+// both stmatrix and the reads free of bank conflicts. Rows >= M are skipped.
+template <int BN>
+__device__ __forceinline__ void store_tile_stmatrix(const float (&acc)[BN / 2],
+                                                    __nv_bfloat16* __restrict__ c, int M, int N,
+                                                    int row0, int col0, uint32_t buf, int lane) {
+  const int mat = lane / 8;                      // which 8x8 fragment this lane addresses
+  const int st_row = lane % 8 + 8 * (mat & 1);   // fragments 1 and 3: rows 8..15
+#pragma unroll
+  for (int chunk = 0; chunk < BN / 64; ++chunk) {
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      const int j = chunk * 8 + 2 * jj;           // first of two 8-column blocks
+      const int cchunk = 2 * jj + (mat >> 1);     // 16-byte column chunk within the 64 columns
+      const uint32_t addr = buf + st_row * 128 + ((cchunk ^ (st_row & 7)) * 16);
+      asm volatile(
+          "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+          "r"(pack_bf16x2(acc[4 * j + 0], acc[4 * j + 1])),
+          "r"(pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3])),
+          "r"(pack_bf16x2(acc[4 * j + 4], acc[4 * j + 5])),
+          "r"(pack_bf16x2(acc[4 * j + 6], acc[4 * j + 7]))
+          : "memory");
+    }
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int row = lane / 8 + 4 * k;
+      const int ch = lane % 8;
+      uint32_t v0, v1, v2, v3;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
+                   : "r"(buf + row * 128 + ((ch ^ (row & 7)) * 16))
+                   : "memory");
+      if (row0 + row < M) {
+        uint4* dst = reinterpret_cast<uint4*>(c + static_cast<size_t>(row0 + row) * N + col0 +
+                                              chunk * 64 + ch * 8);
+        *dst = make_uint4(v0, v1, v2, v3);
+      }
+    }
+    __syncwarp();  // the buffer is rewritten by the next chunk
+  }
+}
+#endif
+
 template <int BN, int STAGES>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_bf16_tn_kernel(const __grid_constant__ CUtensorMap map_a,
@@ -225,7 +288,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* smem = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   const uint32_t smem_base = smem_u32(smem);
-  const uint32_t bar_base = smem_base + STAGES * Cfg::kStageBytes;
+  const uint32_t epi_base = smem_base + STAGES * Cfg::kStageBytes;
+  const uint32_t bar_base = epi_base + Cfg::kEpiBytes;
   auto stage_a = [&](int s) { return smem_base + s * Cfg::kStageBytes; };
   auto stage_b = [&](int s) { return smem_base + s * Cfg::kStageBytes + Cfg::kABytes; };
   auto full_bar = [&](int s) { return bar_base + s * 8; };
@@ -306,6 +370,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait_all();
       if (lane == 0) mbar_arrive(empty_bar(prev_s));
 #endif
+#if GEMM_EPI_STMATRIX
+      store_tile_stmatrix<BN>(acc, c, M, N, m_blk * kBM + cw * 64 + warp * 16, n_blk * BN,
+                              epi_base + (cw * 4 + warp) * 2048, lane);
+#else
       // Epilogue. wgmma D fragment of m64nBN: thread (warp w, lane l) holds, for each 8-column
       // block j, rows 16w + l/4 (+8) and columns 8j + 2*(l%4) + {0, 1}:
       // acc[4j + 0..1] for row r, acc[4j + 2..3] for row r + 8.
@@ -327,6 +395,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
         }
       }
+#endif
     }
   }
 }
@@ -366,7 +435,7 @@ CUtensorMap make_kmajor_map(const void* ptr, uint64_t rows, uint64_t k, uint32_t
   CUresult res = get_encode_tiled()(
       &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(ptr), dims, strides, box,
       elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      GEMM_L2_PROMOTION, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (res != CUDA_SUCCESS) {
     TVM_FFI_THROW(RuntimeError) << "cuTensorMapEncodeTiled failed with CUresult " << res;
   }
