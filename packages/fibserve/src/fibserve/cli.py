@@ -176,6 +176,62 @@ def validate_command(
     raise typer.Exit(0 if report.ok else 1)
 
 
+@app.command("check")
+def check_command(
+    path: Annotated[
+        str, typer.Argument(help="kernel.cu / kernel.cpp (tvm-ffi), kernel.py (Triton) or solution.json")
+    ],
+    definition: Annotated[
+        str | None,
+        typer.Option(
+            "--definition", help="Definition name (from DATASET_ROOTS or the bundled set) or JSON file."
+        ),
+    ] = None,
+    arch: Annotated[
+        str, typer.Option("--arch", help="Target: sm_90a (Hopper) or sm_100a (Blackwell).")
+    ] = "sm_90a",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the Analysis as JSON.")] = False,
+) -> None:
+    """Static check without a GPU: source policy, build, PTX/SASS instruction families, ptxas resources.
+
+    Exit code: 0 clean; 1 the candidate failed (policy violation, compile error, build timeout);
+    2 usage or infrastructure error (bad file, unknown definition, missing nvcc).
+    """
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from fibserve.static_check import check, print_analysis, solution_from_path
+
+    try:
+        definition_model = _load_definition(definition) if definition else None
+        definition_name = definition_model.name if definition_model is not None else None
+        solution = solution_from_path(Path(path), definition_name)
+        analysis = check(solution, definition=definition_model, arch=arch)
+    except (OSError, ValueError, ValidationError, KeyError) as exc:
+        typer.secho(f"fibserve check: {exc}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(analysis.model_dump_json(indent=2))
+    else:
+        print_analysis(analysis)
+    raise typer.Exit({"clean": 0, "infra_error": 2}.get(analysis.status, 1))
+
+
+def _load_definition(name_or_path: str):
+    """A Definition from a JSON file path, or by name from DATASET_ROOTS / the bundled trace set."""
+    from pathlib import Path
+
+    from fibserve.trace import Definition
+
+    candidate = Path(name_or_path)
+    if candidate.suffix == ".json" and candidate.is_file():
+        return Definition.model_validate_json(candidate.read_text())
+    from fibserve.trace.trace_set import TraceSet
+
+    return TraceSet.from_env(strict=False).definition(name_or_path)
+
+
 def main() -> None:
     """Entry point for `python -m fibserve`."""
     app()

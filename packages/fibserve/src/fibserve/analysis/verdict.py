@@ -1,0 +1,194 @@
+"""Per-kernel evidence (PTX + SASS + ptxas) and the per-target verdict: does it use the architecture?
+
+The verdict prefers SASS evidence (what the GPU would execute) over PTX (what the source asked for): a
+``wgmma`` in the PTX that left no ``HGMMA`` in the SASS means the compiler removed or serialized it, and is
+reported as a note rather than as tensor-core use.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import Counter
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .families import ARCH_ORDER, PTX_FAMILIES, SASS_NOTABLE
+from .ptx import PtxReport
+from .resources import KernelResources
+from .sass import SassReport
+
+
+class KernelAnalysis(BaseModel):
+    """Everything known statically about one kernel (``.entry``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str
+    """Mangled name."""
+    display_name: str
+    """Demangled name when ``c++filt`` is available, else the mangled name."""
+    ptx_instructions: int = 0
+    """Instruction statements in its PTX body."""
+    ptx_families: dict[str, int] = Field(default_factory=dict)
+    """PTX family -> count."""
+    sass_instructions: int = 0
+    """SASS instructions (including padding NOPs)."""
+    sass_notable: dict[str, int] = Field(default_factory=dict)
+    """Notable SASS base opcodes (HGMMA, UTMALDG, SYNCS, UTC*...) -> count."""
+    resources: KernelResources | None = None
+    """ptxas resources (registers, shared memory, spills)."""
+
+
+class Verdict(BaseModel):
+    """Does the build use the target architecture's features? One boolean per feature, with its evidence."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    target: str
+    """Target architecture the verdict is for (``sm_90a``)."""
+    uses_hopper_tensor_cores: bool = False
+    """HGMMA in the SASS (wgmma.mma_async)."""
+    uses_blackwell_tensor_cores: bool = False
+    """A ``UTC*MMA`` opcode in the SASS, or ``tcgen05.mma`` in the PTX when no SASS was read."""
+    uses_legacy_tensor_cores: bool = False
+    """HMMA in the SASS (mma.sync / wmma: Ampere-style warp MMA)."""
+    uses_tma: bool = False
+    """UTMALDG/UTMASTG/UTMAREDG in the SASS, or cp.async.bulk.tensor in the PTX."""
+    uses_mbarrier: bool = False
+    """mbarrier in the PTX or SYNCS in the SASS."""
+    uses_setmaxnreg: bool = False
+    """setmaxnreg in the PTX or USETMAXREG in the SASS."""
+    uses_clusters: bool = False
+    """barrier.cluster or mapa in the PTX."""
+    uses_tcgen05: bool = False
+    """Any tcgen05 instruction in the PTX or UTC* opcode in the SASS."""
+    architecture_specific: bool = False
+    """Whether any instruction family introduced with sm_90a or later is used."""
+    spills: bool = False
+    """Whether any kernel spills registers to local memory."""
+    summary: str = ""
+    """One line for humans and models, e.g. ``sm_90a: HGMMA yes, TMA yes, mbarrier yes, setmaxnreg no``."""
+    notes: list[str] = Field(default_factory=list)
+    """Mismatches and warnings worth acting on."""
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    """Mangled -> demangled names through ``c++filt`` (one call); identity when it is not installed."""
+    tool = shutil.which("c++filt")
+    if not names or tool is None:
+        return {name: name for name in names}
+    try:
+        out = subprocess.run(
+            [tool], input="\n".join(names), capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {name: name for name in names}
+    lines = out.splitlines()
+    if len(lines) != len(names):
+        return {name: name for name in names}
+    return dict(zip(names, lines, strict=True))
+
+
+def _notable(opcodes: dict[str, int]) -> dict[str, int]:
+    return {op: n for op, n in sorted(opcodes.items()) if op in SASS_NOTABLE or op.startswith("UTC")}
+
+
+def merge_kernels(
+    ptx_reports: list[PtxReport], sass: SassReport | None, resources: list[KernelResources]
+) -> list[KernelAnalysis]:
+    """Join PTX functions (entries only), SASS kernels and ptxas resources by mangled name."""
+    kernels: dict[str, KernelAnalysis] = {}
+
+    def get(name: str) -> KernelAnalysis:
+        return kernels.setdefault(name, KernelAnalysis(name=name, display_name=name))
+
+    for report in ptx_reports:
+        for function in report.functions:
+            if function.kind == "entry":
+                kernel = get(function.name)
+                kernel.ptx_instructions += function.instructions
+                kernel.ptx_families = dict(Counter(kernel.ptx_families) + Counter(function.families))
+            # Device functions (.func) that were not inlined are not kernels; the verdict still counts them.
+    if sass is not None:
+        for sass_kernel in sass.kernels:
+            kernel = get(sass_kernel.name)
+            kernel.sass_instructions += sass_kernel.instructions
+            kernel.sass_notable = dict(Counter(kernel.sass_notable) + Counter(_notable(sass_kernel.opcodes)))
+    for resource in resources:
+        get(resource.name).resources = resource
+    pretty = demangle(list(kernels))
+    for name, kernel in kernels.items():
+        kernel.display_name = pretty.get(name, name)
+    return list(kernels.values())
+
+
+def decide(
+    target: str, ptx_reports: list[PtxReport], sass: SassReport | None, resources: list[KernelResources]
+) -> Verdict:
+    """The verdict for ``target`` from all PTX, SASS and resource evidence of a build."""
+    families: Counter[str] = Counter()
+    for report in ptx_reports:
+        for function in report.functions:
+            families.update(function.families)
+    opcodes: Counter[str] = Counter(sass.opcodes if sass is not None else {})
+    have_sass = sass is not None and bool(sass.kernels)
+    utc_mma = sum(n for op, n in opcodes.items() if op.startswith("UTC") and op.endswith("MMA"))
+    verdict = Verdict(target=target)
+    verdict.uses_hopper_tensor_cores = opcodes["HGMMA"] > 0
+    verdict.uses_blackwell_tensor_cores = utc_mma > 0 or (not have_sass and families["tcgen05"] > 0)
+    verdict.uses_legacy_tensor_cores = opcodes["HMMA"] > 0
+    verdict.uses_tma = (
+        opcodes["UTMALDG"] + opcodes["UTMASTG"] + opcodes["UTMAREDG"] > 0
+        or families["cp.async.bulk.tensor"] > 0
+    )
+    verdict.uses_mbarrier = families["mbarrier"] > 0 or opcodes["SYNCS"] > 0
+    verdict.uses_setmaxnreg = families["setmaxnreg"] > 0 or opcodes["USETMAXREG"] > 0
+    verdict.uses_clusters = families["barrier.cluster"] + families["mapa"] > 0
+    verdict.uses_tcgen05 = families["tcgen05"] > 0 or any(op.startswith("UTC") for op in opcodes)
+    modern = {f.name for f in PTX_FAMILIES if ARCH_ORDER[f.arch] >= ARCH_ORDER["sm_90a"]}
+    verdict.architecture_specific = any(families[name] for name in modern) or verdict.uses_hopper_tensor_cores
+    verdict.spills = any(r.spill_store_bytes or r.spill_load_bytes for r in resources)
+    if families["wgmma.mma_async"] and have_sass and not opcodes["HGMMA"]:
+        verdict.notes.append(
+            "wgmma.mma_async is in the PTX but no HGMMA is in the SASS: check the target is sm_90a"
+        )
+    if families["cp.async.bulk.tensor"] and have_sass and not (opcodes["UTMALDG"] + opcodes["UTMASTG"]):
+        verdict.notes.append("cp.async.bulk.tensor is in the PTX but no UTMALDG/UTMASTG is in the SASS")
+    if target.startswith("sm_100") and families["wgmma.mma_async"]:
+        verdict.notes.append(
+            "wgmma does not exist on sm_100a; Blackwell tensor cores are reached through tcgen05"
+        )
+    for resource in resources:
+        if resource.spill_store_bytes or resource.spill_load_bytes:
+            verdict.notes.append(
+                f"{resource.name}: {resource.spill_store_bytes} bytes spill stores, "
+                f"{resource.spill_load_bytes} bytes spill loads (registers: {resource.registers})"
+            )
+        verdict.notes += [f"{resource.name}: {advisory}" for advisory in resource.advisories]
+    if sass is not None and sass.error:
+        verdict.notes.append(sass.error)
+    verdict.summary = _summary(verdict)
+    return verdict
+
+
+def _summary(verdict: Verdict) -> str:
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+
+    if verdict.target.startswith("sm_100"):
+        parts = [
+            f"tcgen05 MMA {yes(verdict.uses_blackwell_tensor_cores)}",
+            f"TMA {yes(verdict.uses_tma)}",
+            f"mbarrier {yes(verdict.uses_mbarrier)}",
+        ]
+    else:
+        parts = [
+            f"HGMMA {yes(verdict.uses_hopper_tensor_cores)}",
+            f"TMA {yes(verdict.uses_tma)}",
+            f"mbarrier {yes(verdict.uses_mbarrier)}",
+            f"setmaxnreg {yes(verdict.uses_setmaxnreg)}",
+            f"clusters {yes(verdict.uses_clusters)}",
+        ]
+    parts.append(f"spills {yes(verdict.spills)}")
+    return f"{verdict.target}: " + ", ".join(parts)

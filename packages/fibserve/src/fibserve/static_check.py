@@ -1,0 +1,289 @@
+"""``fibserve.check``: everything FIBServe can say about a candidate without running it.
+
+Defined here and exported lazily as ``fibserve.check`` (a module named ``check`` would shadow the function
+on the package once imported).
+
+Pipeline: source policy -> build (through the cache) -> PTX families -> SASS opcodes (cuobjdump) -> ptxas
+resources -> verdict for the target. Works without a GPU; the result says plainly that nothing was executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fibserve.analysis.binary import analyse_binaries
+from fibserve.analysis.verdict import KernelAnalysis, Verdict
+from fibserve.build import (
+    BuildResult,
+    BuildStatus,
+    PolicyConfig,
+    PolicyViolation,
+    build_solution,
+    check_policy,
+)
+from fibserve.build.c_source import strip_c_source
+
+if TYPE_CHECKING:
+    from fibserve.trace import Definition, Solution
+
+CheckStatus = Literal["clean", "policy_violation", "compile_error", "build_timeout", "infra_error"]
+
+
+class Analysis(BaseModel):
+    """The static analysis of one solution for one target (the body of ``POST /compile``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    solution: str
+    """Solution name."""
+    definition: str
+    """Definition name the solution claims to implement."""
+    language: str
+    """cuda, cpp, triton or python."""
+    arch: str | None
+    """Target architecture of the build (None for Python/Triton)."""
+    status: CheckStatus
+    """``clean``; ``policy_violation`` (not built); ``compile_error``; ``build_timeout``; ``infra_error``
+    (the toolchain failed, not the candidate)."""
+    executed: bool = False
+    """Always False: static analysis never runs the kernel."""
+    policy: list[PolicyViolation] = Field(default_factory=list)
+    """Source policy violations (the build is skipped when there are any)."""
+    abi: list[str] = Field(default_factory=list)
+    """Entry-point problems found against the definition (argument count), when a definition was given."""
+    build: BuildResult | None = None
+    """The build, with its status and (trimmed) log; None when the policy stopped it."""
+    kernels: list[KernelAnalysis] = Field(default_factory=list)
+    """Per-kernel PTX families, notable SASS opcodes and ptxas resources."""
+    ptx_families: dict[str, int] = Field(default_factory=dict)
+    """PTX family totals over all functions."""
+    sass_opcodes: dict[str, int] = Field(default_factory=dict)
+    """Base SASS opcode totals over all kernels."""
+    verdict: Verdict | None = None
+    """Architecture verdict for the target; None when nothing was compiled."""
+    sass_tool: str | None = None
+    """The cuobjdump used."""
+    notes: list[str] = Field(default_factory=list)
+    """Plain statements about what was and was not analysed."""
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    """Milliseconds per stage: policy, build, ptx (parse), cuobjdump (run and parse), resources, total;
+    ``analysis_cached`` replaces the three analysis stages when the build's analysis was cached."""
+
+    @property
+    def ok(self) -> bool:
+        """Clean policy and a successful build (the verdict may still say the kernel uses nothing special)."""
+        return self.status == "clean"
+
+
+def check(
+    solution: Solution,
+    *,
+    definition: Definition | None = None,
+    arch: str | None = "sm_90a",
+    policy: PolicyConfig | None = None,
+    cache_dir: Path | None = None,
+    timeout_s: float = 300.0,
+) -> Analysis:
+    """Statically check ``solution``: policy, build, PTX/SASS families, resources and the verdict.
+
+    Args:
+        solution: the candidate.
+        definition: when given, the entry point's argument count is checked against its inputs and outputs.
+        arch: target (``sm_90a`` or ``sm_100a``); None uses ``TVM_FFI_CUDA_ARCH_LIST`` or sm_90a.
+        policy: source policy (default :class:`PolicyConfig`).
+        cache_dir: build cache root (default ``FIBSERVE_CACHE_DIR`` or ``~/.cache/fibserve``).
+        timeout_s: compiler time limit in seconds.
+
+    Returns:
+        An :class:`Analysis`; candidate failures are statuses, never exceptions.
+    """
+    start = time.perf_counter()
+    timings: dict[str, float] = {}
+    language = solution.spec.language.value
+    analysis = Analysis(
+        solution=solution.name, definition=solution.definition, language=language, arch=None, status="clean"
+    )
+    violations = check_policy(solution, policy)
+    timings["policy"] = _since(start)
+    analysis.policy = violations
+    if definition is not None:
+        analysis.abi = check_arity(solution, definition)
+    if violations:
+        analysis.status = "policy_violation"
+        analysis.notes.append("not built: fix the policy violations first")
+        analysis.timings_ms = {**timings, "total": _since(start)}
+        return analysis
+
+    stage = time.perf_counter()
+    build = build_solution(solution, arch=arch, cache_dir=cache_dir, timeout_s=timeout_s)
+    timings["build"] = _since(stage)
+    analysis.build = build
+    analysis.arch = build.arch
+    analysis.status = {
+        BuildStatus.OK: "clean",
+        BuildStatus.COMPILE_ERROR: "compile_error",
+        BuildStatus.TIMEOUT: "build_timeout",
+        BuildStatus.INFRA_ERROR: "infra_error",
+    }[build.status]
+    if build.ok and language in ("cuda", "cpp"):
+        _analyse_binary(analysis, build, timings)
+    elif build.ok:
+        analysis.notes.append(
+            "Triton/Python kernels compile when first launched; their PTX/SASS is not analysed statically"
+        )
+    analysis.notes.append("static analysis only: the kernel was not executed")
+    analysis.timings_ms = {**timings, "total": _since(start)}
+    return analysis
+
+
+def _analyse_binary(analysis: Analysis, build: BuildResult, timings: dict[str, float]) -> None:
+    stage = time.perf_counter()
+    binary, cached = analyse_binaries(
+        build.ptx_paths,
+        build.cubin_paths,
+        build.log,
+        build.arch or "sm_90a",
+        cache_file=Path(build.build_dir) / "analysis.json",
+    )
+    if cached:
+        timings["analysis_cached"] = _since(stage)
+    else:
+        timings.update(binary.timings_ms)
+    analysis.kernels = binary.kernels
+    analysis.ptx_families = binary.ptx_families
+    analysis.sass_opcodes = binary.sass_opcodes
+    analysis.sass_tool = binary.sass_tool
+    analysis.verdict = binary.verdict
+
+
+def check_arity(solution: Solution, definition: Definition) -> list[str]:
+    """Compare the entry function's parameter count with the definition's calling convention.
+
+    Destination passing style: inputs then outputs; otherwise inputs only. Best effort: a signature that
+    cannot be found is reported as such, not guessed.
+    """
+    expected = len(definition.inputs) + (
+        len(definition.outputs) if solution.spec.destination_passing_style else 0
+    )
+    names = list(definition.inputs) + (
+        list(definition.outputs) if solution.spec.destination_passing_style else []
+    )
+    symbol = solution.spec.entry_symbol
+    source = solution.entry_source().content
+    found: int | None = None
+    if solution.spec.language.value in ("python", "triton"):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return []
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == symbol:
+                if node.args.vararg is not None:
+                    return []
+                found = len(node.args.posonlyargs) + len(node.args.args)
+    else:
+        code = strip_c_source(source).code
+        match = re.search(rf"\b{re.escape(symbol)}\s*\(([^()]*)\)\s*\{{", code)
+        if match:
+            params = match.group(1).strip()
+            found = 0 if params in ("", "void") else params.count(",") + 1
+    if found is None:
+        return [f"could not find the entry function {symbol!r} in {solution.spec.entry_file}"]
+    if found != expected:
+        return [
+            f"{symbol} takes {found} parameters but definition {definition.name!r} calls it with {expected} "
+            f"({', '.join(names)}{'; outputs preallocated' if solution.spec.destination_passing_style else ''})"
+        ]
+    return []
+
+
+def _since(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0
+
+
+def solution_from_path(path: Path, definition: str | None = None) -> Solution:
+    """A Solution from ``kernel.cu``/``.cpp`` (cuda, tvm-ffi, ``<file>::run``), ``kernel.py`` (triton,
+    ``<file>::run``) or a Solution JSON file.
+
+    Raises:
+        ValueError: unknown file type, or an invalid Solution JSON (pydantic's message says what is wrong).
+        OSError: the file cannot be read.
+    """
+    from fibserve.trace import Solution
+
+    text = path.read_text()
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return Solution.model_validate_json(text)
+    if suffix in (".cu", ".cpp", ".cc", ".cxx"):
+        language, binding = ("cuda" if suffix == ".cu" else "cpp"), "tvm-ffi"
+    elif suffix == ".py":
+        language, binding = "triton", None
+    else:
+        raise ValueError(f"{path.name}: expected a .cu, .cpp, .py or solution .json file")
+    return Solution.model_validate(
+        {
+            "name": path.stem,
+            "definition": definition or "unknown",
+            "author": "local",
+            "spec": {
+                "language": language,
+                "target_hardware": ["NVIDIA_H100"],
+                "entry_point": f"{path.name}::run",
+                "binding": binding,
+            },
+            "sources": [{"path": path.name, "content": text}],
+        }
+    )
+
+
+def print_analysis(analysis: Analysis, console: object | None = None) -> None:
+    """Human-readable rendering of ``analysis`` with rich (what ``fibserve check`` prints)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = console if isinstance(console, Console) else Console(width=max(Console().width, 140))
+    style = "green" if analysis.ok else "red"
+    target = f" for {analysis.arch}" if analysis.arch else ""
+    out.print(
+        f"[bold]{analysis.solution}[/] ({analysis.language}{target}): [bold {style}]{analysis.status}[/]"
+    )
+    for violation in analysis.policy:
+        out.print(f"  [red]{violation.rule}[/] {violation.file}:{violation.line}: {violation.message}")
+    for problem in analysis.abi:
+        out.print(f"  [yellow]abi[/] {problem}")
+    build = analysis.build
+    if build is not None and not build.ok:
+        out.print(f"[bold]build {build.status.value}[/]:")
+        out.print(build.log, markup=False, highlight=False)
+    if analysis.kernels:
+        table = Table(title="kernels", show_lines=False)
+        for column in ("kernel", "regs", "smem B", "spill B", "PTX families", "SASS"):
+            table.add_column(column)
+        for kernel in analysis.kernels:
+            res = kernel.resources
+            spills = f"{res.spill_store_bytes}/{res.spill_load_bytes}" if res else "-"
+            table.add_row(
+                kernel.display_name[:60],
+                str(res.registers) if res and res.registers is not None else "-",
+                str(res.shared_bytes) if res else "-",
+                spills,
+                ", ".join(f"{k} {v}" for k, v in sorted(kernel.ptx_families.items())) or "-",
+                ", ".join(f"{k} {v}" for k, v in kernel.sass_notable.items()) or "-",
+            )
+        out.print(table)
+    if analysis.verdict is not None:
+        out.print(f"[bold]verdict[/] {analysis.verdict.summary}")
+        for note in analysis.verdict.notes:
+            out.print(f"  note: {note}", markup=False)
+    for note in analysis.notes:
+        out.print(f"[dim]{note}[/]")
+    timings = ", ".join(f"{k} {v:.0f} ms" for k, v in analysis.timings_ms.items())
+    cached = " (build cached)" if build is not None and build.cached else ""
+    out.print(f"[dim]timings: {timings}{cached}[/]")
