@@ -1,0 +1,85 @@
+"""`fibserve validate` and `fibserve schema` as a user runs them: real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from trace_helpers import GEMM_DEFINITION, make_root, shared, workload_line
+
+
+def fibserve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fibserve", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_validate_example_prints_counts_and_exits_0() -> None:
+    result = fibserve("validate", str(shared("flashinfer-bench-example")))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "workloads" in result.stdout and "43" in result.stdout
+    assert "valid" in result.stdout
+
+
+def test_validate_legacy_snapshot_json() -> None:
+    result = fibserve("validate", "--legacy", "--json", str(shared("flashinfer-trace-2025")))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is True
+    assert report["counts"] == {
+        "definitions": 10,
+        "solutions": 0,
+        "workloads": 223,
+        "traces": 301,
+        "errors": 0,
+        "warnings": 6,
+    }
+    assert len(report["migrations"]) == 6
+
+
+def test_validate_snapshot_without_legacy_fails_with_files_and_lines() -> None:
+    result = fibserve("validate", "--json", str(shared("flashinfer-trace-2025")))
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["counts"]["errors"] > 0
+    assert any(p["line"] == 1 and p["path"].endswith("gemm_n_4096_k_4096.jsonl") for p in report["problems"])
+
+
+def test_validate_broken_root_exits_1_naming_file_and_line(tmp_path: Path) -> None:
+    root = make_root(
+        tmp_path / "broken",
+        definitions={
+            "g.json": GEMM_DEFINITION,
+            "bad.json": {**GEMM_DEFINITION, "name": "bad", "reference": "x = 1\n"},
+        },
+        workloads={"g.jsonl": workload_line("w1", 1) + "\n{oops\n" + workload_line("w2", 2) + "\n"},
+    )
+    result = fibserve("validate", str(root))
+    assert result.returncode == 1
+    out = " ".join(result.stdout.split())  # rich may wrap long paths
+    assert "bad.json" in out and "does not define a module-level function `run`" in out
+    assert "g.jsonl:2" in out and "malformed JSON" in out
+    assert "invalid: 2 error(s)" in out
+    report = json.loads(fibserve("validate", "--json", str(root)).stdout)
+    assert report["counts"]["definitions"] == 1 and report["counts"]["workloads"] == 2
+
+
+def test_validate_bundled_default_set() -> None:
+    from fibserve.datasets import default_root
+
+    result = fibserve("validate", "--json", str(default_root()))
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["counts"]["definitions"] == 22
+
+
+def test_schema_prints_json_schema_per_kind() -> None:
+    everything = json.loads(fibserve("schema").stdout)
+    assert set(everything) == {"definition", "workload", "solution", "trace"}
+    for schema in everything.values():
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+    one = fibserve("schema", "--kind", "workload")
+    assert one.returncode == 0 and json.loads(one.stdout) == everything["workload"]
+    bad = fibserve("schema", "--kind", "nope")
+    assert bad.returncode == 2 and "unknown kind" in bad.stderr
