@@ -38,6 +38,9 @@ constexpr int kBK = 64;            // 64 bf16 = 128 bytes: one 128B swizzle atom
 #ifndef GEMM_L2_PROMOTION
 #define GEMM_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 #endif
+#ifndef GEMM_ALLOW_BN224
+#define GEMM_ALLOW_BN224 0  // 1: allow 128 x 224 tiles where they waste less of the last wave
+#endif
 #ifndef GEMM_WGMMA_INFLIGHT
 #define GEMM_WGMMA_INFLIGHT 0  // 1: keep one wgmma group in flight across k-blocks
 #endif
@@ -186,13 +189,50 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+// One m64n224k16 bf16 wgmma: D[64x224] (+)= A[64x16] * B[224x16]^T, both operands from shared
+// memory descriptors, f32 accumulators (112 per thread). scale_d == 0 overwrites D instead of adding.
+__device__ __forceinline__ void wgmma_m64n224k16(float (&d)[112], uint64_t desc_a, uint64_t desc_b,
+                                                int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %114, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+      "}, %112, %113, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 template <int BN>
 __device__ __forceinline__ void wgmma_tile_k16(float (&d)[BN / 2], uint64_t desc_a, uint64_t desc_b,
                                                int scale_d) {
   if constexpr (BN == 256) {
     wgmma_m64n256k16(d, desc_a, desc_b, scale_d);
+  } else if constexpr (BN == 224) {
+    wgmma_m64n224k16(d, desc_a, desc_b, scale_d);
   } else {
-    static_assert(BN == 128, "BN must be 128 or 256");
+    static_assert(BN == 128, "BN must be 128, 224 or 256");
     wgmma_m64n128k16(d, desc_a, desc_b, scale_d);
   }
 }
@@ -242,9 +282,11 @@ __device__ __forceinline__ void store_tile_stmatrix(const float (&acc)[BN / 2],
   const int mat = lane / 8;                      // which 8x8 fragment this lane addresses
   const int st_row = lane % 8 + 8 * (mat & 1);   // fragments 1 and 3: rows 8..15
 #pragma unroll
-  for (int chunk = 0; chunk < BN / 64; ++chunk) {
+  for (int chunk = 0; chunk < (BN + 63) / 64; ++chunk) {
+    // 16-column pairs of 8-column blocks in this chunk: 4, or 2 in the last chunk of BN = 224.
+    const int pairs = BN - chunk * 64 >= 64 ? 4 : (BN - chunk * 64) / 16;
 #pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
+    for (int jj = 0; jj < pairs; ++jj) {
       const int j = chunk * 8 + 2 * jj;           // first of two 8-column blocks
       const int cchunk = 2 * jj + (mat >> 1);     // 16-byte column chunk within the 64 columns
       const uint32_t addr = buf + st_row * 128 + ((cchunk ^ (st_row & 7)) * 16);
@@ -266,10 +308,13 @@ __device__ __forceinline__ void store_tile_stmatrix(const float (&acc)[BN / 2],
                    : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
                    : "r"(buf + row * 128 + ((ch ^ (row & 7)) * 16))
                    : "memory");
-      if (row0 + row < M) {
-        uint4* dst = reinterpret_cast<uint4*>(c + static_cast<size_t>(row0 + row) * N + col0 +
-                                              chunk * 64 + ch * 8);
-        *dst = make_uint4(v0, v1, v2, v3);
+      if (ch < 2 * pairs && row0 + row < M) {
+        const __nv_bfloat16* dst =
+            c + static_cast<size_t>(row0 + row) * N + col0 + chunk * 64 + ch * 8;
+        // 16-byte aligned: N, col0 and ch * 8 are multiples of 8 elements (checked on the host).
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(v0), "r"(v1),
+                     "r"(v2), "r"(v3)
+                     : "memory");
       }
     }
     __syncwarp();  // the buffer is rewritten by the next chunk
@@ -493,6 +538,29 @@ void check_bf16_2d(const tvm::ffi::TensorView& t, const char* name) {
   }
 }
 
+// Picks the N tile by estimated time per SM: (persistent waves) * BN * a per-shape efficiency
+// charge (BN = 256: 1.00, 224: 1.02, 128: 1.15, for their lower operand reuse per wgmma). Small M
+// gets BN = 128 (twice the CTAs); M whose 256-wide tile count just overflows a wave gets 224
+// (7168 = 32 * 224) when GEMM_ALLOW_BN224 is set; large M gets 256.
+int pick_block_n(int64_t M, int64_t N, int64_t sms) {
+  const int64_t num_m = (M + kBM - 1) / kBM;
+  int best = 128;
+  int64_t best_cost = -1;
+  const int candidates[3] = {256, GEMM_ALLOW_BN224 ? 224 : 0, 128};
+  const int charge[3] = {100, 102, 115};
+  for (int i = 0; i < 3; ++i) {
+    const int bn = candidates[i];
+    if (bn == 0 || N % bn != 0) continue;
+    const int64_t waves = (num_m * (N / bn) + sms - 1) / sms;
+    const int64_t cost = waves * bn * charge[i];
+    if (best_cost < 0 || cost < best_cost) {
+      best = bn;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 // C[M, N] = A[M, K] @ B[N, K]^T in bf16 (f32 accumulation). Destination passing: C is written,
@@ -514,19 +582,14 @@ void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C)
   const char* b = static_cast<const char*>(B.data_ptr()) + B.byte_offset();
   char* c = static_cast<char*>(C.data_ptr()) + C.byte_offset();
 
-  // Pick the N tile by estimated work per SM: waves * BN, with BN = 128 charged 15% extra for its
-  // lower operand reuse. Small M gets BN = 128 (twice the CTAs), large M gets BN = 256.
-  const int64_t sms = sm_count(device);
-  const int64_t num_m = (M + kBM - 1) / kBM;
-  const int64_t waves256 = (num_m * (N / 256) + sms - 1) / sms;
-  const int64_t waves128 = (num_m * (N / 128) + sms - 1) / sms;
-  const bool use256 = (N % 256 == 0) && (waves128 * 128 * 115 >= waves256 * 256 * 100);
-  if (use256) {
-    launch<256, 4>(a, b, c, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), device,
-                   stream);
+  const int bn = pick_block_n(M, N, sm_count(device));
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  if (bn == 256) {
+    launch<256, 4>(a, b, c, m, n, k, device, stream);
+  } else if (bn == 224) {
+    launch<224, 4>(a, b, c, m, n, k, device, stream);
   } else {
-    launch<128, 6>(a, b, c, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), device,
-                   stream);
+    launch<128, 6>(a, b, c, m, n, k, device, stream);
   }
 }
 
