@@ -162,11 +162,21 @@ def _finite(value: float | None) -> float | None:
 
 
 def executed_on_gpu(trace: Trace) -> bool:
-    """Whether a trace's evaluation ran on a GPU, from its ``environment.hardware`` (``cpu`` means the interpreter)."""
-    if trace.evaluation is None:
+    """Whether a trace's evaluation ran and was timed on a GPU.
+
+    Decided from structured fields: ``performance.extra.measured_on`` (``gpu``/``cpu``) and ``timed`` when the
+    service sets them, else ``environment.hardware`` (``cpu`` means the Triton interpreter).
+    """
+    evaluation = trace.evaluation
+    if evaluation is None:
         return False
-    hardware = trace.evaluation.environment.hardware.strip().lower()
-    return not (hardware == "cpu" or hardware.startswith("cpu") or "interpret" in hardware)
+    extra = (evaluation.performance.extra or {}) if evaluation.performance else {}
+    if extra.get("timed") is False:
+        return False
+    if "measured_on" in extra:
+        return extra["measured_on"] == "gpu"
+    hardware = evaluation.environment.hardware.strip().lower()
+    return not (hardware.startswith("cpu") or "interpret" in hardware)
 
 
 def workload_result(trace: Trace) -> WorkloadResult:
@@ -179,6 +189,8 @@ def workload_result(trace: Trace) -> WorkloadResult:
     if evaluation is None:
         raise ValueError(f"trace for workload {trace.workload.uuid} has no evaluation")
     perf, corr = evaluation.performance, evaluation.correctness
+    if perf is not None and (perf.extra or {}).get("timed") is False:
+        perf = None  # an untimed run (CPU mode) carries zero latencies that are not measurements
     return WorkloadResult(
         workload_uuid=trace.workload.uuid,
         axes=dict(trace.workload.axes),

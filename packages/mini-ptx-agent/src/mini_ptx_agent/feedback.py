@@ -38,6 +38,8 @@ def _axes(result: WorkloadResult) -> str:
 
 def _workload_line(index: int, result: WorkloadResult) -> str:
     line = f"  [{index}] workload {result.workload_uuid[:12]} ({_axes(result)}): {result.status.value}"
+    if result.speedup is None and result.status.value == "PASSED":
+        line += f"; not timed ({result.hardware or 'cpu'}: correctness only)"
     if result.speedup is not None:
         where = "" if result.executed_on_gpu else f" [{result.hardware or 'cpu'}, not a GPU timing]"
         line += (
@@ -106,8 +108,8 @@ def verdict_line(report: EvaluationReport) -> str:
             return f"VERDICT: TARGET MET: every workload passed; minimum speedup {report.min_speedup:.3f}x >= target {target}."
         if not report.executed_on_gpu:
             return (
-                "VERDICT: CORRECT (not timed on a GPU): every workload passed on the CPU interpreter; CPU timings "
-                f"are not GPU speedups, so the target {target} cannot be met here. Keep the kernel correct and fast."
+                "VERDICT: CORRECT (not timed on a GPU): every workload passed, but without a GPU measurement "
+                f"the target {target} cannot be met here. Keep the kernel correct and make it fast."
             )
         shown = "n/a" if report.min_speedup is None else f"{report.min_speedup:.3f}x"
         return f"VERDICT: CORRECT BUT TOO SLOW: minimum speedup {shown} < target {target}. Make the kernel faster."

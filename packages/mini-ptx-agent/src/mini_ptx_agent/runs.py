@@ -287,28 +287,28 @@ def run_agent(
     Returns the run directory and its summary (also in ``summary.json``).
 
     Raises:
-        ValueError: neither ``task`` nor ``resume_dir``; or resuming a run that already met its target.
+        ValueError: neither ``task`` nor ``resume_dir``; resuming a run that already met its target; no model
+            configured or the endpoint serves another id (the message says what to set).
         FileNotFoundError: ``resume_dir`` is not a run directory.
     """
     from .evaluation import EvaluationInfrastructureError, FIBServeBackend
-    from .models import make_model
+    from .models import ModelConfigError, ModelUnavailableError, make_model
     from .service import ServiceStartError
     from .service import service_url as resolve_service
 
     started = time.time()
     if resume_dir is not None:
-        run_dir = Path(resume_dir)
+        run_dir: Path | None = Path(resume_dir)
         plan = load_plan(run_dir)
         if num_turns > plan.num_turns:
             plan = plan.model_copy(update={"num_turns": num_turns})
     elif task is not None:
-        model_name = model_name or os.environ.get("MODEL_NAME") or ""
-        run_dir = new_run_dir(output_root or default_output_root(), task, run_name)
+        run_dir = None
         plan = RunPlan(
-            run_id=run_dir.name,
+            run_id=run_name or f"run-{utc_stamp()}-{task.language}-{task.definition}",
             created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             task=task,
-            model=model_name,
+            model=model_name or os.environ.get("MODEL_NAME") or "",
             prompt_tag=prompt_tag or default_prompt_tag(task),
             num_turns=num_turns,
             wall_time_limit_s=wall_time_limit_s,
@@ -317,19 +317,29 @@ def run_agent(
         )
     else:
         raise ValueError("give a task (a new run) or resume_dir (continue a run)")
-    layout = RunLayout(run_dir)
     resumed = resume_dir is not None
-    try:
-        with resolve_service(service_url, log_path=layout.service_log_path) as (url, embedded):
-            token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
-            backend = FIBServeBackend(url, token=token)
-            model = make_model(plan.model or None, model_host=model_host)
-            if not plan.model:  # record the model the factory chose (e.g. the bundled demo replay)
-                plan = plan.model_copy(update={"model": str(getattr(model.config, "model_name", "unknown"))})
-            return run_dir, run_experiment(plan, run_dir, backend=backend, model=model, resume=resumed)
-    except (ServiceStartError, EvaluationInfrastructureError) as exc:
-        summary = _infrastructure_summary(plan.run_id, str(exc), started, resumed)
-        if not resumed:
-            write_json(layout.plan_path, plan.model_dump(mode="json"))
-        write_json(layout.summary_path, summary.model_dump(mode="json"))
-        return run_dir, summary
+    model: Any = None
+    failure: str | None = None
+    try:  # the model first: a configuration mistake must not leave an empty run directory behind
+        model = make_model(plan.model or None, model_host=model_host)
+        if not plan.model:  # record the model the factory chose (e.g. the bundled demo replay)
+            plan = plan.model_copy(update={"model": str(getattr(model.config, "model_name", "unknown"))})
+    except ModelConfigError as exc:
+        raise ValueError(str(exc)) from None
+    except ModelUnavailableError as exc:
+        failure = f"model API unavailable: {exc}"
+    if run_dir is None:
+        run_dir = new_run_dir(output_root or default_output_root(), plan.task, plan.run_id)
+    layout = RunLayout(run_dir)
+    if failure is None:
+        try:
+            with resolve_service(service_url, log_path=layout.service_log_path) as (url, embedded):
+                token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
+                backend = FIBServeBackend(url, token=token)
+                return run_dir, run_experiment(plan, run_dir, backend=backend, model=model, resume=resumed)
+        except (ServiceStartError, EvaluationInfrastructureError) as exc:
+            failure = f"evaluation service unavailable: {exc}"
+    summary = _infrastructure_summary(plan.run_id, failure, started, resumed)
+    write_json(layout.plan_path, plan.model_dump(mode="json"))
+    write_json(layout.summary_path, summary.model_dump(mode="json"))
+    return run_dir, summary

@@ -1,0 +1,123 @@
+"""A scripted OpenAI-compatible model endpoint: a real HTTP server on 127.0.0.1 with prepared replies.
+
+It answers ``GET /v1/models`` with one served id and ``POST /v1/chat/completions`` with the next prepared
+reply, and records every request body. ``down_after=N`` makes the server close its socket after N chat
+completions, as a model host that dies mid-run does (the next request gets "connection refused").
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class ScriptedOpenAIServer:
+    """Use as a context manager; ``host_port`` is ``127.0.0.1:PORT`` (the form of ``ACCRL_MODEL_HOST``)."""
+
+    def __init__(self, model_id: str, replies: list[str], *, down_after: int | None = None):
+        self.model_id = model_id
+        self.replies = list(replies)
+        self.down_after = down_after
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._served = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._down = False
+
+    @property
+    def host_port(self) -> str:
+        return f"127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host_port}/v1"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep pytest output clean
+                pass
+
+            def _send(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/v1/models"):
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"id": outer.model_id, "object": "model", "owned_by": "test"}],
+                        },
+                    )
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                with outer._lock:
+                    outer.requests.append(body)
+                    outer.headers.append(dict(self.headers))
+                    if not outer.replies:
+                        self._send(500, {"error": {"message": "scripted server has no replies left"}})
+                        return
+                    content = outer.replies.pop(0)
+                    outer._served += 1
+                    served = outer._served
+                prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{served}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": outer.model_id,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt,
+                            "completion_tokens": len(content) // 4,
+                            "total_tokens": prompt + len(content) // 4,
+                        },
+                    },
+                )
+                if outer.down_after is not None and served >= outer.down_after:
+                    threading.Thread(target=outer.stop, daemon=True).start()
+
+        return Handler
+
+    def start(self) -> ScriptedOpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if not self._down:
+            self._down = True
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> ScriptedOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
