@@ -1,3 +1,5 @@
+// Analysis fixture: a plain SIMT tvm-ffi kernel (out = a + b) with no architecture-specific instructions.
+// a, b, out: [n] float32.
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/extra/c_env_api.h>

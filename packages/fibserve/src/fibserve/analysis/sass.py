@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _ARCH = re.compile(r"^\s*code for (sm_\w+)")
 # "/*0090*/   @!P0 EXIT ;" -> opcode EXIT; predicates may be P0..P6, PT, UP0.., and negated.
-_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_.]*)")
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Za-z0-9_.]*)")
 
 
 class SassKernel(BaseModel):

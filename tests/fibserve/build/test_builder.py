@@ -1,0 +1,162 @@
+"""Real nvcc builds with the tvm-ffi binding, the build cache, and Python/Triton packages."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+from conftest import fixture_solution
+from fibserve.build import BuildStatus, Limits, build_solution, load_python_entry
+from fibserve.build.cuda import trim_compiler_log
+from fibserve.trace import Solution
+
+pytestmark = pytest.mark.nvcc
+
+
+def _solution(sources: dict[str, str], entry: str, language: str = "cuda") -> Solution:
+    return Solution.model_validate(
+        {
+            "name": "multi",
+            "definition": "d",
+            "author": "a",
+            "spec": {
+                "language": language,
+                "target_hardware": ["NVIDIA_H100"],
+                "entry_point": entry,
+                "binding": "tvm-ffi" if language in ("cuda", "cpp") else None,
+            },
+            "sources": [{"path": p, "content": c} for p, c in sources.items()],
+        }
+    )
+
+
+def test_simt_kernel_builds_with_products_and_is_cached(build_cache: Path) -> None:
+    solution = fixture_solution("simt_add.cu")
+    first = build_solution(solution, cache_dir=build_cache)
+    assert first.status == BuildStatus.OK, first.log
+    assert first.arch == "sm_90a"
+    assert first.library_path is not None and first.library_path.is_file()
+    assert b"__tvm_ffi_run\0" in first.library_path.read_bytes()
+    assert first.ptx_path is not None and ".target sm_90a" in first.ptx_path.read_text()
+    assert first.cubin_path is not None and first.cubin_path.read_bytes()[:4] == b"\x7fELF"
+    assert "Used" in first.log and "registers" in first.log  # the ptxas -v report is kept
+    assert (Path(first.build_dir) / "build.log").is_file()
+    assert not (Path(first.build_dir) / "keep").exists()  # intermediates are removed
+    assert "nvcc" in first.toolchain and "tvm-ffi" in first.toolchain
+
+    start = time.perf_counter()
+    again = build_solution(solution, cache_dir=build_cache)
+    elapsed_ms = (time.perf_counter() - start) * 1000
+    assert again.cached and again.status == BuildStatus.OK and again.build_dir == first.build_dir
+    assert elapsed_ms < 200  # the 50 ms target is measured in benchmarks/static_analysis.py
+
+    other_arch = build_solution(solution, cache_dir=build_cache, arch="sm_100a")
+    assert other_arch.key != first.key and not other_arch.cached
+    assert other_arch.status == BuildStatus.OK, other_arch.log
+    assert ".target sm_100a" in other_arch.ptx_path.read_text()  # type: ignore[union-attr]
+
+
+def test_arch_comes_from_tvm_ffi_cuda_arch_list(build_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TVM_FFI_CUDA_ARCH_LIST", "10.0a")
+    result = build_solution(fixture_solution("simt_add.cu"), cache_dir=build_cache)
+    assert result.arch == "sm_100a" and result.status == BuildStatus.OK
+
+
+def test_syntax_error_is_a_compile_error_with_nvccs_message(build_cache: Path) -> None:
+    result = build_solution(fixture_solution("syntax_error.cu"), cache_dir=build_cache)
+    assert result.status == BuildStatus.COMPILE_ERROR and not result.ok
+    assert "syntax_error.cu(10): error" in result.log  # the missing ';' is reported on the next line
+    assert "undeclared_scale" in result.log
+    assert str(build_cache) not in result.log  # paths are the candidate's own
+    assert "ptxas info" not in result.log
+    assert build_solution(fixture_solution("syntax_error.cu"), cache_dir=build_cache).cached
+
+
+def test_several_files_and_a_named_entry_symbol(build_cache: Path) -> None:
+    header = "#pragma once\n__device__ inline float twice(float x) { return 2.0f * x; }\n"
+    launcher = (
+        '#include "common/twice.cuh"\n#include <cstdint>\n'
+        "__global__ void twice_kernel(float* y, int64_t n) {\n"
+        "  int64_t i = blockIdx.x * 256 + threadIdx.x; if (i < n) y[i] = twice(y[i]);\n}\n"
+        "void launch_twice(float* y, int64_t n) { twice_kernel<<<(n + 255) / 256, 256>>>(y, n); }\n"
+    )
+    binding = (
+        "#include <tvm/ffi/container/tensor.h>\n#include <tvm/ffi/function.h>\n#include <cstdint>\n"
+        "void launch_twice(float* y, int64_t n);\n"
+        "void double_in_place(tvm::ffi::TensorView y) { launch_twice(static_cast<float*>(y.data_ptr()), y.size(0)); }\n"
+        "TVM_FFI_DLL_EXPORT_TYPED_FUNC(double_in_place, double_in_place);\n"
+    )
+    solution = _solution(
+        {"main.cpp": binding, "kernels/twice.cu": launcher, "kernels/common/twice.cuh": header},
+        "main.cpp::double_in_place",
+    )
+    result = build_solution(solution, cache_dir=build_cache)
+    assert result.status == BuildStatus.OK, result.log
+    assert result.entry_symbol == "double_in_place"
+    assert [Path(p).name for p in result.ptx] == ["twice.ptx"]
+    assert b"__tvm_ffi_double_in_place\0" in result.library_path.read_bytes()  # type: ignore[union-attr]
+
+
+def test_missing_export_is_a_compile_error(build_cache: Path) -> None:
+    code = "#include <tvm/ffi/function.h>\nvoid run() {}\nTVM_FFI_DLL_EXPORT_TYPED_FUNC(other, run);\n"
+    result = build_solution(_solution({"kernel.cu": code}, "kernel.cu::run"), cache_dir=build_cache)
+    assert result.status == BuildStatus.COMPILE_ERROR
+    assert "TVM_FFI_DLL_EXPORT_TYPED_FUNC(run" in result.log
+
+
+def test_timeout_kills_the_compiler_and_is_not_cached(tmp_path: Path) -> None:
+    solution = fixture_solution("hopper_gemm_ws.cu")
+    result = build_solution(solution, cache_dir=tmp_path, limits=Limits(timeout_s=0.5))
+    assert result.status == BuildStatus.TIMEOUT
+    assert not (tmp_path / "builds" / result.key).exists()
+
+
+def _build_in_child(args: tuple[str, str]) -> tuple[bool, float]:
+    cache, file_name = args
+    from conftest import fixture_solution as make
+
+    result = build_solution(make(file_name), cache_dir=Path(cache))
+    return result.cached, result.timings_ms.get("compile", 0.0)
+
+
+def test_concurrent_builders_compile_once(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2) as pool:
+        outcomes = pool.map(_build_in_child, [(str(tmp_path), "cublas_only_in_comments.cu")] * 2)
+    assert sorted(cached for cached, _ in outcomes) == [False, True]
+    assert len(list((tmp_path / "builds").iterdir())) == 1
+
+
+def test_triton_package_is_written_and_imported_by_module_path(build_cache: Path) -> None:
+    helper = "SCALE = 3\n"
+    entry = "from .helpers.consts import SCALE\n\ndef run(x):\n    return [SCALE * v for v in x]\n"
+    solution = _solution(
+        {"kernel.py": entry, "helpers/consts.py": helper}, "kernel.py::run", language="triton"
+    )
+    result = build_solution(solution, cache_dir=build_cache)
+    assert result.status == BuildStatus.OK and result.package is not None
+    assert load_python_entry(result)([1, 2]) == [3, 6]
+
+
+def test_python_syntax_error_is_a_compile_error(build_cache: Path) -> None:
+    solution = _solution({"kernel.py": "def run(x):\n    return (\n"}, "kernel.py::run", language="triton")
+    result = build_solution(solution, cache_dir=build_cache)
+    assert result.status == BuildStatus.COMPILE_ERROR and "kernel.py(2)" in result.log
+
+
+def test_trim_keeps_errors_with_context_and_drops_noise() -> None:
+    log = (
+        "ptxas info    : Used 12 registers\n"
+        '/cache/builds/k/src/kernel.cu(7): error: identifier "x" is undefined\n'
+        "    y = x;\n        ^\n\n"
+        '1 error detected in the compilation of "kernel.cu".\n'
+    )
+    trimmed = trim_compiler_log(log, Path("/cache/builds/k"))
+    assert trimmed.splitlines()[:3] == [
+        'kernel.cu(7): error: identifier "x" is undefined',
+        "    y = x;",
+        "        ^",
+    ]
+    assert "ptxas info" not in trimmed

@@ -1,0 +1,34 @@
+"""The C/C++ stripper blanks comments and literals, keeps code, includes and line numbers."""
+
+from fibserve.build.c_source import strip_c_source
+
+
+def test_comments_and_strings_are_blanked_but_code_and_lines_kept() -> None:
+    source = (
+        "#include <cublas_v2.h>\n"
+        "// cublasGemmEx in a comment \\\n"
+        "continued cublasCreate\n"
+        "int x = 1'000; /* cudnn\n"
+        ' */ const char* m = "cublasGemmEx \\" still string";\n'
+        'auto r = R"tag(cutlass:: )" )tag"; realCall();\n'
+        "char c = '\\''; auto w = L'x'; auto u = u8\"cute::\";\n"
+    )
+    stripped = strip_c_source(source)
+    assert len(stripped.code) == len(source)
+    assert stripped.code.count("\n") == source.count("\n")
+    for hidden in ("cublasGemmEx", "cublasCreate", "cudnn", "cutlass", "still string", "cute"):
+        assert hidden not in stripped.code.split("\n", 1)[1], hidden
+    assert "int x = 1'000;" in stripped.code  # a digit separator is not a char literal
+    assert "realCall();" in stripped.code
+    assert stripped.includes == [(1, "cublas_v2.h")]
+
+
+def test_include_inside_comment_is_not_an_include() -> None:
+    stripped = strip_c_source('/*\n#include <cudnn.h>\n*/\n  #  include "cutlass/gemm.h"\n')
+    assert stripped.includes == [(4, "cutlass/gemm.h")]
+    assert stripped.line_of(stripped.code.index("include")) == 4
+
+
+def test_unterminated_string_does_not_swallow_the_file() -> None:
+    stripped = strip_c_source('const char* s = "oops\ncublasCreate(&h);\n')
+    assert "cublasCreate(&h);" in stripped.code

@@ -1,0 +1,158 @@
+"""Source policy: each rule catches its exploit, and honest code passes."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import fixture_solution
+from fibserve.build import PolicyConfig, check_policy
+from fibserve.build.python_policy import check_python_source
+from fibserve.trace import Solution
+
+
+def _cuda(content: str, dependencies: list[str] | None = None) -> Solution:
+    return Solution.model_validate(
+        {
+            "name": "s",
+            "definition": "d",
+            "author": "a",
+            "spec": {
+                "language": "cuda",
+                "target_hardware": ["NVIDIA_H100"],
+                "entry_point": "kernel.cu::run",
+                "binding": "tvm-ffi",
+                "dependencies": dependencies or [],
+            },
+            "sources": [{"path": "kernel.cu", "content": content}],
+        }
+    )
+
+
+def _rules(violations) -> set[str]:
+    return {v.rule for v in violations}
+
+
+def _line_of(solution: Solution, needle: str) -> int:
+    """1-based line of the first source line containing ``needle``."""
+    lines = solution.sources[0].content.splitlines()
+    return 1 + next(i for i, line in enumerate(lines) if needle in line)
+
+
+def test_cublas_gemm_fixture_is_rejected_with_lines() -> None:
+    violations = check_policy(fixture_solution("cublas_gemm.cu"))
+    assert _rules(violations) == {"cuda.library-header", "cuda.library-call"}
+    header = next(v for v in violations if v.rule == "cuda.library-header")
+    assert header.line == 2 and "cuBLAS" in header.message
+    call_lines = {v.line for v in violations if v.rule == "cuda.library-call"}
+    assert _line_of(fixture_solution("cublas_gemm.cu"), "cublasGemmEx(handle") in call_lines
+
+
+def test_cublas_only_in_comments_and_strings_is_accepted() -> None:
+    assert check_policy(fixture_solution("cublas_only_in_comments.cu")) == []
+
+
+@pytest.mark.parametrize(
+    ("code", "rule"),
+    [
+        ("#include <cudnn.h>\n", "cuda.library-header"),
+        ('#include "cutlass/gemm/device/gemm.h"\n', "cuda.library-header"),
+        ("#include <cute/tensor.hpp>\n", "cuda.library-header"),
+        ("#include <cublasLt.h>\n", "cuda.library-header"),
+        ("void f() { cute::Tensor t; }\n", "cuda.library-call"),
+        ("void f() { cudnnHandle_t h; cudnnCreate(&h); }\n", "cuda.library-call"),
+        ('void f() { void* h = dlopen("libfoo.so", 1); }\n', "cuda.dynamic-loading"),
+    ],
+)
+def test_cuda_rule_catches(code: str, rule: str) -> None:
+    assert rule in _rules(check_policy(_cuda(code)))
+
+
+def test_link_flags_in_dependencies_are_rejected() -> None:
+    violations = check_policy(_cuda("int x;\n", dependencies=["-lcublasLt", "cuda >= 12.8"]))
+    assert [v.rule for v in violations] == ["cuda.link-dependency"]
+    assert "-lcublasLt" in violations[0].message
+
+
+def test_policy_is_configurable_per_benchmark() -> None:
+    code = "#include <cutlass/gemm.h>\nvoid* h = dlopen(0, 0);\n"
+    assert check_policy(_cuda(code), PolicyConfig(enabled=False)) == []
+    relaxed = PolicyConfig(cuda_forbidden_libraries=["cublas", "cudnn"], cuda_allow_dynamic_loading=True)
+    assert check_policy(_cuda(code), relaxed) == []
+
+
+def test_triton_alias_matmul_fixture_is_rejected() -> None:
+    solution = fixture_solution("triton_alias_matmul.py")
+    violations = check_policy(solution)
+    matmul = [v for v in violations if v.rule == "python.torch-compute"]
+    expected = {_line_of(solution, "from torch import matmul"), _line_of(solution, "product = mm(a, b)")}
+    assert {v.line for v in matmul} == expected  # the import and the call through the alias
+    assert all("torch.matmul" in v.message for v in matmul)
+
+
+def test_clean_triton_fixture_is_accepted() -> None:
+    assert check_policy(fixture_solution("triton_clean.py")) == []
+
+
+PYTHON_EXPLOITS = [
+    ("import torch\ndef run(a, b, c):\n    c.copy_(torch.mm(a, b))\n", "python.torch-compute"),
+    ("import torch.nn.functional as F\ndef run(x, y):\n    F.softmax(x, -1)\n", "python.torch-compute"),
+    ("from torch.nn import functional\ndef run(x):\n    functional.gelu(x)\n", "python.torch-compute"),
+    ("import torch\nmm = torch.matmul\ndef run(a, b):\n    return mm(a, b)\n", "python.torch-compute"),
+    ("def run(a, b, c):\n    c[:] = a @ b\n", "python.matmul-operator"),
+    ("def run(a, c):\n    c += a.sum(0)\n", "python.tensor-method"),
+    ("def run(a, c):\n    tmp = a.to(c.dtype)\n", "python.tensor-method"),
+    ("import torch\ndef run(c):\n    x = torch.ones(3)\n", "python.allocation"),
+    ("import torch\ndef run(c):\n    x = torch.full((3,), 1.0)\n", "python.allocation"),
+    ("from torch import *\n", "python.star-import"),
+    ("import ctypes\n", "python.forbidden-module"),
+    ("import gc\n", "python.forbidden-module"),
+    ("from inspect import currentframe\n", "python.forbidden-module"),
+    ("import importlib\n", "python.forbidden-module"),
+    ("m = __import__('torch')\n", "python.dynamic-code"),
+    ("exec('import torch')\n", "python.dynamic-code"),
+    ("import torch\nf = getattr(torch, 'mat' + 'mul')\n", "python.reflection"),
+    ("import triton\nsetattr(triton, 'jit', None)\n", "python.reflection"),
+    ("g = globals()\n", "python.reflection"),
+    ("import sys\nsys.modules['torch'] = None\n", "python.sys-modules"),
+    ("from sys import modules\n", "python.sys-modules"),
+    ("import time\ntime.perf_counter = lambda: 0.0\n", "python.module-assignment"),
+    ("import torch as t\nt.cuda.synchronize = None\n", "python.module-assignment"),
+    ("import triton.testing as tt\ntt.do_bench = None\n", "python.module-assignment"),
+    ("import torch\ndel torch.matmul\n", "python.module-assignment"),
+    ("def run(x):\n    return x.__class__\n", "python.reflection"),
+    ("def run(x):\n    return (\n", "python.syntax"),
+]
+
+
+@pytest.mark.parametrize(("code", "rule"), PYTHON_EXPLOITS)
+def test_python_rule_catches(code: str, rule: str) -> None:
+    assert rule in _rules(check_python_source("kernel.py", code, PolicyConfig()))
+
+
+def test_triton_jit_bodies_may_use_dot_operator_and_to() -> None:
+    code = (
+        "import triton\nimport triton.language as tl\nimport torch\n"
+        "@triton.jit\ndef k(a_ptr, c_ptr):\n    a = tl.load(a_ptr).to(tl.float32)\n    tl.store(c_ptr, a @ a)\n"
+        "def run(a, c):\n    out = torch.empty_like(c, dtype=torch.bfloat16)\n"
+        "    k[(triton.cdiv(a.numel(), 128),)](a, out)\n    s = set()\n    s.add(1)\n"
+        "    stream = torch.cuda.current_stream()\n    return c\n"
+    )
+    assert check_python_source("kernel.py", code, PolicyConfig()) == []
+
+
+def test_python_language_is_not_checked_by_default() -> None:
+    solution = Solution.model_validate(
+        {
+            "name": "ref",
+            "definition": "d",
+            "author": "a",
+            "spec": {
+                "language": "python",
+                "target_hardware": ["NVIDIA_H100"],
+                "entry_point": "ref.py::run",
+                "destination_passing_style": False,
+            },
+            "sources": [{"path": "ref.py", "content": "import torch\ndef run(a, b):\n    return a @ b\n"}],
+        }
+    )
+    assert check_policy(solution) == []
+    assert check_policy(solution, PolicyConfig(python_languages=["triton", "python"])) != []
