@@ -75,18 +75,46 @@ def test_report_json_is_versioned_and_round_trips() -> None:
     assert EvaluationReport.model_validate(data) == result
 
 
-def test_static_analysis_reads_families_and_resources() -> None:
+def test_static_analysis_reads_the_fibserve_check_answer() -> None:
     raw = {
-        "compiled": True,
+        "status": "clean",
+        "policy": [],
+        "build": {"status": "OK", "ok": True, "log": "ptxas info: Used 168 registers"},
         "ptx_families": {"wgmma": 12, "mbarrier": 4, "setmaxnreg": 0},
-        "sass_families": ["HGMMA", "UTMALDG"],
-        "resources": {
-            "k1": {"registers": 168, "shared_bytes": 1024, "spill_store_bytes": 8, "spill_load_bytes": 4},
-            "k2": {"registers": 40, "shared_bytes": 0},
-        },
+        "kernels": [
+            {
+                "name": "k1",
+                "sass_notable": {"HGMMA": 8, "UTMALDG": 2},
+                "resources": {
+                    "registers": 168,
+                    "shared_bytes": 1024,
+                    "spill_store_bytes": 8,
+                    "spill_load_bytes": 4,
+                },
+            },
+            {"name": "k2", "sass_notable": {"SYNCS": 1}, "resources": {"registers": 40, "shared_bytes": 0}},
+        ],
     }
     analysis = static_analysis_from(raw)
-    assert analysis is not None
+    assert analysis is not None and analysis.compiled is True
     assert analysis.ptx_families == ["mbarrier", "wgmma"]
-    assert analysis.sass_families == ["HGMMA", "UTMALDG"]
+    assert analysis.sass_families == ["HGMMA", "SYNCS", "UTMALDG"]
     assert (analysis.registers, analysis.shared_memory_bytes, analysis.spill_bytes) == (168, 1024, 12)
+
+
+def test_policy_violation_means_not_compiled() -> None:
+    raw = {
+        "status": "policy_violation",
+        "build": None,
+        "policy": [
+            {
+                "rule": "cuda.library-call",
+                "file": "kernel.cu",
+                "line": 7,
+                "message": "cublasGemmEx is not allowed",
+            }
+        ],
+    }
+    analysis = static_analysis_from(raw)
+    assert analysis is not None and analysis.compiled is False
+    assert analysis.policy_violations == ["kernel.cu:7: cublasGemmEx is not allowed (cuda.library-call)"]

@@ -270,57 +270,50 @@ def infrastructure_report(task: TaskConfig, message: str, *, solution_name: str 
 # -- static analysis and sanitizer answers -> report fields ---------------------------------------------------
 
 
-def _families(value: Any) -> list[str]:
-    """Family names from a list of names, a ``{family: count}`` mapping, or a list of ``{name: ...}`` objects."""
-    if isinstance(value, dict):
-        return sorted(k for k, v in value.items() if v)
-    if isinstance(value, list):
-        return sorted(
-            {v if isinstance(v, str) else str(v.get("name", v.get("family", ""))) for v in value} - {""}
-        )
-    return []
-
-
-def _first(data: dict[str, Any], *keys: str) -> Any:
-    for key in keys:
-        if data.get(key) not in (None, "", [], {}):
-            return data[key]
-    return None
+def _positive(counts: Any) -> list[str]:
+    """Names with a positive count from a ``{name: count}`` mapping, sorted."""
+    return sorted(k for k, v in counts.items() if v) if isinstance(counts, dict) else []
 
 
 def static_analysis_from(raw: dict[str, Any] | None) -> StaticAnalysis | None:
-    """Read the service's analysis object (``fibserve.check``) into :class:`StaticAnalysis`.
+    """Read the service's analysis (``fibserve.check``'s ``Analysis`` JSON) into :class:`StaticAnalysis`.
 
-    Accepts the documented fields (policy, compile log, PTX/SASS families, per-kernel ptxas resources);
-    registers and shared memory are the maximum over kernels, spills the sum of spill stores and loads.
+    ``compiled`` from ``build.ok`` (None when policy stopped the build before it started: then the violations
+    say why); PTX families from ``ptx_families``; SASS families from the kernels' ``sass_notable`` opcodes
+    (HGMMA, UTMALDG, ...); registers and shared memory are the maximum over kernels, spills the sum of spill
+    stores and loads over kernels.
     """
     if not raw:
         return None
-    build = raw.get("build") if isinstance(raw.get("build"), dict) else {}
-    policy = raw.get("policy") if isinstance(raw.get("policy"), dict) else {}
-    violations = _first(policy, "violations", "findings") or raw.get("policy_violations") or []
-    compiled = _first(raw, "compiled", "built")
-    if compiled is None and build:
-        compiled = build.get("ok", build.get("success"))
-    resources = _first(raw, "resources") or {}
-    kernels = list(resources.values()) if isinstance(resources, dict) else list(resources)
-    kernels = [k for k in kernels if isinstance(k, dict)]
-    regs = [k["registers"] for k in kernels if isinstance(k.get("registers"), int)]
-    smem = [k.get("shared_bytes", k.get("shared_memory_bytes")) for k in kernels]
-    spills = [
-        int(k.get("spill_store_bytes", 0) or 0) + int(k.get("spill_load_bytes", 0) or 0) for k in kernels
+    build = raw.get("build") if isinstance(raw.get("build"), dict) else None
+    kernels = [k for k in raw.get("kernels") or [] if isinstance(k, dict)]
+    resources = [k["resources"] for k in kernels if isinstance(k.get("resources"), dict)]
+    sass: set[str] = set()
+    for kernel in kernels:
+        sass.update(_positive(kernel.get("sass_notable")))
+    regs = [r["registers"] for r in resources if isinstance(r.get("registers"), int)]
+    smem = [r["shared_bytes"] for r in resources if isinstance(r.get("shared_bytes"), int)]
+    violations = [
+        f"{v.get('file')}:{v.get('line')}: {v.get('message')} ({v.get('rule')})"
+        if isinstance(v, dict)
+        else str(v)
+        for v in raw.get("policy") or []
     ]
-    ptx = raw.get("ptx") if isinstance(raw.get("ptx"), dict) else {}
-    sass = raw.get("sass") if isinstance(raw.get("sass"), dict) else {}
+    abi = [str(problem) for problem in raw.get("abi") or []]
+    compiled = build.get("ok") if build is not None else (False if violations else None)
     return StaticAnalysis(
         compiled=compiled if isinstance(compiled, bool) else None,
-        compile_log=str(_first(raw, "compile_log", "log") or _first(build, "log", "compile_log") or ""),
-        policy_violations=[v if isinstance(v, str) else str(v.get("message", v)) for v in violations],
-        ptx_families=_families(_first(raw, "ptx_families") or ptx.get("families")),
-        sass_families=_families(_first(raw, "sass_families") or sass.get("families")),
+        compile_log=str(build.get("log") or "") if build is not None else "",
+        policy_violations=violations + abi,
+        ptx_families=_positive(raw.get("ptx_families")),
+        sass_families=sorted(sass),
         registers=max(regs) if regs else None,
-        shared_memory_bytes=max((s for s in smem if isinstance(s, int)), default=None),
-        spill_bytes=sum(spills) if kernels else None,
+        shared_memory_bytes=max(smem) if smem else None,
+        spill_bytes=sum(
+            int(r.get("spill_store_bytes") or 0) + int(r.get("spill_load_bytes") or 0) for r in resources
+        )
+        if resources
+        else None,
         raw=raw,
     )
 
