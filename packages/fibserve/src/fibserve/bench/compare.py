@@ -129,10 +129,14 @@ def compare_tensors(
             nan = torch.zeros_like(ok)
         else:
             nan = torch.isnan(x) | torch.isnan(y)
+            any_inf = torch.isinf(x) | torch.isinf(y)
             same_inf = torch.isinf(x) & (x == y)
+            # An infinity matches only the same infinity: atol + rtol * inf would accept anything.
             diff = torch.where(same_inf, torch.zeros_like(x), (x - y).abs())
-            ok = ~nan & (diff <= atol + rtol * y.abs())
+            ok = ~nan & torch.where(any_inf, same_inf, diff <= atol + rtol * y.abs())
         rel = diff / y.abs().clamp_min(REL_FLOOR)
+        if not exact:
+            rel = torch.where(any_inf & ~same_inf & ~nan, torch.full_like(rel, math.inf), rel)
         matched += int(ok.sum())
         n_nan = int(nan.sum())
         nan_count += n_nan

@@ -1,0 +1,16 @@
+"""Wrong Triton kernel for vector_add_f32: computes x - y."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _sub(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(z_ptr + offs, tl.load(x_ptr + offs, mask=mask) - tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def run(x, y, z):
+    n = x.numel()
+    _sub[(triton.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024)

@@ -1,0 +1,36 @@
+"""Timing statistics and the interleaved-pair speedup."""
+
+import math
+
+import pytest
+import torch
+from fibserve.bench.timing import ColdL2, pair_speedup, percentile, summarize, time_call
+
+
+def test_percentiles_match_linear_interpolation():
+    values = [float(v) for v in range(1, 11)]
+    assert percentile(values, 50) == pytest.approx(5.5)
+    assert percentile(values, 10) == pytest.approx(1.9)
+    assert percentile(values, 90) == pytest.approx(9.1)
+    assert math.isnan(percentile([], 50))
+
+
+def test_summary_has_median_spread_and_count():
+    stats = summarize([3.0, 1.0, 2.0])
+    assert (stats.median, stats.min, stats.max, stats.count) == (2.0, 1.0, 3.0, 3)
+
+
+def test_pair_speedup_is_the_median_of_ratios_not_the_ratio_of_medians():
+    # A clock drop slows the second half of both series equally: per-pair ratios stay exactly 2.
+    candidate = [1.0, 1.0, 1.0, 1.25, 1.25, 1.25]
+    reference = [2.0, 2.0, 2.0, 2.5, 2.5, 2.5]
+    assert pair_speedup(candidate, reference) == pytest.approx(2.0)
+    assert pair_speedup([0.0, 1.0], [1.0, 3.0]) == pytest.approx(3.0)
+
+
+def test_cpu_time_call_and_cold_l2_is_inert_on_cpu():
+    flush = ColdL2(torch.device("cpu"))
+    assert flush.buffer is None
+    flush.flush()
+    ms = time_call(lambda: sum(range(1000)), torch.device("cpu"), flush)
+    assert 0 <= ms < 1000
