@@ -1,0 +1,55 @@
+"""Hosted models through litellm, pointed at the scripted server (litellm's openai provider, no internet)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import completion
+from mini_ptx_agent.models import ModelConfigError, ModelUnavailableError, make_model
+
+pytestmark = pytest.mark.slow  # importing litellm takes ~10 s on a 2-core machine
+
+FAKE_KEY = "sk-test-not-a-real-key-0123456789"
+MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+
+
+def test_missing_key_variable_is_named(monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ModelConfigError, match="ANTHROPIC_API_KEY"):
+        make_model("anthropic/claude-sonnet-4-5")
+
+
+def test_unpriced_model_has_unknown_cost(scripted_server, fast_retry, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    scripted_server.script((200, completion("hello", model="tiny-unpriced-model")))
+    model = make_model("openai/tiny-unpriced-model", api_base=scripted_server.url + "/v1", retry=fast_retry)
+    message = model.query(MESSAGES)
+    assert message["content"] == "hello"
+    assert message["extra"]["cost_usd"] is None and message["extra"]["cost"] == 0.0
+    assert message["extra"]["usage"] == {"prompt_tokens": 11, "completion_tokens": 7}
+    assert model.usage.cost_usd is None
+    sent = scripted_server.chat_requests()[0]
+    assert sent["json"]["temperature"] == 0.7  # default sampling from models.yaml
+    assert sent["headers"]["authorization"] == f"Bearer {FAKE_KEY}"  # litellm read the usual variable
+
+
+def test_priced_model_cost_comes_from_the_local_price_table(scripted_server, fast_retry, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    scripted_server.script(
+        (200, completion("hi", model="gpt-4o-mini", prompt_tokens=1000, completion_tokens=1000))
+    )
+    model = make_model("openai/gpt-4o-mini", api_base=scripted_server.url + "/v1", retry=fast_retry)
+    cost = model.query(MESSAGES)["extra"]["cost_usd"]
+    assert cost is not None and 0 < cost < 0.01
+
+
+def test_retry_then_unavailable(scripted_server, fast_retry, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    scripted_server.script((500, {"error": {"message": "boom"}}))
+    scripted_server.default_reply = (200, completion("after retry"))
+    model = make_model("openai/tiny-unpriced-model", api_base=scripted_server.url + "/v1", retry=fast_retry)
+    assert model.query(MESSAGES)["content"] == "after retry"
+    assert model.usage.retries == 1 and len(scripted_server.chat_requests()) == 2  # no hidden SDK retries
+    scripted_server.default_reply = (503, {"error": {"message": "overloaded"}})
+    with pytest.raises(ModelUnavailableError, match="after 3 attempts"):
+        model.query(MESSAGES)
+    assert len(scripted_server.chat_requests()) == 5
