@@ -5,13 +5,15 @@ Usage (from the repository root)::
     uv run python benchmarks/trace_loading.py [--definitions 1000] [--workloads 100000] [--repeat 3]
 
 Writes the trace set into a temporary folder (not timed), then times ``TraceSet.load`` (median of
-``--repeat`` runs, wall clock, seconds). Prints one JSON line with the numbers.
+``--repeat`` runs; wall clock and process CPU time, seconds). Prints one JSON line with the numbers and the
+1-minute load average, since other processes on a 2-core machine inflate the wall clock.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import tempfile
@@ -68,11 +70,13 @@ def main() -> None:
         start = time.perf_counter()
         write_trace_set(root, args.definitions, args.workloads)
         generate_s = time.perf_counter() - start
-        times = []
+        times, cpu_times = [], []
+        load_before = os.getloadavg()[0]
         for _ in range(args.repeat):
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             trace_set = TraceSet.load(root)
             times.append(time.perf_counter() - start)
+            cpu_times.append(time.process_time() - cpu_start)
         counts = trace_set.counts()
     print(
         json.dumps(
@@ -83,6 +87,9 @@ def main() -> None:
                 "generate_s": round(generate_s, 3),
                 "load_s_median": round(statistics.median(times), 3),
                 "load_s_all": [round(t, 3) for t in times],
+                "load_cpu_s_median": round(statistics.median(cpu_times), 3),
+                "loadavg_1min_before": round(load_before, 2),
+                "cpus": os.cpu_count(),
                 "python": platform.python_version(),
                 "machine": platform.machine(),
             }

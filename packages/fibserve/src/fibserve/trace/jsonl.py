@@ -29,7 +29,7 @@ from .problems import describe_validation_error
 from .trace import Trace
 
 
-@dataclass
+@dataclass(slots=True)
 class ParsedLine:
     """One non-empty JSONL line: its number and either a valid object or an error message."""
 

@@ -90,7 +90,7 @@ class TraceSet:
         """Evaluated traces, in load order."""
         self.problems: list[LoadProblem] = []
         """Everything that went wrong (errors and warnings)."""
-        self._origin: dict[tuple[str, str], str] = {}
+        self._origin: dict[tuple[str, str], tuple[Path, int | None]] = {}
         self._workload_root: dict[str, Path] = {}
         self._by_definition: dict[str, list[str]] = defaultdict(list)
         self._trace_keys: set[str] = set()
@@ -207,12 +207,12 @@ class TraceSet:
         """Insert ``obj`` under ``key``; drop identical duplicates, report conflicts naming both files."""
         if key in store:
             if store[key] != obj:
-                first = self._origin[(kind, key)]
+                first = self.origin(kind, key)
                 message = f"conflicting {kind} {key!r}: differs from the one in {first} (kept that one)"
                 self._problem(str(path), message, line)
             return False
         store[key] = obj
-        self._origin[(kind, key)] = f"{path}:{line}" if line is not None else str(path)
+        self._origin[(kind, key)] = (path, line)
         return True
 
     def _load_jsonl(self, path: Path, root: Path, migrator: Migrator | None, *, workload_file: bool) -> None:
@@ -221,6 +221,7 @@ class TraceSet:
             return
         warned: set[tuple[str, str]] = set()
         template_ok = False
+        workload_raw, origins, roots = self._workload_raw, self._origin, self._workload_root
         for line in parse_trace_lines(data, migrator, workload_file=workload_file):
             if line.error is not None:
                 self._problem(str(path), line.error, line.lineno)
@@ -228,7 +229,15 @@ class TraceSet:
             raw = line.raw
             assert raw is not None
             if line.fast and template_ok:
-                problem = None  # same definition, axis names and inputs as the accepted template line
+                # Same definition, axis names and inputs as the accepted template line: only the uuid is new.
+                uuid = raw["workload"]["uuid"]
+                if uuid not in workload_raw:
+                    workload_raw[uuid] = raw
+                    origins[("workload", uuid)] = (path, line.lineno)
+                    roots[uuid] = root
+                    self._by_definition[raw["definition"]].append(uuid)
+                    continue
+                problem = None
             else:
                 problem = self._check_line(raw, root, workload_file, warned, path, line.lineno)
             if line.model is not None and line.model.is_workload_trace:
@@ -349,7 +358,11 @@ class TraceSet:
 
     def origin(self, kind: str, key: str) -> str | None:
         """File (``path`` or ``path:line``) a definition, solution or workload was loaded from."""
-        return self._origin.get((kind, key))
+        found = self._origin.get((kind, key))
+        if found is None:
+            return None
+        path, line = found
+        return f"{path}:{line}" if line is not None else str(path)
 
     def counts(self) -> dict[str, int]:
         """Number of definitions, solutions, workloads, traces, errors and warnings."""
