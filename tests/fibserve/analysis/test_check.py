@@ -1,0 +1,149 @@
+"""fibserve.check and `fibserve check` give the right verdict for each test kernel (real nvcc, real cuobjdump)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import fibserve
+import pytest
+from conftest import KERNELS, fixture_solution
+from fibserve.analysis.sass import find_cuobjdump
+from fibserve.trace import Definition
+
+needs_cuobjdump = pytest.mark.skipif(
+    find_cuobjdump() is None, reason="no cuobjdump on PATH or in the Triton wheel"
+)
+
+
+@pytest.mark.nvcc
+@needs_cuobjdump
+def test_hopper_kernel_uses_hgmma_tma_and_mbarrier(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("hopper_wgmma_tma.cu"), cache_dir=build_cache)
+    assert analysis.status == "clean" and analysis.ok and not analysis.executed
+    verdict = analysis.verdict
+    assert verdict is not None
+    assert verdict.uses_hopper_tensor_cores and verdict.uses_tma and verdict.uses_mbarrier
+    assert not verdict.uses_setmaxnreg and verdict.architecture_specific and not verdict.spills
+    (kernel,) = analysis.kernels
+    assert "wgmma_tma_kernel" in kernel.display_name
+    assert kernel.sass_notable["HGMMA"] >= 1 and kernel.sass_notable["UTMALDG"] == 2
+    assert kernel.ptx_families["wgmma.mma_async"] == 1 and kernel.ptx_families["cp.async.bulk.tensor"] == 2
+    assert (
+        kernel.resources is not None and kernel.resources.registers and kernel.resources.shared_bytes > 4096
+    )
+    assert "HGMMA yes, TMA yes, mbarrier yes" in verdict.summary
+
+
+@pytest.mark.nvcc
+@needs_cuobjdump
+def test_warp_specialized_gemm_uses_every_hopper_family(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("hopper_gemm_ws.cu"), cache_dir=build_cache)
+    verdict = analysis.verdict
+    assert verdict is not None and verdict.uses_setmaxnreg and verdict.uses_tma
+    families = analysis.ptx_families
+    for family in (
+        "wgmma.mma_async",
+        "cp.async.bulk.tensor",
+        "mbarrier",
+        "setmaxnreg",
+        "stmatrix",
+        "elect.sync",
+    ):
+        assert families.get(family, 0) > 0, family
+    for opcode in ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG", "STSM"):
+        assert analysis.sass_opcodes.get(opcode, 0) > 0, opcode
+
+
+@pytest.mark.nvcc
+@needs_cuobjdump
+def test_simt_kernel_uses_no_architecture_features(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("simt_add.cu"), cache_dir=build_cache)
+    assert analysis.status == "clean"
+    verdict = analysis.verdict
+    assert verdict is not None and not verdict.architecture_specific
+    assert not (verdict.uses_hopper_tensor_cores or verdict.uses_tma or verdict.uses_mbarrier)
+    assert analysis.ptx_families == {}
+    assert analysis.kernels[0].resources is not None and analysis.kernels[0].resources.registers
+
+
+def test_cublas_kernel_is_a_policy_violation_and_is_not_built(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("cublas_gemm.cu"), cache_dir=build_cache)
+    assert analysis.status == "policy_violation" and analysis.build is None
+    assert any(v.rule == "cuda.library-call" and "cublasGemmEx" in v.message for v in analysis.policy)
+
+
+def test_triton_alias_matmul_is_a_policy_violation(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("triton_alias_matmul.py"), cache_dir=build_cache)
+    assert analysis.status == "policy_violation"
+    assert any("torch.matmul" in v.message for v in analysis.policy)
+
+
+def test_clean_triton_kernel_is_accepted_without_binary_analysis(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("triton_clean.py"), cache_dir=build_cache)
+    assert analysis.status == "clean" and analysis.verdict is None and analysis.arch is None
+    assert any("not analysed statically" in note for note in analysis.notes)
+
+
+@pytest.mark.nvcc
+def test_syntax_error_is_a_compile_error(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("syntax_error.cu"), cache_dir=build_cache)
+    assert analysis.status == "compile_error" and analysis.build is not None
+    assert "syntax_error.cu(10): error" in analysis.build.log and analysis.verdict is None
+
+
+def test_entry_arity_is_checked_against_the_definition(build_cache: Path) -> None:
+    definition = Definition.model_validate(
+        {
+            "name": "add",
+            "op_type": "elementwise",
+            "axes": {"n": {"type": "var"}},
+            "inputs": {"a": {"shape": ["n"], "dtype": "float32"}},
+            "outputs": {"out": {"shape": ["n"], "dtype": "float32"}},
+            "reference": "def run(a):\n    return a\n",
+        }
+    )
+    analysis = fibserve.check(
+        fixture_solution("cublas_gemm.cu"), definition=definition, cache_dir=build_cache
+    )
+    assert analysis.abi and "takes 3 parameters" in analysis.abi[0] and "a, out" in analysis.abi[0]
+
+
+def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).parent / "fibserve"), "check", *args]
+    env = {
+        "FIBSERVE_CACHE_DIR": str(cache),
+        "PATH": str(Path(sys.executable).parent) + ":/usr/local/bin:/usr/bin:/bin",
+    }
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.mark.nvcc
+@needs_cuobjdump
+def test_cli_json_and_exit_codes(build_cache: Path) -> None:
+    clean = _cli(str(KERNELS / "hopper_wgmma_tma.cu"), "--json", cache=build_cache)
+    assert clean.returncode == 0, clean.stderr
+    body = json.loads(clean.stdout)
+    assert body["status"] == "clean" and body["verdict"]["uses_tma"] and body["sass_opcodes"]["HGMMA"] >= 1
+
+    rejected = _cli(str(KERNELS / "cublas_gemm.cu"), cache=build_cache)
+    assert rejected.returncode == 1 and "cuda.library-call" in rejected.stdout
+
+    broken = _cli(str(KERNELS / "syntax_error.cu"), "--json", cache=build_cache)
+    assert broken.returncode == 1 and json.loads(broken.stdout)["status"] == "compile_error"
+
+    human = _cli(str(KERNELS / "hopper_wgmma_tma.cu"), cache=build_cache)
+    assert human.returncode == 0 and "HGMMA yes" in human.stdout and "not executed" in human.stdout
+
+    missing = _cli(str(KERNELS / "no_such_kernel.cu"), cache=build_cache)
+    assert missing.returncode == 2 and "no_such_kernel.cu" in missing.stderr
+
+
+def test_solution_json_is_accepted(tmp_path: Path, build_cache: Path) -> None:
+    solution = fixture_solution("triton_alias_matmul.py")
+    path = tmp_path / "solution.json"
+    path.write_text(solution.model_dump_json())
+    result = _cli(str(path), "--json", cache=build_cache)
+    assert result.returncode == 1 and json.loads(result.stdout)["status"] == "policy_violation"
