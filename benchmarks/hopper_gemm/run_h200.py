@@ -40,7 +40,7 @@ KERNEL_DIR = REPO / "packages/fibserve/src/fibserve/datasets/reference_kernels/g
 N, K = 7168, 5120
 BUNDLED_M = [70, 232, 972, 2379, 8192]
 EXTRA_CHECK_M = [1, 128, 129, 300, 640]  # tile edges and both BN paths
-SASS_OPS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG", "WARPGROUP", "STG", "LDL", "STL")
+SASS_OPS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG", "WARPGROUP", "STSM", "STG", "LDL", "STL")
 
 
 def log(msg: str) -> None:

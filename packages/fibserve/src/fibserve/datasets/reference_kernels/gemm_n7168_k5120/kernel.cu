@@ -2,7 +2,8 @@
 //   C[M, N] = A[M, K] @ B[N, K]^T,  A, B, C bf16 row-major, N = 7168, K = 5120, M variable.
 //
 // Design (see README.md beside this file):
-//   * Tile BM x BN x BK = 128 x BN x 64 with BN = 256 (large M) or 128 (small M, more CTAs).
+//   * Tile BM x BN x BK = 128 x BN x 64 with BN = 256 (large M), 224 (M whose 256-wide tile count
+//     just overflows a wave of 132 CTAs) or 128 (small M, more CTAs); see pick_block_n.
 //   * TMA (cp.async.bulk.tensor.2d) loads both K-major operands with 128-byte swizzle into a
 //     STAGES-deep shared-memory ring; each stage has a "full" mbarrier (producer expect_tx, TMA
 //     completes the bytes) and an "empty" mbarrier (one arrive per consumer warp).
@@ -39,7 +40,7 @@ constexpr int kBK = 64;            // 64 bf16 = 128 bytes: one 128B swizzle atom
 #define GEMM_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 #endif
 #ifndef GEMM_ALLOW_BN224
-#define GEMM_ALLOW_BN224 0  // 1: allow 128 x 224 tiles where they waste less of the last wave
+#define GEMM_ALLOW_BN224 1  // 0: only 128 x 128 and 128 x 256 tiles
 #endif
 #ifndef GEMM_WGMMA_INFLIGHT
 #define GEMM_WGMMA_INFLIGHT 0  // 1: keep one wgmma group in flight across k-blocks
