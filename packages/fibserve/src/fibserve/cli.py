@@ -188,8 +188,11 @@ def check_command(
         ),
     ] = None,
     arch: Annotated[
-        str, typer.Option("--arch", help="Target: sm_90a (Hopper) or sm_100a (Blackwell).")
-    ] = "sm_90a",
+        str | None,
+        typer.Option(
+            "--arch", help="Target: sm_90a or sm_100a [default: TVM_FFI_CUDA_ARCH_LIST, else sm_90a]."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Analysis as JSON.")] = False,
 ) -> None:
     """Static check without a GPU: source policy, build, PTX/SASS instruction families, ptxas resources.

@@ -85,7 +85,7 @@ def check(
     solution: Solution,
     *,
     definition: Definition | None = None,
-    arch: str | None = "sm_90a",
+    arch: str | None = None,
     policy: PolicyConfig | None = None,
     cache_dir: Path | None = None,
     timeout_s: float = 300.0,
@@ -95,7 +95,7 @@ def check(
     Args:
         solution: the candidate.
         definition: when given, the entry point's argument count is checked against its inputs and outputs.
-        arch: target (``sm_90a`` or ``sm_100a``); None uses ``TVM_FFI_CUDA_ARCH_LIST`` or sm_90a.
+        arch: target (``sm_90a`` or ``sm_100a``); None (default) uses ``TVM_FFI_CUDA_ARCH_LIST``, else sm_90a.
         policy: source policy (default :class:`PolicyConfig`).
         cache_dir: build cache root (default ``FIBSERVE_CACHE_DIR`` or ``~/.cache/fibserve``).
         timeout_s: compiler time limit in seconds.

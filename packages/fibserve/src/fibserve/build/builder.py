@@ -156,6 +156,7 @@ def _build_into(
         result.status, result.log = status, log
         result.command = list(info["command"])  # type: ignore[call-overload]
         result.sandbox = str(info["sandbox"])
+        result.transient = bool(info.get("transient", False))
         result.timings_ms["compile"] = float(info["compile_ms"])  # type: ignore[arg-type]
         result.library = info.get("library")  # type: ignore[assignment]
         result.ptx = list(info.get("ptx", []))  # type: ignore[call-overload]

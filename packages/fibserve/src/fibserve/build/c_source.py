@@ -80,7 +80,9 @@ def strip_c_source(source: str) -> StrippedSource:
         quote_at = next(i for i, ch in enumerate(text) if ch in "\"'")
         body = text[quote_at + 1 :]
         closed = body.endswith(text[quote_at])
-        return text[: quote_at + 1] + _blank(body[:-1] if closed else body) + (text[quote_at] if closed else "")
+        return (
+            text[: quote_at + 1] + _blank(body[:-1] if closed else body) + (text[quote_at] if closed else "")
+        )
 
     code = _TOKENS.sub(replace, source)
     return StrippedSource(code=code, includes=includes)

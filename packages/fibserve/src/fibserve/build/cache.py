@@ -7,7 +7,8 @@ Layout under the cache root (``FIBSERVE_CACHE_DIR``, default ``~/.cache/fibserve
     locks/<key>.lock         held while one process builds <key>; others wait, then read the result
 
 A directory only appears under its final name once ``result.json`` is complete, so a reader never sees half a
-build. Compile errors are cached (they are a function of the key); timeouts and infrastructure errors are not.
+build. Compile errors are cached (they are a function of the key); timeouts, infrastructure errors and compilers
+killed by a signal (a memory limit, say) are not.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class BuildCache:
 
         Timeouts and infrastructure errors stay where they are built (not cached), so a retry rebuilds.
         """
-        cacheable = result.status in (BuildStatus.OK, BuildStatus.COMPILE_ERROR)
+        cacheable = result.status in (BuildStatus.OK, BuildStatus.COMPILE_ERROR) and not result.transient
         final = self.final_dir(result.key)
         if cacheable:
             result.build_dir = str(final)

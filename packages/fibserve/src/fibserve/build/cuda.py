@@ -128,6 +128,11 @@ def compile_tvm_ffi(
             f"nvcc ran past the build limit of {limits.timeout_s:.0f} s and was killed",
             info,
         )
+    if result.killed_by_signal:
+        shutil.rmtree(keep, ignore_errors=True)
+        info["transient"] = True
+        message = f"nvcc was killed by signal {-(result.returncode or 0)} (memory or file-size limit?)"
+        return BuildStatus.COMPILE_ERROR, message + "\n" + trim_compiler_log(result.output, build_dir), info
     ptx, cubins = _collect_products(keep, out)
     shutil.rmtree(keep, ignore_errors=True)
     library = out / LIBRARY_NAME

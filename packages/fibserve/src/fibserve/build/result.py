@@ -63,6 +63,8 @@ class BuildResult(BaseModel):
     """Versions that went into the key (nvcc, tvm-ffi)."""
     cached: bool = False
     """True when this result was read from the build cache."""
+    transient: bool = False
+    """True when the failure may not repeat (the compiler was killed by a signal); such results are not cached."""
     timings_ms: dict[str, float] = Field(default_factory=dict)
     """Milliseconds: ``compile`` (the compiler), ``total`` (including cache and file work)."""
 
