@@ -129,6 +129,9 @@ def test_included_files_appear_verbatim_in_fenced_blocks() -> None:
     example = read_prompt_file("examples/scaled_add.cu")
     assert hopper.get(header) == "cuda"
     assert hopper.get(example) == "cuda"
+    blackwell = {body: lang for lang, body in fenced_blocks(compose_system_prompt("blackwell-no-hint"))}
+    assert blackwell.get(read_prompt_file("headers/blackwell_tcgen05.cuh")) == "cuda"
+    assert header not in blackwell  # no wgmma helpers in the Blackwell prompt
     triton = dict((body, lang) for lang, body in fenced_blocks(compose_system_prompt("triton-hopper")))
     assert triton.get(read_prompt_file("examples/scaled_add_triton.py")) == "python"
 

@@ -129,6 +129,36 @@ def test_hopper_helper_header_instantiates_every_helper_for_sm90a(tmp_path: Path
         assert sass_op in sass, sass_op
 
 
+def test_blackwell_helper_header_instantiates_every_helper_for_sm100a(tmp_path: Path) -> None:
+    header = _block_containing(compose_system_prompt("blackwell-no-hint"), "namespace bw")
+    (tmp_path / "blackwell_tcgen05.cuh").write_text(header)
+    smoke = HERE / "data" / "blackwell_helpers_smoke.cu"
+    declared = set(re.findall(r"(?:__forceinline__|constexpr) \w+ (\w+)\(", header))
+    missing = declared - set(re.findall(r"bw::(\w+)", smoke.read_text()))
+    assert not missing, f"the smoke kernel does not call {sorted(missing)}"
+    _nvcc(
+        SM100,
+        "-O3",
+        "-std=c++17",
+        "-I",
+        tmp_path,
+        "-cubin",
+        smoke,
+        "-o",
+        tmp_path / "smoke.cubin",
+        cwd=tmp_path,
+    )
+    cuobjdump = _cuobjdump()
+    if cuobjdump is None:
+        pytest.skip("cuobjdump not found; compiled but SASS unchecked")
+    result = subprocess.run([str(cuobjdump), "-sass", "smoke.cubin"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    if "UTC" not in result.stdout and result.returncode != 0:
+        pytest.skip(f"this cuobjdump cannot disassemble sm_100a: {result.stderr[:200]}")
+    for sass_op in ["UTCHMMA", "UTCBAR", "LDTM"]:
+        assert sass_op in result.stdout, sass_op
+
+
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
 def test_triton_example_runs_in_the_interpreter(tmp_path: Path) -> None:
     body = next(

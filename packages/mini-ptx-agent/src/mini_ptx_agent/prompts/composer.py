@@ -115,7 +115,15 @@ PROMPT_TAGS: dict[str, PromptTag] = {
             "CUDA + inline PTX for B200 (sm_100a): ABI, TMA/mbarrier, tcgen05/TMEM basics, example; no per-task hint",
             "cuda",
             _BLACKWELL,
-            ["role_cuda", "abi_cuda", "workflow", "blackwell_tcgen05", "hopper_tma_mbarrier", "example_cuda"],
+            [
+                "role_cuda",
+                "abi_cuda",
+                "workflow",
+                "blackwell_tcgen05",
+                "hopper_tma_mbarrier",
+                "blackwell_helpers",
+                "example_cuda",
+            ],
         ),
     ]
 }
