@@ -184,32 +184,28 @@ def test_identical_duplicates_across_roots_are_dropped(tmp_path: Path) -> None:
 
 
 def test_workload_must_fit_its_definition(tmp_path: Path) -> None:
-    wrong_axes = json.dumps(
-        {
-            "definition": "gemm_small",
-            "workload": {
-                "uuid": "w9",
-                "axes": {"Q": 1},
-                "inputs": {"A": {"type": "random"}, "B": {"type": "random"}},
-            },
-        }
-    )
-    missing_input = json.dumps(
-        {
-            "definition": "gemm_small",
-            "workload": {"uuid": "w8", "axes": {"M": 1}, "inputs": {"A": {"type": "random"}}},
-        }
-    )
+    def line(uuid: str, axes: dict, inputs: tuple[str, ...] = ("A", "B")) -> str:
+        workload = {"uuid": uuid, "axes": axes, "inputs": {name: {"type": "random"} for name in inputs}}
+        return json.dumps({"definition": "gemm_small", "workload": workload})
+
+    lines = [
+        workload_line("w1", 1),
+        line("w9", {"Q": 1}),
+        line("w8", {"M": 1}, ("A",)),
+        line("w7", {"M": 1, "N": 8}),  # a const axis with its own value is fine
+        line("w6", {"M": 2, "N": 8}),
+        line("w5", {"M": 3, "N": 9}),  # ...with another value it is not, even right after a valid line
+    ]
     root = make_root(
-        tmp_path / "r",
-        definitions={"g.json": GEMM_DEFINITION},
-        workloads={"g.jsonl": "\n".join([workload_line("w1", 1), wrong_axes, missing_input])},
+        tmp_path / "r", definitions={"g.json": GEMM_DEFINITION}, workloads={"g.jsonl": "\n".join(lines)}
     )
     ts = TraceSet.load(root, strict=False)
     messages = {p.line: p.message for p in ts.errors}
+    assert set(messages) == {2, 3, 6}
     assert "lacks values for var axes ['M']" in messages[2] and "does not declare" in messages[2]
     assert "inputs ['A'] differ" in messages[3]
-    assert list(ts.workload_traces) == ["w1"]
+    assert "const axes ['N']" in messages[6]
+    assert list(ts.workload_traces) == ["w1", "w7", "w6"]
 
 
 def test_safetensors_paths_resolve_against_their_own_root(tmp_path: Path) -> None:

@@ -239,14 +239,20 @@ class Definition(TraceModel):
     def check_workload(self, workload: Any) -> list[str]:
         """Problems that make ``workload`` (a :class:`~fibserve.trace.Workload`) unusable with this definition.
 
-        Checks: every var axis has a value and no unknown axis is given; the workload's inputs are exactly the
-        definition's inputs. Returns an empty list when the workload fits.
+        Checks: every var axis has a value, no unknown axis is given, a const axis (if given) has its fixed
+        value; the workload's inputs are exactly the definition's inputs. Returns an empty list when it fits.
         """
         problems: list[str] = []
         var = set(self.var_axes)
         missing = sorted(var - set(workload.axes))
         if missing:
             problems.append(f"workload {workload.uuid} lacks values for var axes {missing}")
+        const = self.const_axes
+        clashes = sorted(n for n, v in workload.axes.items() if n in const and const[n] != v)
+        if clashes:
+            problems.append(
+                f"workload {workload.uuid} gives const axes {clashes} values other than {self.name!r} fixes"
+            )
         extra = sorted(set(workload.axes) - set(self.axes))
         if extra:
             problems.append(f"workload {workload.uuid} sets axes {extra} that {self.name!r} does not declare")

@@ -94,7 +94,7 @@ class TraceSet:
         self._workload_root: dict[str, Path] = {}
         self._by_definition: dict[str, list[str]] = defaultdict(list)
         self._trace_keys: set[str] = set()
-        self._fit_cache: dict[tuple, bool] = {}
+        self._fit_cache: dict[tuple, str] = {}
 
     # ----------------------------------------------------------------------------------------- loading
 
@@ -241,7 +241,7 @@ class TraceSet:
             else:
                 problem = self._check_line(raw, root, workload_file, warned, path, line.lineno)
             if line.model is not None and line.model.is_workload_trace:
-                template_ok = problem is None
+                template_ok = problem is None and not self._values_matter(raw)
             if problem:
                 self._problem(str(path), problem, line.lineno)
             elif raw.get("solution") is None and raw.get("evaluation") is None:
@@ -278,21 +278,38 @@ class TraceSet:
                     str(path), f"definition {name!r} is not in the trace set (kept)", lineno, "warning"
                 )
         else:
-            # Whether a workload fits depends only on its axis names and input names: cache on those.
-            fit_key = (name, tuple(workload["axes"]), tuple(workload["inputs"]))
-            fits = self._fit_cache.get(fit_key)
-            if fits is None:
-                fits = self._fit_cache[fit_key] = not definition.check_workload(
-                    Workload.model_validate(workload)
-                )
-            if not fits:
-                return "; ".join(definition.check_workload(Workload.model_validate(workload)))
+            problem = self._fit_problem(definition, workload)
+            if problem:
+                return problem
         if solution is not None and solution not in self.solutions and ("solution", solution) not in warned:
             warned.add(("solution", solution))
             self._problem(
                 str(path), f"solution {solution!r} is not in the trace set (kept)", lineno, "warning"
             )
         return _check_blobs(root, workload)
+
+    def _fit_problem(self, definition: Definition, workload: dict) -> str | None:
+        """Why a workload (JSON object) does not fit its definition, or None; cached on axis and input names."""
+        key = (definition.name, tuple(workload["axes"]), tuple(workload["inputs"]))
+        verdict = self._fit_cache.get(key)
+        if verdict is None:
+            const = definition.const_axes
+            if any(axis in const for axis in workload["axes"]):
+                verdict = "values"  # a const axis is given: its value must be checked on every line
+            else:
+                verdict = "bad" if definition.check_workload(Workload.model_validate(workload)) else "ok"
+            self._fit_cache[key] = verdict
+        if verdict == "ok":
+            return None
+        return "; ".join(definition.check_workload(Workload.model_validate(workload))) or None
+
+    def _values_matter(self, raw: dict) -> bool:
+        """Whether a valid workload line's axis values affect its checks (it gives a const axis)."""
+        workload = raw["workload"]
+        return (
+            self._fit_cache.get((raw["definition"], tuple(workload["axes"]), tuple(workload["inputs"])))
+            == "values"
+        )
 
     # ----------------------------------------------------------------------------------------- lookups
 
