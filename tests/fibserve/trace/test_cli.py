@@ -83,3 +83,20 @@ def test_schema_prints_json_schema_per_kind() -> None:
     assert one.returncode == 0 and json.loads(one.stdout) == everything["workload"]
     bad = fibserve("schema", "--kind", "nope")
     assert bad.returncode == 2 and "unknown kind" in bad.stderr
+
+
+def test_validate_without_roots_uses_dataset_roots(tmp_path: Path) -> None:
+    import os
+
+    root = make_root(tmp_path / "r", definitions={"g.json": GEMM_DEFINITION}, workloads={"g.jsonl": "{bad\n"})
+    env = {**os.environ, "DATASET_ROOTS": str(root)}
+    result = subprocess.run(
+        [sys.executable, "-m", "fibserve", "validate", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["roots"] == [str(root)] and report["problems"][0]["line"] == 1

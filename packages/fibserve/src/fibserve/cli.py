@@ -137,8 +137,12 @@ def schema_command(
 @app.command("validate")
 def validate_command(
     roots: Annotated[
-        list[str], typer.Argument(help="Trace-set roots (folders with definitions/, workloads/, ...).")
-    ],
+        list[str] | None,
+        typer.Argument(
+            help="Trace-set roots (folders with definitions/, workloads/, ...); default: $DATASET_ROOTS, "
+            "else the bundled default trace set."
+        ),
+    ] = None,
     legacy: Annotated[
         bool, typer.Option("--legacy", help="Migrate the 2025 public snapshot format while loading.")
     ] = False,
@@ -147,9 +151,9 @@ def validate_command(
     """Load and validate trace-set roots together; print counts and every problem; exit 1 on any error."""
     import json
 
-    from fibserve.trace.validate import validate_roots
+    from fibserve.trace.validate import default_roots, validate_roots
 
-    report = validate_roots(roots, legacy=legacy)
+    report = validate_roots(roots or default_roots(), legacy=legacy)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:

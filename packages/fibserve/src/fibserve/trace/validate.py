@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from typing import Any
 
 from .legacy import LegacyMigrationWarning
 from .problems import LoadProblem
-from .trace_set import TraceSet
+from .trace_set import DATASET_ROOTS_ENV, TraceSet
 
 
 @dataclass
@@ -62,6 +63,16 @@ def validate_roots(roots: Sequence[str | Path], *, legacy: bool = False) -> Vali
         problems=trace_set.problems,
         migrations=migrations,
     )
+
+
+def default_roots() -> list[str]:
+    """The roots ``fibserve`` uses when none are given: ``$DATASET_ROOTS``, else the bundled default set."""
+    value = os.environ.get(DATASET_ROOTS_ENV, "").strip()
+    if value:
+        return [value]
+    from fibserve.datasets import default_root
+
+    return [str(default_root())]
 
 
 def _split(root: str | Path) -> list[str]:
