@@ -40,12 +40,14 @@ def _time_import(module: str, repeat: int) -> tuple[list[float], list[str]]:
     code = (
         "import sys, time, json\n"
         f"t = time.perf_counter(); import {module}; dt = time.perf_counter() - t\n"
-        "heavy = [m for m in ('litellm', 'torch', 'minisweagent', 'openai') if m in sys.modules]\n"
+        "heavy = [m for m in ('litellm', 'torch', 'minisweagent', 'openai', 'httpx') if m in sys.modules]\n"
         "print(json.dumps([dt, heavy]))\n"
     )
     times, heavy = [], []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=300
+        )
         dt, heavy = json.loads(out.stdout.strip().splitlines()[-1])
         times.append(dt)
     return times, heavy
@@ -60,7 +62,9 @@ def _compose_times() -> dict[str, float]:
         "    t = time.perf_counter(); text = compose_system_prompt(tag); out[tag] = [time.perf_counter() - t, len(text)]\n"
         "print(json.dumps(out))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=300
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -128,19 +132,29 @@ def main() -> None:
     baseline = _time_process([sys.executable, "-c", "pass"], args.repeat)
     rows.append(("python -c pass (interpreter start)", _fmt(baseline), ""))
     help_times = _time_process([str(BIN / "ptxbench"), "--help"], args.repeat)
-    rows.append(("ptxbench --help", _fmt(help_times), "target < 1 s: " + ("OK" if statistics.median(help_times) < 1 else "MISSED")))
+    rows.append(
+        (
+            "ptxbench --help",
+            _fmt(help_times),
+            "target < 1 s: " + ("OK" if statistics.median(help_times) < 1 else "MISSED"),
+        )
+    )
     for module in ("mini_ptx_agent.prompts", "mini_ptx_agent.models"):
         times, heavy = _time_import(module, args.repeat)
         rows.append((f"import {module}", _fmt(times), f"heavy modules loaded: {heavy or 'none'}"))
     for tag, (dt, size) in _compose_times().items():
-        rows.append((f"compose_system_prompt({tag!r}) first call", f"{dt * 1000:.1f} ms", f"{size} characters"))
+        rows.append(
+            (f"compose_system_prompt({tag!r}) first call", f"{dt * 1000:.1f} ms", f"{size} characters")
+        )
     overhead = _query_overhead(30)
     rows.append(("OpenAIEndpointModel.query on 127.0.0.1 (~200 KB conversation)", _fmt(overhead),
                  "model-layer overhead per turn; target < 100 ms"))  # fmt: skip
     if args.with_litellm:
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         lt = _time_process([sys.executable, "-c", "import litellm"], 1, env=env)
-        rows.append(("import litellm (local price table)", _fmt(lt), "why litellm is imported only where used"))
+        rows.append(
+            ("import litellm (local price table)", _fmt(lt), "why litellm is imported only where used")
+        )
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     lines = [

@@ -44,7 +44,7 @@ def test_backoff_grows_exponentially_and_is_capped() -> None:
 def test_importing_the_model_and_prompt_modules_does_not_import_litellm() -> None:
     code = (
         "import sys, mini_ptx_agent.models, mini_ptx_agent.prompts\n"
-        "heavy = [m for m in ('litellm', 'minisweagent', 'torch', 'openai') if m in sys.modules]\n"
+        "heavy = [m for m in ('litellm', 'minisweagent', 'torch', 'openai', 'httpx') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
         "import os; assert os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] == 'True'\n"
     )

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from mini_ptx_agent.models_base import (
@@ -26,6 +25,9 @@ from mini_ptx_agent.models_base import (
     redact,
 )
 from mini_ptx_agent.models_config import ModelPricing, RetryPolicy, SamplingSettings
+
+if TYPE_CHECKING:  # httpx costs ~0.3 s to import: only when an endpoint model is built
+    import httpx
 
 
 class EndpointModelConfig(BaseModel):
@@ -81,6 +83,8 @@ class OpenAIEndpointModel(KernelModelBase):
     def __init__(
         self, *, check_served_id: bool = True, transport: httpx.BaseTransport | None = None, **kwargs: Any
     ):
+        import httpx
+
         self.config = EndpointModelConfig(**kwargs)
         self.usage = ModelUsage()
         self._client = httpx.Client(
@@ -95,6 +99,8 @@ class OpenAIEndpointModel(KernelModelBase):
 
     def _request(self, method: str, path: str, what: str, **kwargs: Any) -> dict[str, Any]:
         """One HTTP attempt: JSON body on 2xx; TransientError on retryable failures; ModelRequestError otherwise."""
+        import httpx
+
         try:
             response = self._client.request(method, path, headers=self._headers(), **kwargs)
         except httpx.TransportError as exc:  # connect refused, reset, read timeout, ...
