@@ -10,6 +10,7 @@ import pytest
 from conftest import fixture_solution
 from fibserve.build import BuildStatus, Limits, build_solution, load_python_entry
 from fibserve.build.cuda import trim_compiler_log
+from fibserve.build.sandbox import bwrap_works
 from fibserve.trace import Solution
 
 pytestmark = pytest.mark.nvcc
@@ -45,6 +46,7 @@ def test_simt_kernel_builds_with_products_and_is_cached(build_cache: Path) -> No
     assert (Path(first.build_dir) / "build.log").is_file()
     assert not (Path(first.build_dir) / "keep").exists()  # intermediates are removed
     assert "nvcc" in first.toolchain and "tvm-ffi" in first.toolchain
+    assert first.sandbox == ("bwrap" if bwrap_works() else "none")
 
     start = time.perf_counter()
     again = build_solution(solution, cache_dir=build_cache)
@@ -97,6 +99,12 @@ def test_several_files_and_a_named_entry_symbol(build_cache: Path) -> None:
     assert result.entry_symbol == "double_in_place"
     assert [Path(p).name for p in result.ptx] == ["twice.ptx"]
     assert b"__tvm_ffi_double_in_place\0" in result.library_path.read_bytes()  # type: ignore[union-attr]
+
+
+def test_two_sources_with_one_file_name_are_refused(build_cache: Path) -> None:
+    solution = _solution({"a/k.cu": "int a;\n", "b/k.cu": "int b;\n"}, "a/k.cu::run")
+    result = build_solution(solution, cache_dir=build_cache)
+    assert result.status == BuildStatus.COMPILE_ERROR and "['k']" in result.log
 
 
 def test_missing_export_is_a_compile_error(build_cache: Path) -> None:

@@ -141,8 +141,14 @@ def _build_into(
             result.status = BuildStatus.COMPILE_ERROR
             result.log = f"no compilable source ({', '.join(COMPILED_SUFFIXES)}) among {sorted(sources)}"
             return
+        stems = [Path(unit).stem for unit in units]
+        if clashes := sorted({stem for stem in stems if stems.count(stem) > 1}):
+            # nvcc names the kept .ptx/.cubin (and its intermediates) after the file name alone.
+            result.status = BuildStatus.COMPILE_ERROR
+            result.log = f"compiled sources share the file name(s) {clashes} in different folders; rename one"
+            return
         try:
-            status, log, info = compile_tvm_ffi(
+            outcome = compile_tvm_ffi(
                 staging,
                 units,
                 spec.entry_symbol,
@@ -153,14 +159,10 @@ def _build_into(
         except (ToolchainError, OSError) as error:
             result.status, result.log = BuildStatus.INFRA_ERROR, f"could not run nvcc: {error}"
             return
-        result.status, result.log = status, log
-        result.command = list(info["command"])  # type: ignore[call-overload]
-        result.sandbox = str(info["sandbox"])
-        result.transient = bool(info.get("transient", False))
-        result.timings_ms["compile"] = float(info["compile_ms"])  # type: ignore[arg-type]
-        result.library = info.get("library")  # type: ignore[assignment]
-        result.ptx = list(info.get("ptx", []))  # type: ignore[call-overload]
-        result.cubins = list(info.get("cubins", []))  # type: ignore[call-overload]
+        result.status, result.log = outcome.status, outcome.log
+        result.command, result.sandbox, result.transient = outcome.command, outcome.sandbox, outcome.transient
+        result.timings_ms["compile"] = outcome.compile_ms
+        result.library, result.ptx, result.cubins = outcome.library, outcome.ptx, outcome.cubins
     else:
         status, log, package = write_python_package(staging, result.key, sources)
         result.status, result.log = status, log

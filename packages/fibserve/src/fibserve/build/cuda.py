@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .result import BuildStatus
@@ -96,6 +98,24 @@ def trim_compiler_log(
     return text if len(text) <= max_chars else text[:max_chars] + "\n... (log truncated)"
 
 
+@dataclass
+class CompileOutcome:
+    """What one nvcc build produced."""
+
+    status: BuildStatus
+    log: str
+    """Trimmed errors on failure; the full ptxas ``-v`` report on success."""
+    command: list[str]
+    sandbox: str
+    compile_ms: float
+    library: str | None = None
+    """``out/solution.so`` (relative to the build directory) on success."""
+    ptx: list[str] = field(default_factory=list)
+    cubins: list[str] = field(default_factory=list)
+    transient: bool = False
+    """The compiler was killed by a signal: the failure may not repeat, so it is not cached."""
+
+
 def compile_tvm_ffi(
     build_dir: Path,
     sources: list[str],
@@ -104,13 +124,12 @@ def compile_tvm_ffi(
     *,
     extra_flags: list[str],
     limits: Limits,
-) -> tuple[BuildStatus, str, dict[str, object]]:
+) -> CompileOutcome:
     """Compile ``build_dir/src/<sources>`` into ``build_dir/out/solution.so`` and keep PTX/cubins.
 
-    Returns:
-        ``(status, log, info)``: the log is trimmed on failure and the full ptxas report on success;
-        ``info`` has ``library``, ``ptx``, ``cubins`` (relative to ``build_dir``), ``command``, ``sandbox``,
-        ``compile_ms``.
+    Raises:
+        ToolchainError: nvcc or tvm-ffi is missing.
+        OSError: the compiler could not be started.
     """
     src, out, keep = build_dir / "src", build_dir / "out", build_dir / "keep"
     out.mkdir(exist_ok=True)
@@ -120,32 +139,41 @@ def compile_tvm_ffi(
     readable = [Path(d) for d in paths.include_dirs] + [Path(paths.library_dir), Path(command[0]).parent]
     result = run_sandboxed(command, cwd=src, writable=[build_dir], readable=readable, limits=limits)
     (build_dir / "build.log").write_text(" ".join(command) + "\n\n" + result.output)
-    info: dict[str, object] = {"command": command, "sandbox": result.sandbox, "compile_ms": result.wall_ms}
-    if result.timed_out or (result.killed_by_signal and result.returncode == -24):  # -24: SIGXCPU
+    outcome = CompileOutcome(
+        status=BuildStatus.COMPILE_ERROR,
+        log="",
+        command=command,
+        sandbox=result.sandbox,
+        compile_ms=result.wall_ms,
+    )
+    if result.timed_out or result.returncode == -signal.SIGXCPU:
         shutil.rmtree(keep, ignore_errors=True)
-        return (
-            BuildStatus.TIMEOUT,
-            f"nvcc ran past the build limit of {limits.timeout_s:.0f} s and was killed",
-            info,
-        )
+        outcome.status = BuildStatus.TIMEOUT
+        outcome.log = f"nvcc ran past the build limit of {limits.timeout_s:.0f} s and was killed"
+        return outcome
     if result.killed_by_signal:
         shutil.rmtree(keep, ignore_errors=True)
-        info["transient"] = True
-        message = f"nvcc was killed by signal {-(result.returncode or 0)} (memory or file-size limit?)"
-        return BuildStatus.COMPILE_ERROR, message + "\n" + trim_compiler_log(result.output, build_dir), info
+        outcome.transient = True
+        outcome.log = (
+            f"nvcc was killed by signal {-(result.returncode or 0)} (memory or file-size limit?)\n"
+            + trim_compiler_log(result.output, build_dir)
+        )
+        return outcome
     ptx, cubins = _collect_products(keep, out)
     shutil.rmtree(keep, ignore_errors=True)
     library = out / LIBRARY_NAME
     if result.returncode != 0 or not library.is_file():
-        return BuildStatus.COMPILE_ERROR, trim_compiler_log(result.output, build_dir), info
+        outcome.log = trim_compiler_log(result.output, build_dir)
+        return outcome
     if f"__tvm_ffi_{entry_symbol}".encode() + b"\0" not in library.read_bytes():
-        message = (
+        outcome.log = (
             f"the library does not export entry symbol {entry_symbol!r}: add "
             f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({entry_symbol}, <your host function>); at namespace scope"
         )
-        return BuildStatus.COMPILE_ERROR, message, info
-    info.update(library=f"out/{LIBRARY_NAME}", ptx=ptx, cubins=cubins)
-    return BuildStatus.OK, result.output.strip(), info
+        return outcome
+    outcome.status, outcome.log = BuildStatus.OK, result.output.strip()
+    outcome.library, outcome.ptx, outcome.cubins = f"out/{LIBRARY_NAME}", ptx, cubins
+    return outcome
 
 
 def _collect_products(keep: Path, out: Path) -> tuple[list[str], list[str]]:

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -125,7 +126,7 @@ def run_sandboxed(
     *,
     cwd: Path,
     writable: list[Path],
-    readable: list[Path] = (),  # type: ignore[assignment]
+    readable: Sequence[Path] = (),
     limits: Limits | None = None,
     mode: SandboxMode | None = None,
     env: dict[str, str] | None = None,
