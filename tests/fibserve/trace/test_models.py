@@ -312,6 +312,9 @@ def test_json_schema_for_every_kind() -> None:
     assert definition["additionalProperties"] is False
     assert {"name", "op_type", "axes", "inputs", "outputs", "reference"} <= set(definition["required"])
     assert "bfloat16" in json.dumps(definition)
+    # The serialization schema (what FastAPI publishes in OpenAPI) lists the fields too.
+    serialized = Trace.model_json_schema(mode="serialization")
+    assert {"definition", "workload", "solution", "evaluation"} <= set(serialized["properties"])
     with pytest.raises(KeyError, match="unknown kind"):
         json_schema("nope")  # type: ignore[arg-type]
 

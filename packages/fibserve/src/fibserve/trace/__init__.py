@@ -6,9 +6,11 @@ The models carry no I/O and import nothing heavy (no torch). Loading and merging
 
 from .definition import Axis, AxisConst, AxisVar, Definition, DType, TensorSpec
 from .evaluation import Correctness, Environment, Evaluation, EvaluationStatus, Performance
+from .problems import LoadProblem, TraceSetError
 from .schema import all_json_schemas, json_schema
 from .solution import Binding, BuildSpec, Language, Solution, SourceFile
 from .trace import Trace
+from .trace_set import TraceSet
 from .workload import InputSpec, RandomInput, SafetensorsInput, ScalarInput, Workload
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "EvaluationStatus",
     "InputSpec",
     "Language",
+    "LoadProblem",
     "Performance",
     "RandomInput",
     "SafetensorsInput",
@@ -33,6 +36,8 @@ __all__ = [
     "SourceFile",
     "TensorSpec",
     "Trace",
+    "TraceSet",
+    "TraceSetError",
     "Workload",
     "all_json_schemas",
     "json_schema",

@@ -28,8 +28,10 @@ class TraceModel(BaseModel):
 
     _omit_if_none: ClassVar[frozenset[str]] = frozenset()
 
+    # No return annotation on purpose: with one, pydantic would publish it (a bare dict) as the serialization
+    # JSON Schema of every model, hiding the fields from OpenAPI documents.
     @model_serializer(mode="wrap")
-    def _drop_absent_optionals(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
+    def _drop_absent_optionals(self, handler: Any, info: SerializationInfo):
         data = handler(self)
         if self._omit_if_none and isinstance(data, dict):
             for key in self._omit_if_none:
