@@ -50,6 +50,26 @@ def check_solution(definition: Definition, solution: Solution) -> str | None:
     return None
 
 
+def policy_problems(solution: Solution, analysis: Any) -> list[str]:
+    """Source-policy violations (CUDA: from ``analysis``; Triton: the AST check) and, for CUDA, entry-point
+    ABI problems found statically; each is one line naming the rule, file and line. Python solutions
+    (references and baselines) are not policy-checked. Empty when the policy module is unavailable."""
+    problems: list[str] = []
+    if isinstance(analysis, dict) and "error" not in analysis:
+        for v in analysis.get("policy") or []:
+            problems.append(f"{v.get('file')}:{v.get('line')}: [{v.get('rule')}] {v.get('message')}")
+        problems.extend(f"ABI: {message}" for message in analysis.get("abi") or [])
+        return problems
+    if solution.spec.language.value == "triton":
+        try:
+            from fibserve.build import check_policy
+        except ImportError:
+            return []
+        for v in check_policy(solution):
+            problems.append(f"{v.file}:{v.line}: [{v.rule}] {v.message}")
+    return problems
+
+
 def arity(definition: Definition, solution: Solution) -> int:
     """How many positional arguments ``run`` receives: inputs, plus outputs in destination passing style."""
     n = len(definition.inputs)

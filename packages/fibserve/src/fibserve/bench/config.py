@@ -64,6 +64,9 @@ class EvalConfig(BaseModel):
     """Compare the output of the last timed call of each input set in each trial with the reference."""
     check_input_mutation: bool = True
     """Compare the inputs after each correctness call with a pristine copy."""
+    enforce_source_policy: bool = True
+    """Reject candidates that break the source policy (CUDA: no cuBLAS/cuDNN/CUTLASS; Triton: AST rules) or
+    whose CUDA entry point has the wrong argument count, as COMPILE_ERROR before anything runs."""
     plausibility: bool = True
     """Flag latencies faster than the device roofline for the definition's FLOPs and bytes."""
     reference_cache_bytes: int = Field(4 << 30, ge=0)
@@ -75,6 +78,13 @@ class EvalConfig(BaseModel):
     origin: dict[str, str] = Field(default_factory=dict)
     """Key (dotted for ``timeouts.*``) -> the layer above the defaults that set it: ``op_type:<t>``,
     ``definition:<n>`` or ``request``; keys not listed come from the defaults."""
+
+
+REQUEST_KEYS = frozenset(
+    {"atol", "rtol", "required_matched_ratio", "warmup", "iterations", "trials", "num_input_sets", "timeouts"}
+)
+"""Keys a request may override. Integrity switches (cold L2, poisoning checks, source policy, plausibility)
+are operator settings: a client cannot turn a defence off."""
 
 
 def _load_yaml(path: Path | str | None) -> dict[str, Any]:
@@ -148,6 +158,12 @@ def resolve_config(
         name = getattr(definition, "name", None)
         layers.append((f"definition:{name}", sections["definitions"].get(name) or {}))
     request = {k: v for k, v in (request_overrides or {}).items() if v is not None}
+    forbidden = sorted(set(request) - REQUEST_KEYS)
+    if forbidden:
+        raise ValueError(
+            f"request may not set {forbidden}; per-request keys are {sorted(REQUEST_KEYS)} "
+            "(the others are operator settings in the evaluation config file)"
+        )
     layers.append(("request", request))
 
     merged: dict[str, Any] = {}

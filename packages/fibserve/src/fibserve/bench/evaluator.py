@@ -238,8 +238,17 @@ class _Run:
             return
         language = solution.spec.language.value
         compiled = language in ("cuda", "cpp")
+        arch = cand.cuda_arch(self.ev._capability)
         if compiled:
-            report.analysis = _static_analysis(solution)
+            report.analysis = _static_analysis(solution, definition, arch, self.config.timeouts.build)
+        rejected = (
+            cand.policy_problems(solution, report.analysis) if self.config.enforce_source_policy else []
+        )
+        if rejected:
+            self._fail_all(
+                EvaluationStatus.COMPILE_ERROR, "source policy / ABI check failed:\n" + "\n".join(rejected)
+            )
+            return
         if self.ev.cpu_mode and language == "triton":
             unsupported = sorted(
                 {
@@ -260,7 +269,7 @@ class _Run:
         prepared = cand.prepare(
             definition,
             solution,
-            arch=cand.cuda_arch(self.ev._capability),
+            arch=arch,
             timeout=self.config.timeouts.build,
             scratch=self.ev.scratch / solution.hash()[:16],
         )
@@ -448,15 +457,13 @@ class _Run:
             del slots
 
 
-def _static_analysis(solution: Solution) -> Any:
-    """``fibserve.check(solution)`` as JSON-able data, or None when the analysis package is unavailable."""
+def _static_analysis(solution: Solution, definition: Definition, arch: str, timeout: float) -> Any:
+    """``fibserve.check`` (policy, build, PTX/SASS families, resources, ABI) as JSON-able data, or a dict with
+    ``error`` when the analysis package is unavailable or fails (never fatal to the evaluation)."""
     try:
         import fibserve
 
-        check = getattr(fibserve, "check", None)
-        if check is None:
-            from fibserve.analysis import check  # type: ignore[attr-defined]
-        result = check(solution)
+        result = fibserve.check(solution, definition=definition, arch=arch, timeout_s=timeout)
     except Exception as exc:
         return {"error": f"static analysis unavailable: {exc!r}"}
     dump = getattr(result, "model_dump", None)

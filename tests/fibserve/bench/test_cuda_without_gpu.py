@@ -1,0 +1,120 @@
+"""CUDA candidates on a machine without a GPU: built and analysed with real nvcc, never executed, never PASSED."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fibserve.bench import Evaluator
+from fibserve.build import build_solution
+from fibserve.trace import EvaluationStatus
+
+pytestmark = [
+    pytest.mark.nvcc,
+    pytest.mark.skipif(
+        torch.cuda.is_available(), reason="checks the no-GPU path; the GPU suite covers execution"
+    ),
+]
+
+DEFINITION = "gemm_n7168_k5120"
+GPU_KERNELS = [
+    "gemm_naive.cu",
+    "gemm_wrong.cu",
+    "gemm_oob_write.cu",
+    "gemm_hang.cu",
+    "gemm_no_write.cu",
+    "gemm_mutate_input.cu",
+    "gemm_pointer_cache.cu",
+]
+
+
+@pytest.fixture(autouse=True)
+def _need_nvcc():
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    with Evaluator("cpu", warm_spare=False) as ev:
+        yield ev
+
+
+@pytest.mark.parametrize("kernel", GPU_KERNELS)
+def test_gpu_suite_kernels_build_for_sm90a(kernel, make_solution, tmp_path):
+    result = build_solution(
+        make_solution(kernel, DEFINITION, language="cuda"), arch="sm_90a", cache_dir=tmp_path
+    )
+    assert result.ok, result.log
+
+
+def test_cuda_candidate_gets_static_analysis_and_an_explicit_not_executed(
+    evaluator, trace_set, make_solution
+):
+    definition = trace_set.definition(DEFINITION)
+    workloads = trace_set.workloads_for(DEFINITION)[:2]
+    report = evaluator.evaluate(
+        definition, make_solution("gemm_naive.cu", DEFINITION, language="cuda"), workloads
+    )
+    assert report.task_error is None, report.task_error
+    assert report.executed is False and not report.all_passed
+    assert [t.evaluation for t in report.traces] == [None, None]
+    assert any("not executed" in note for note in report.notes)
+    assert report.analysis["status"] == "clean" and report.analysis["arch"] == "sm_90a"
+    assert report.build["status"] == "OK"
+
+
+def test_wrong_cuda_kernel_is_not_judged_without_a_gpu(evaluator, trace_set, make_solution):
+    definition = trace_set.definition(DEFINITION)
+    workloads = trace_set.workloads_for(DEFINITION)[:1]
+    report = evaluator.evaluate(
+        definition, make_solution("gemm_wrong.cu", DEFINITION, language="cuda"), workloads
+    )
+    assert report.traces[0].evaluation is None and report.executed is False
+
+
+def test_cublas_candidate_is_rejected_by_the_source_policy(evaluator, trace_set, make_solution):
+    definition = trace_set.definition(DEFINITION)
+    workloads = trace_set.workloads_for(DEFINITION)[:1]
+    report = evaluator.evaluate(
+        definition, make_solution("gemm_cublas.cu", DEFINITION, language="cuda"), workloads
+    )
+    ev = report.traces[0].evaluation
+    assert ev.status is EvaluationStatus.COMPILE_ERROR
+    assert "cuda.library-header" in ev.log
+
+
+def test_cuda_compile_error_is_reported_with_the_log(evaluator, trace_set, make_solution):
+    definition = trace_set.definition(DEFINITION)
+    workloads = trace_set.workloads_for(DEFINITION)[:1]
+    solution = make_solution("gemm_naive.cu", DEFINITION, language="cuda")
+    broken = solution.sources[0].model_copy(
+        update={"content": solution.sources[0].content.replace("acc +=", "acc +== ")}
+    )
+    solution = solution.model_copy(update={"sources": [broken]})
+    report = evaluator.evaluate(definition, solution, workloads)
+    ev = report.traces[0].evaluation
+    assert ev.status is EvaluationStatus.COMPILE_ERROR and "error" in ev.log
+
+
+def test_cuda_entry_with_wrong_arity_is_compile_error(evaluator, trace_set, make_solution):
+    definition = trace_set.definition(DEFINITION)
+    workloads = trace_set.workloads_for(DEFINITION)[:1]
+    solution = make_solution("gemm_naive.cu", DEFINITION, language="cuda")
+    source = (
+        solution.sources[0]
+        .content.replace(
+            "void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C)",
+            "void run(tvm::ffi::TensorView A, tvm::ffi::TensorView C)",
+        )
+        .replace("B.size(0)", "C.size(1)")
+        .replace("B.size(1) != K || ", "")
+        .replace("B.data_ptr()", "A.data_ptr()")
+    )
+    solution = solution.model_copy(
+        update={"sources": [solution.sources[0].model_copy(update={"content": source})]}
+    )
+    report = evaluator.evaluate(definition, solution, workloads)
+    ev = report.traces[0].evaluation
+    assert ev.status is EvaluationStatus.COMPILE_ERROR and "ABI" in ev.log
