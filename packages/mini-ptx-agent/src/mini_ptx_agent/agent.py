@@ -8,8 +8,9 @@ what kernels need:
   reply when there is none), sends it to the :class:`EvaluationEnvironment` (the environment of this agent is
   the evaluation service), writes the kernel, the evaluator result and each correct version, and appends the
   deterministic feedback; it raises ``Submitted`` when the target is met on a GPU;
-- ``query`` bounds each model call by ``turn_timeout_s`` and turns a failing model API into
-  :class:`InfrastructureError` (exit status ``InfrastructureError``), never into a kernel failure;
+- the model is wrapped in :class:`BoundedModel`: each call is bounded by ``turn_timeout_s`` and a failing
+  model API becomes :class:`InfrastructureError` (exit status ``InfrastructureError``), never a kernel failure;
+  an evaluation service failure ends the run the same way;
 - ``save`` writes the trajectory atomically with secrets scrubbed (:mod:`mini_ptx_agent.trajectory`);
 - :meth:`KernelAgent.resume` restores the conversation up to the last complete turn of a saved trajectory.
 

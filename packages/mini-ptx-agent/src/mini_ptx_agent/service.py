@@ -139,7 +139,7 @@ class EmbeddedService:
         return url
 
     def stop(self) -> None:
-        """Terminate the server (SIGTERM, then SIGKILL after 10 s) and remove its temporary directory."""
+        """Terminate the server (SIGTERM, then SIGKILL after 10 s), redact secrets from a kept log, clean up."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -149,6 +149,13 @@ class EmbeddedService:
                 self.process.wait(timeout=10)
         self.process = None
         self.url = None
+        if self.log_path is not None and self.log_path.is_file():
+            # The log is a file the run keeps: no secret from this environment may stay in it.
+            from .trajectory import redact_text, write_text_atomic
+
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            if redact_text(text) != text:
+                write_text_atomic(self.log_path, text)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
