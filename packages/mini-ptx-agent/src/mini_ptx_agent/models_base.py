@@ -30,8 +30,11 @@ class ModelError(RuntimeError):
     """Base class of every model-layer error."""
 
 
-class ModelConfigError(ModelError):
-    """The model is misconfigured (no model named, missing API key variable, served id mismatch, bad file)."""
+class ModelConfigError(ModelError, ValueError):
+    """The model is misconfigured (no model named, missing API key variable, served id mismatch, bad file).
+
+    Also a ``ValueError``, so commands that report bad user input cleanly report this too.
+    """
 
 
 class ModelUnavailableError(ModelError):
