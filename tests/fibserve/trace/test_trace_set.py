@@ -286,3 +286,18 @@ def test_from_env_uses_dataset_roots_or_the_bundled_set(
     assert list(TraceSet.from_env().definitions) == ["gemm_small"]
     monkeypatch.delenv("DATASET_ROOTS")
     assert "gemm_n7168_k5120" in TraceSet.from_env().definitions
+
+
+def test_a_line_with_two_objects_is_an_error_not_a_shift(tmp_path: Path) -> None:
+    lines = [
+        workload_line("w1", 1),
+        workload_line("w2", 2) + ", " + workload_line("w3", 3),
+        workload_line("w4", 4),
+    ]
+    root = make_root(
+        tmp_path / "r", definitions={"g.json": GEMM_DEFINITION}, workloads={"g.jsonl": "\n".join(lines)}
+    )
+    ts = TraceSet.load(root, strict=False)
+    assert [(p.line, "malformed JSON" in p.message) for p in ts.errors] == [(2, True)]
+    assert list(ts.workload_traces) == ["w1", "w4"]
+    assert ts.origin("workload", "w4").endswith("g.jsonl:3")

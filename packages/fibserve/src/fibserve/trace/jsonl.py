@@ -105,6 +105,8 @@ def parse_trace_lines(
             parsed = from_json(b"[" + b",".join(text for _, text in lines) + b"]")
         except ValueError:
             parsed = None  # some line is malformed: parse line by line to say which
+        if parsed is not None and len(parsed) != len(lines):
+            parsed = None  # a line held several values ("{...}, {...}"): per line, so it is reported
     template: _Template | None = None
     for index, (lineno, text) in enumerate(lines):
         try:
