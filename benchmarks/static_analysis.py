@@ -194,10 +194,11 @@ Command: `uv run python benchmarks/static_analysis.py --repeat {report["repeats"
 
 - `nvcc_ms` is the production build: one nvcc call with `-keep` under bubblewrap. `nvcc_plain_ms` is the same
   compile without `-keep` and without the sandbox: the difference is what keeping PTX and cubin costs (the
-  intermediates are written anyway; `-keep` only stops nvcc deleting them).
+  intermediates are written anyway; `-keep` only stops nvcc deleting them), within the noise here.
 - Getting PTX and cubin through separate `--ptx` and `--cubin` passes instead would add
-  `nvcc_ptx_only_ms + nvcc_cubin_only_ms` (each reruns the host-independent front end), so `-keep` is the
-  cheapest way to keep them.
+  `nvcc_ptx_only_ms + nvcc_cubin_only_ms` (each reruns preprocessing, the front end and cicc on the whole
+  translation unit, and `--cubin` also ptxas), so `-keep` is the cheapest way to keep them. Most of a full
+  build is the host pass over the tvm-ffi headers, which only the `.so` needs.
 - cuobjdump dominates the analysis: it starts nvdisasm, which costs about half a second per cubin whatever
   the size. The analysis of a build is cached in its build directory (`analysis.json`), so a cache hit reads
   two small JSON files and never runs cuobjdump.

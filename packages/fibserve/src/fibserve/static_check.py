@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from fibserve.analysis.binary import analyse_binaries
 from fibserve.analysis.verdict import KernelAnalysis, Verdict
@@ -38,7 +38,8 @@ CheckStatus = Literal["clean", "policy_violation", "compile_error", "build_timeo
 class Analysis(BaseModel):
     """The static analysis of one solution for one target (the body of ``POST /compile``)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    # "ignore", not "forbid": the JSON carries the computed ``ok``, and a client must be able to read it back.
+    model_config = ConfigDict(extra="ignore", use_attribute_docstrings=True)
 
     solution: str
     """Solution name."""
@@ -75,6 +76,7 @@ class Analysis(BaseModel):
     """Milliseconds per stage: policy, build, ptx (parse), cuobjdump (run and parse), resources, total;
     ``analysis_cached`` replaces the three analysis stages when the build's analysis was cached."""
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
         """Clean policy and a successful build (the verdict may still say the kernel uses nothing special)."""
