@@ -155,3 +155,18 @@ def test_cuda_kernel_without_gpu_is_built_and_analysed_but_not_executed(
     analysis = report["static_analysis"]
     assert analysis["compiled"] is True and analysis["registers"] > 0 and analysis["spill_bytes"] == 0
     assert "not executed" in report["notes"]
+
+
+def test_sanitizer_gate_without_compute_sanitizer_is_an_infrastructure_error(
+    fibserve: str, tmp_path: Path
+) -> None:
+    if shutil.which("compute-sanitizer"):
+        pytest.skip("compute-sanitizer is installed here; this test covers a service that lacks it")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(TRITON_ADD)
+    task = write_task(tmp_path, sanitizer=True)
+    result = ptxbench("eval", str(kernel), "--task-config", str(task), "--service-url", fibserve, "--json")
+    assert result.returncode == 2, result.stdout
+    report = json.loads(result.stdout)
+    assert report["status"] == "INFRASTRUCTURE_ERROR"
+    assert "sanitize" in report["error"] and "tool_unavailable" in report["error"]

@@ -59,7 +59,8 @@ class KernelAgentConfig(AgentConfig):
     cost_limit: float = 0.0
     """Stop after this model cost in USD (0 = no limit; turns bound a run already)."""
     turn_timeout_s: float = 900.0
-    """Longest one model call or one evaluation may take (s); past it the run ends as ``InfrastructureError``."""
+    """Longest one model call may take (s); past it the run ends as ``InfrastructureError``. (The evaluation is
+    bounded by ``task.timeout_s``, which :func:`mini_ptx_agent.runs.run_experiment` caps at this value.)"""
     solution_prefix: str = "ptxbench"
     """Prefix of solution names sent to the service (``<prefix>-t<turn>``)."""
     author: str = "mini-ptx-agent"

@@ -124,7 +124,7 @@ def run_command(
         Path | None, typer.Option("--resume", help="Continue this run directory from its last complete turn.")
     ] = None,
     turn_timeout: Annotated[
-        float, typer.Option("--turn-timeout", help="Limit on one model call or evaluation (s).")
+        float, typer.Option("--turn-timeout", help="Limit on one model call and on one evaluation (s).")
     ] = 900.0,
     wall_time: Annotated[int, typer.Option("--wall-time", help="Limit on the whole run (s); 0 = none.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json.")] = False,

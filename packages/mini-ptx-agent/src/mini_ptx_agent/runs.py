@@ -73,7 +73,7 @@ class RunPlan(_Model):
     wall_time_limit_s: int = Field(default=0, ge=0)
     """Whole-run limit (s); 0 = none."""
     turn_timeout_s: float = Field(default=900.0, gt=0)
-    """Limit on one model call or one evaluation (s)."""
+    """Limit on one model call (s); each evaluation's limit is ``min(task.timeout_s, turn_timeout_s)``."""
     service: str
     """``embedded`` or the FIBServe URL used."""
 
@@ -190,7 +190,7 @@ def run_experiment(
     from .prompts import compose_system_prompt, first_user_message
 
     layout = RunLayout(run_dir)
-    task = plan.task
+    task = plan.task.model_copy(update={"timeout_s": min(plan.task.timeout_s, plan.turn_timeout_s)})
     write_json(layout.plan_path, plan.model_dump(mode="json"))
     saved = load_trajectory(layout.trajectory_path) if resume else None
     started = time.time()
