@@ -1,0 +1,159 @@
+"""Offline evaluation (``fibserve evaluate``): look up a definition and workloads, evaluate, print a summary.
+
+No server is involved: the command builds one :class:`~fibserve.bench.Evaluator` for the requested device and
+prints the :class:`~fibserve.bench.EvaluationReport` as a rich table (or as JSON, the same object a program
+gets from the Python API).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from fibserve.trace import Definition, Solution, Workload
+
+from .report import EvaluationReport
+
+
+class LookupProblem(ValueError):
+    """The request names something that does not exist (a usage error, exit code 2)."""
+
+
+def select(
+    roots: Sequence[str | Path], definition: str, workload: str | None
+) -> tuple[Definition, list[Workload], list[Path]]:
+    """The definition, the chosen workloads and the trace-set roots.
+
+    Args:
+        roots: trace-set roots; empty means ``$DATASET_ROOTS`` or the bundled default set.
+        definition: definition name.
+        workload: a workload uuid (a unique prefix is accepted), ``all`` or None (all).
+
+    Raises:
+        LookupProblem: unknown definition or workload, or a definition without workloads.
+    """
+    from fibserve.trace.trace_set import TraceSet
+
+    ts = TraceSet.load(list(roots), strict=False) if roots else TraceSet.from_env(strict=False)
+    if definition not in ts.definitions:
+        known = ", ".join(sorted(ts.definitions)[:60])
+        raise LookupProblem(f"unknown definition {definition!r}; known: {known}")
+    workloads = ts.workloads_for(definition)
+    if workload and workload != "all":
+        chosen = [w for w in workloads if w.uuid == workload] or [
+            w for w in workloads if w.uuid.startswith(workload)
+        ]
+        if len(chosen) != 1:
+            uuids = ", ".join(w.uuid for w in workloads[:10])
+            what = "no" if not chosen else "more than one"
+            raise LookupProblem(f"{what} workload of {definition!r} matches {workload!r}; workloads: {uuids}")
+        workloads = chosen
+    if not workloads:
+        raise LookupProblem(f"definition {definition!r} has no workloads in these trace sets")
+    return ts.definition(definition), workloads, list(ts.roots)
+
+
+def run_offline(
+    definition: Definition,
+    solution: Solution,
+    workloads: list[Workload],
+    *,
+    roots: Sequence[Path],
+    device: str | None,
+    overrides: dict[str, Any] | None,
+    config_path: str | None,
+    console: Console | None,
+) -> EvaluationReport:
+    """Evaluate with a fresh Evaluator (no warm spare: one candidate), showing progress on ``console``."""
+    import torch
+
+    from .evaluator import Evaluator
+
+    device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    with Evaluator(device, warm_spare=False, roots=roots, config_path=config_path) as evaluator:
+        if console is None:
+            return evaluator.evaluate(definition, solution, workloads, overrides=overrides)
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, transient=True) as bar:
+            task = bar.add_task(f"building {solution.name}", total=len(workloads))
+
+            def progress(event: str, info: dict[str, Any]) -> None:
+                if event == "workload":
+                    bar.update(
+                        task, description=f"workload {info['index'] + 1}/{info['total']} {info['uuid'][:8]}"
+                    )
+                elif event == "phase":
+                    bar.update(task, description=f"{info['uuid'][:8]}: {info['phase']}")
+                elif event == "result":
+                    bar.advance(task)
+
+            return evaluator.evaluate(definition, solution, workloads, overrides=overrides, progress=progress)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return format(value, fmt)
+
+
+def print_report(report: EvaluationReport, console: Console) -> None:
+    """A summary table (one row per workload) followed by notes and errors."""
+    table = Table(
+        title=f"{report.solution} on {report.definition} ({report.device.name}, sandbox {report.sandbox})"
+    )
+    for column in ("workload", "axes", "status", "ms", "ref ms", "speedup", "abs err", "rel err", "matched"):
+        table.add_column(column, justify="left" if column in ("workload", "axes", "status") else "right")
+    for trace in report.traces:
+        ev = trace.evaluation
+        axes = " ".join(f"{k}={v}" for k, v in trace.workload.axes.items())
+        if ev is None:
+            error = report.workload_errors.get(trace.workload.uuid)
+            status = "[red]TASK ERROR[/red]" if error else "[yellow]NOT EXECUTED[/yellow]"
+            table.add_row(trace.workload.uuid[:8], axes, status, *["-"] * 6)
+            continue
+        color = "green" if ev.status.value == "PASSED" else "red"
+        perf, corr = ev.performance, ev.correctness
+        timed = perf is not None and (perf.extra or {}).get("measured_on") == "gpu"
+        table.add_row(
+            trace.workload.uuid[:8],
+            axes,
+            f"[{color}]{ev.status.value}[/{color}]",
+            _num(perf.latency_ms, ".4f") if timed else "-",
+            _num(perf.reference_latency_ms, ".4f") if timed else "-",
+            _num(perf.speedup_factor, ".3f") + "x" if timed else "-",
+            _num(corr.max_absolute_error, ".3g") if corr else "-",
+            _num(corr.max_relative_error, ".3g") if corr else "-",
+            _num((corr.extra or {}).get("matched_ratio"), ".4f") if corr else "-",
+        )
+    console.print(table)
+    for trace in report.traces:
+        ev = trace.evaluation
+        if ev is not None and ev.status.value != "PASSED" and ev.log:
+            console.print(
+                f"[bold]{trace.workload.uuid[:8]} {ev.status.value}[/bold]: {ev.log.strip()[:1500]}",
+                markup=False,
+            )
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
+    if report.task_error:
+        console.print(f"[red]task error:[/red] {report.task_error}")
+    passed = sum(1 for s in report.statuses if s is not None and s.value == "PASSED")
+    console.print(f"{passed}/{len(report.traces)} workloads passed; executed: {report.executed}")
+
+
+def exit_code(report: EvaluationReport) -> int:
+    """0 every workload PASSED on the device; 1 the candidate failed somewhere; 2 a task-level error;
+    3 nothing failed but the candidate was not executed (CUDA without a GPU)."""
+    if report.task_error:
+        return 2
+    if any(s is not None and s.value != "PASSED" for s in report.statuses):
+        return 1
+    return 0 if report.all_passed else 3

@@ -1,0 +1,55 @@
+"""`fibserve evaluate` as a user runs it: a real subprocess, the bundled trace set, JSON out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+FIBSERVE = str(Path(sys.executable).parent / "fibserve")
+
+
+def _run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([FIBSERVE, "evaluate", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_evaluate_triton_kernel_on_cpu_prints_the_report_as_json():
+    result = _run(
+        str(KERNELS / "add_correct.py"),
+        "--definition",
+        "vector_add_f32",
+        "--workload",
+        "1e6b0d78",
+        "--device",
+        "cpu",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["executed"] is True and report["task_error"] is None
+    assert [t["evaluation"]["status"] for t in report["traces"]] == ["PASSED"]
+    assert report["traces"][0]["workload"]["uuid"].startswith("1e6b0d78")
+    assert report["traces"][0]["evaluation"]["performance"]["speedup_factor"] == 0.0
+
+
+def test_unknown_definition_is_a_usage_error_naming_it():
+    result = _run(str(KERNELS / "add_correct.py"), "--definition", "no_such_definition", timeout=120)
+    assert result.returncode == 2
+    assert "no_such_definition" in result.stderr and "vector_add_f32" in result.stderr
+
+
+def test_unknown_workload_is_a_usage_error():
+    result = _run(
+        str(KERNELS / "add_correct.py"), "--definition", "vector_add_f32", "--workload", "zzzz", timeout=120
+    )
+    assert result.returncode == 2 and "zzzz" in result.stderr
+
+
+def test_kernel_and_solution_are_exclusive():
+    result = _run("--definition", "vector_add_f32", timeout=120)
+    assert result.returncode == 2 and "KERNEL or --solution" in result.stderr
