@@ -225,6 +225,79 @@ def check_command(
     raise typer.Exit({"clean": 0, "infra_error": 2}.get(analysis.status, 1))
 
 
+@app.command("evaluate")
+def evaluate_command(
+    kernel: Annotated[
+        str | None, typer.Argument(help="kernel.cu / kernel.cpp (tvm-ffi) or kernel.py (Triton); or use --solution.")
+    ] = None,
+    definition: Annotated[str, typer.Option("--definition", help="Definition name.")] = ...,  # type: ignore[assignment]
+    solution: Annotated[str | None, typer.Option("--solution", help="Solution JSON file.")] = None,
+    workload: Annotated[
+        str, typer.Option("--workload", help="Workload uuid (or a unique prefix), or 'all'.")
+    ] = "all",
+    local: Annotated[
+        list[str] | None,
+        typer.Option("--local", help="Trace-set root (repeat it); default: DATASET_ROOTS, else the bundled set."),
+    ] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="cpu or cuda:N [default: cuda:0 when a GPU is visible, else cpu].")
+    ] = None,
+    language: Annotated[
+        str | None, typer.Option("--language", help="For a .py KERNEL: triton (default) or python.")
+    ] = None,
+    atol: Annotated[float | None, typer.Option("--atol", help="Absolute tolerance (request override).")] = None,
+    rtol: Annotated[float | None, typer.Option("--rtol", help="Relative tolerance (request override).")] = None,
+    config: Annotated[
+        str | None, typer.Option("--config", help="Evaluation config YAML laid over the packaged defaults.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the EvaluationReport as JSON.")] = False,
+) -> None:
+    """Evaluate a candidate offline (no server): build, check correctness against the reference, time it.
+
+    Exit code: 0 every workload PASSED; 1 the candidate failed on some workload; 2 usage or task-level error;
+    3 not executed (a CUDA candidate on a machine without a GPU: static analysis only).
+    """
+    import os
+    from pathlib import Path
+
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from fibserve.bench.offline import LookupProblem, exit_code, print_report, run_offline, select
+    from fibserve.static_check import solution_from_path
+
+    if (kernel is None) == (solution is None):
+        typer.secho("fibserve evaluate: give either KERNEL or --solution FILE", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2)
+    roots = [part for value in local or [] for part in value.split(os.pathsep) if part]
+    try:
+        definition_model, workloads, root_paths = select(roots, definition, workload)
+        candidate = solution_from_path(Path(solution or kernel), definition)
+        if kernel and language:
+            spec = candidate.spec.model_copy(update={"language": language})
+            candidate = candidate.model_validate({**candidate.model_dump(), "spec": spec.model_dump()})
+    except (LookupProblem, OSError, ValueError, ValidationError) as exc:
+        typer.secho(f"fibserve evaluate: {exc}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2) from None
+    overrides = {k: v for k, v in {"atol": atol, "rtol": rtol}.items() if v is not None}
+    console = None if as_json else Console()
+    report = run_offline(
+        definition_model,
+        candidate,
+        workloads,
+        roots=root_paths,
+        device=device,
+        overrides=overrides or None,
+        config_path=config,
+        console=console,
+    )
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        print_report(report, console)
+    raise typer.Exit(exit_code(report))
+
+
 def _load_definition(name_or_path: str):
     """A Definition from a JSON file path, or by name from DATASET_ROOTS / the bundled trace set."""
     from pathlib import Path
