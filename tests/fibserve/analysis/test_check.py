@@ -147,3 +147,23 @@ def test_solution_json_is_accepted(tmp_path: Path, build_cache: Path) -> None:
     path.write_text(solution.model_dump_json())
     result = _cli(str(path), "--json", cache=build_cache)
     assert result.returncode == 1 and json.loads(result.stdout)["status"] == "policy_violation"
+
+
+@pytest.mark.nvcc
+@needs_cuobjdump
+def test_blackwell_kernel_uses_tcgen05_on_sm_100a(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("blackwell_tcgen05.cu"), arch="sm_100a", cache_dir=build_cache)
+    assert analysis.status == "clean" and analysis.arch == "sm_100a"
+    verdict = analysis.verdict
+    assert verdict is not None and verdict.uses_tcgen05 and verdict.uses_blackwell_tensor_cores
+    assert not verdict.uses_hopper_tensor_cores
+    assert analysis.ptx_families["tcgen05"] >= 5
+    assert analysis.sass_opcodes.get("UTCHMMA", 0) >= 1 and analysis.sass_opcodes.get("LDTM", 0) >= 1
+    assert verdict.summary.startswith("sm_100a: tcgen05 MMA yes")
+
+
+@pytest.mark.nvcc
+def test_blackwell_kernel_does_not_build_for_hopper(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("blackwell_tcgen05.cu"), arch="sm_90a", cache_dir=build_cache)
+    assert analysis.status == "compile_error" and analysis.build is not None
+    assert "tcgen05" in analysis.build.log
