@@ -17,13 +17,16 @@ Example::
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from pydantic import TypeAdapter
 
 from fibserve.serve.models import DefinitionSummary, HealthAnswer, SubmitAnswer, TaskAnswer
 from fibserve.trace import Definition, Solution, Workload
+
+if TYPE_CHECKING:
+    from fibserve.static_check import Analysis
 
 DEFAULT_URL = "http://127.0.0.1:10000"
 """Where ``fibserve serve`` listens by default."""
@@ -207,15 +210,13 @@ class FIBServeClient:
         )
         return answer.task_id
 
-    def compile(self, solution: Solution | dict[str, Any], arch: str = "sm_90a") -> Any:
-        """``POST /compile``: the static analysis, as :class:`fibserve.analysis.Analysis` when importable."""
+    def compile(self, solution: Solution | dict[str, Any], arch: str = "sm_90a") -> Analysis:
+        """``POST /compile``: the static analysis (:class:`fibserve.static_check.Analysis`), answered directly."""
         data = self._request(
             "POST", "/compile", json={"solution": _solution_json(solution), "arch": arch}, wait_s=600.0
         )
-        try:
-            from fibserve.analysis import Analysis
-        except ImportError:
-            return data
+        from fibserve.static_check import Analysis
+
         return Analysis.model_validate(data)
 
     # -- results ------------------------------------------------------------------------------------------

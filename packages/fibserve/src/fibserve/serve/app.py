@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Query
-from pydantic import BaseModel
 
 import fibserve
 from fibserve.tools.executables import ToolPaths
@@ -103,7 +102,7 @@ def create_app(
         devices=devices,
         tools=tools,
         runner=runner or work.TaskWork(catalog, settings, tools),
-        factory=factory or work.evaluator_factory(settings),
+        factory=factory or work.evaluator_factory(settings, catalog.roots),
         closer=closer or work.close_evaluator,
     )
     app = FastAPI(
@@ -181,6 +180,7 @@ def task_answer(record: TaskRecord) -> TaskAnswer:
         definition=record.definition,
         solution=record.solution,
         device=record.lane,
+        attempts=record.attempt,
         created_at=record.created_at,
         started_at=record.started_at,
         finished_at=record.finished_at,
@@ -287,8 +287,10 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         """Queue an Nsight Compute profile (one warm-up and one measured call per workload)."""
         return submit("profile", request)
 
-    @app.post("/compile", response_model=dict[str, Any], tags=["analysis"])
-    async def compile_(request: CompileRequest) -> dict[str, Any]:
+    from fibserve.static_check import Analysis
+
+    @app.post("/compile", response_model=Analysis, tags=["analysis"])
+    async def compile_(request: CompileRequest) -> Any:
         """Static analysis of a solution, answered directly: policy, compile log, PTX/SASS families, resources."""
         try:
             definition = catalog.definition(request.solution.definition)
@@ -300,8 +302,14 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         async with state.compile_slots:
             try:
                 analysis = await asyncio.wait_for(
-                    asyncio.to_thread(work.static_analysis, request.solution, definition, request.arch),
-                    timeout=state.settings.compile_timeout_s,
+                    asyncio.to_thread(
+                        work.static_analysis,
+                        request.solution,
+                        definition,
+                        request.arch,
+                        state.settings.compile_timeout_s,
+                    ),
+                    timeout=state.settings.compile_timeout_s + 30,
                 )
             except TimeoutError:
                 raise ApiError(
@@ -309,7 +317,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
                     "compile_timeout",
                     f"static analysis took longer than {state.settings.compile_timeout_s:g} s",
                 ) from None
-        return analysis.model_dump(mode="json") if isinstance(analysis, BaseModel) else analysis
+        return analysis
 
     async def wait_for(task_ids: list[str], timeout: float) -> list[TaskRecord]:
         assert state.waiters is not None

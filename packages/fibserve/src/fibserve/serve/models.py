@@ -221,6 +221,9 @@ class SanitizerRun(BaseModel):
     """Workload uuid."""
     passed: bool
     """The tool's verdict: it exited 0 (``--error-exitcode`` makes any finding exit non-zero)."""
+    verdict: Literal["clean", "errors", "crashed", "timeout", "not_built"] = "clean"
+    """``clean`` (exit 0), ``errors`` (the tool found errors), ``crashed`` (the candidate or runner failed
+    without a tool finding), ``timeout`` (killed at the time limit), ``not_built`` (the candidate did not build)."""
     exit_code: int | None
     """Exit status of compute-sanitizer; None when it was killed on timeout."""
     error_count: int | None = None
@@ -234,8 +237,14 @@ class ProfileRun(BaseModel):
     """One Nsight Compute run (one workload)."""
 
     workload: str
+    """Workload uuid."""
+    ok: bool
+    """Whether ncu exited 0 and profiled at least one kernel."""
     exit_code: int | None
+    """Exit status of ncu; None when it was killed on timeout."""
     timed_out: bool = False
+    note: str | None = None
+    """Why the run is not ok (no kernel in the NVTX range, candidate failed, not built)."""
     kernels: list[str] = Field(default_factory=list)
     """Names of the profiled kernels, in launch order."""
     report: str = ""
@@ -257,6 +266,8 @@ class TaskAnswer(BaseModel):
     """Normalized solution name."""
     device: str | None = None
     """Lane that ran it."""
+    attempts: int = 0
+    """How many times a lane started it (more than one when a server restart interrupted it)."""
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
@@ -267,7 +278,17 @@ class TaskAnswer(BaseModel):
     executed: bool | None = None
     """Whether the candidate ran (False for CUDA without a GPU: static pipeline only)."""
     config: dict[str, Any] | None = None
-    """Evaluation settings used (tolerances, timing counts)."""
+    """Evaluation settings used (tolerances, timing counts, and the layer that set each in ``origin``)."""
+    build: dict[str, Any] | None = None
+    """Build summary: status, arch, cached, timings (ms), log (trimmed)."""
+    device_info: dict[str, Any] | None = None
+    """Device name, driver, and clocks/power/temperature at the start and end of the evaluation."""
+    sandbox: str | None = None
+    """``bwrap`` when the candidate ran inside bubblewrap, else ``none``."""
+    workload_errors: dict[str, str] | None = None
+    """Workload uuid -> task-level error that kept it from being evaluated."""
+    timings_s: dict[str, float] | None = None
+    """Wall seconds per phase of the evaluation."""
     sanitizer: list[SanitizerRun] | None = None
     """compute-sanitizer runs (sanitize)."""
     profile: list[ProfileRun] | None = None

@@ -8,6 +8,7 @@ with an error code that says which (DESIGN section 4.10).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from fibserve.tools.executables import ToolPaths
@@ -22,16 +23,16 @@ from .store import TaskRecord, TaskStatus
 log = logging.getLogger("fibserve.serve")
 
 
-def evaluator_factory(settings: ServeSettings) -> ResourceFactory:
-    """A lane factory that builds one :class:`fibserve.bench.Evaluator` for the lane's device."""
+def evaluator_factory(settings: ServeSettings, roots: list[Path]) -> ResourceFactory:
+    """A lane factory that builds one :class:`fibserve.bench.Evaluator` for the lane's device.
+
+    ``roots`` are the trace-set roots (safetensors inputs are resolved against them).
+    """
 
     def build(device: str) -> Any:
         from fibserve.bench import Evaluator
 
-        kwargs: dict[str, Any] = {}
-        if settings.eval_config is not None:
-            kwargs["config_path"] = settings.eval_config
-        return Evaluator(device, **kwargs)
+        return Evaluator(device, config_path=settings.eval_config, roots=roots)
 
     return build
 
@@ -43,11 +44,14 @@ def close_evaluator(evaluator: Any) -> None:
         close()
 
 
-def static_analysis(solution: Solution, definition: Definition, arch: str) -> Any:
-    """``fibserve.check``: policy, build, PTX/SASS families and resources, without running anything."""
-    import fibserve
+def static_analysis(solution: Solution, definition: Definition, arch: str, timeout_s: float) -> Any:
+    """``fibserve.check``: policy, build, PTX/SASS families and resources, without running anything.
 
-    return fibserve.check(solution, definition=definition, arch=arch)
+    Returns a :class:`fibserve.static_check.Analysis`; ``timeout_s`` limits the compiler (seconds).
+    """
+    from fibserve.static_check import check
+
+    return check(solution, definition=definition, arch=arch, timeout_s=timeout_s)
 
 
 def _failed(code: str, message: str, **result: Any) -> Outcome:
@@ -102,7 +106,7 @@ class TaskWork:
 
     def sanitize(self, task: TaskRecord, ctx: RunContext, definition: Definition, workloads: list) -> Outcome:
         """Run compute-sanitizer over the candidate, once per (tool, workload)."""
-        from fibserve.tools.sanitizer import SanitizerUnavailable, run_sanitizer
+        from fibserve.tools.sanitizer import SanitizerUnavailable, ToolInfrastructureError, run_sanitizer
 
         request = SanitizeRequest.model_validate(task.request)
         try:
@@ -121,6 +125,8 @@ class TaskWork:
             )
         except SanitizerUnavailable as exc:
             return _failed("tool_unavailable", str(exc))
+        except ToolInfrastructureError as exc:
+            return _failed("tool_infrastructure", str(exc))
         logs = "\n\n".join(
             f"== {r.tool} on {r.workload}: {'passed' if r.passed else 'FAILED'}\n{r.output}" for r in runs
         )
@@ -132,6 +138,7 @@ class TaskWork:
     def profile(self, task: TaskRecord, ctx: RunContext, definition: Definition, workloads: list) -> Outcome:
         """Run Nsight Compute over one warm-up and one measured call per workload."""
         from fibserve.tools.ncu import ProfilerUnavailable, run_profile
+        from fibserve.tools.sanitizer import ToolInfrastructureError
 
         request = ProfileRequest.model_validate(task.request)
         try:
@@ -153,6 +160,8 @@ class TaskWork:
             )
         except ProfilerUnavailable as exc:
             return _failed("tool_unavailable", str(exc))
+        except ToolInfrastructureError as exc:
+            return _failed("tool_infrastructure", str(exc))
         logs = "\n\n".join(f"== ncu on {r.workload} (exit {r.exit_code})\n{r.report}" for r in runs)
         return Outcome(
             TaskStatus.COMPLETED, result={"profile": [r.model_dump(mode="json") for r in runs], "logs": logs}
@@ -170,5 +179,10 @@ def evaluation_result(report: Any) -> dict[str, Any]:
         "analysis": data.get("analysis"),
         "executed": data.get("executed"),
         "config": data.get("config"),
+        "build": data.get("build"),
+        "device_info": data.get("device"),
+        "sandbox": data.get("sandbox"),
+        "workload_errors": data.get("workload_errors") or None,
+        "timings_s": data.get("timings_s"),
         "logs": notes or None,
     }

@@ -1,0 +1,173 @@
+"""Nsight Compute (ncu) over a candidate: one warm-up and one measured call, the measured one in an NVTX range.
+
+``ncu --clock-control none`` leaves the GPU clocks as they are (the same regime as the bench's timing), and
+``--nvtx --nvtx-include fibserve_measured/`` limits profiling to kernels launched inside the runner's NVTX
+push/pop range around the measured call, so Triton's JIT warm-up and torch's own kernels (input generation)
+are not profiled. Section, metric and set names come from the client but were validated against a safe
+pattern (:mod:`fibserve.serve.models`), and the ncu executable is the server's own.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fibserve.serve.models import ProfileRun
+
+from .process import clip, prepare_candidate, run_tool, runner_argv, write_request
+from .runner import DEFAULT_NVTX_RANGE, RESULT_PREFIX, runner_request
+from .sanitizer import ToolInfrastructureError
+
+# "  kernel_name(args) (128, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"
+_KERNEL_HEADER = re.compile(r"^\s{0,4}(\S.*?)\s+\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), Context \d+, Stream \d+")
+_PROFILING = re.compile(r'^==PROF== Profiling "(.+?)"')
+_NOISE = (
+    re.compile(r"^==PROF== (Connected to|Disconnected from) process"),
+    re.compile(r"^==PROF== Profiling \".*\d+ pass"),
+    re.compile(r"^" + re.escape(RESULT_PREFIX)),
+)
+
+
+class ProfilerUnavailable(RuntimeError):
+    """ncu cannot run here (not installed, or the lane has no GPU)."""
+
+
+def ncu_argv(
+    executable: Path,
+    request_path: Path,
+    *,
+    ncu_set: str | None,
+    sections: list[str],
+    metrics: list[str],
+    page: str,
+    nvtx_range: str = DEFAULT_NVTX_RANGE,
+) -> list[str]:
+    """The ncu command for one profile of the candidate runner."""
+    argv = [
+        str(executable),
+        "--clock-control", "none",
+        "--nvtx",
+        "--nvtx-include", f"{nvtx_range}/",
+        "--target-processes", "all",
+        "--page", page,
+    ]  # fmt: skip
+    if ncu_set:
+        argv += ["--set", ncu_set]
+    for section in sections:
+        argv += ["--section", section]
+    if metrics:
+        argv += ["--metrics", ",".join(metrics)]
+    return [*argv, *runner_argv(request_path)]
+
+
+def kernel_names(text: str) -> list[str]:
+    """Profiled kernel names in order, from the report headers (or ncu's progress lines)."""
+    names = [m.group(1) for line in text.splitlines() if (m := _KERNEL_HEADER.match(line))]
+    if not names:
+        names = [m.group(1) for line in text.splitlines() if (m := _PROFILING.match(line))]
+    return names
+
+
+def clean_report(text: str) -> str:
+    """ncu's output without connection/progress lines and the runner's summary line."""
+    return clip(
+        "\n".join(line for line in text.splitlines() if not any(p.match(line) for p in _NOISE)).strip()
+    )
+
+
+def run_profile(
+    *,
+    tool_path: Path | None,
+    solution: Any,
+    definition: Any,
+    workloads: list[Any],
+    catalog: Any,
+    ncu_set: str | None,
+    sections: list[str],
+    metrics: list[str],
+    page: str,
+    device: str,
+    timeout_s: float,
+    scratch: Path,
+    on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
+    check: Callable[[], None] | None = None,
+) -> list[ProfileRun]:
+    """Profile the candidate on each workload with ncu on ``device``.
+
+    Raises:
+        ProfilerUnavailable: no ncu here, or ``device`` is not a GPU.
+        ToolInfrastructureError: the candidate could not be prepared for reasons that are not its own.
+    """
+    if tool_path is None:
+        raise ProfilerUnavailable(
+            "ncu (Nsight Compute) not available on this server: install Nsight Compute (ncu on PATH or in "
+            "/usr/local/cuda/bin) and restart fibserve serve"
+        )
+    if not device.startswith("cuda"):
+        raise ProfilerUnavailable(
+            f"ncu needs a CUDA GPU, but this server's lane runs on {device}; send /profile to a server with a GPU"
+        )
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        prepared = prepare_candidate(
+            definition, solution, device=device, timeout_s=timeout_s, scratch=scratch
+        )
+        if prepared.infrastructure_error:
+            raise ToolInfrastructureError(prepared.infrastructure_error)
+        runs: list[ProfileRun] = []
+        for workload in workloads:
+            if check is not None:
+                check()
+            if prepared.load is None:
+                runs.append(
+                    ProfileRun(
+                        workload=workload.uuid,
+                        ok=False,
+                        exit_code=None,
+                        note="the candidate did not build",
+                        report=clip(prepared.not_built or ""),
+                    )
+                )
+                continue
+            request = runner_request(
+                definition,
+                workload,
+                prepared.load,
+                device="cuda:0",
+                calls=2,
+                roots=catalog.roots,
+                nvtx_range=DEFAULT_NVTX_RANGE,
+            )
+            path = write_request(scratch, f"profile-{workload.uuid}", request)
+            argv = ncu_argv(tool_path, path, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page)
+            result = run_tool(
+                argv, workdir=scratch, device=device, timeout_s=timeout_s, on_process=on_process
+            )
+            names = kernel_names(result.output)
+            note = None
+            if result.timed_out:
+                note = f"ncu was killed after {timeout_s:g} s"
+            elif result.runner is not None and not result.runner.get("ok"):
+                note = f"the candidate failed: {result.runner.get('error')}"
+            elif result.exit_code != 0:
+                note = f"ncu exited with status {result.exit_code}"
+            elif not names:
+                note = f"no kernel was launched inside the NVTX range {DEFAULT_NVTX_RANGE!r}"
+            runs.append(
+                ProfileRun(
+                    workload=workload.uuid,
+                    ok=note is None,
+                    exit_code=result.exit_code,
+                    timed_out=result.timed_out,
+                    note=note,
+                    kernels=names,
+                    report=clean_report(result.output),
+                )
+            )
+        return runs
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,178 @@
+"""compute-sanitizer over a candidate: memcheck (default), racecheck, initcheck, synccheck.
+
+Each (tool, workload) is one ``compute-sanitizer`` process running :mod:`fibserve.tools.runner` once. The
+verdict is the tool's: ``--error-exitcode 86`` makes any finding exit 86, so a run is clean exactly when the
+process exits 0; nothing is decided by searching the text. The printed report is kept with noise removed
+(banner, the runner's summary line) and cut to a bounded size. CUDA candidates are built with ``-lineinfo``
+(DESIGN section 3), so memcheck reports name the source line of a bad access.
+
+API errors are not reported (``--report-api-errors no``): torch and Triton probe the driver with calls that
+fail by design, and counting those would fail every candidate; a candidate whose own API call fails still
+fails its run (the runner raises or the tool's kernel checks catch the consequence).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fibserve.serve.models import SanitizerRun
+
+from .process import clip, prepare_candidate, run_tool, runner_argv, write_request
+from .runner import RESULT_PREFIX, runner_request
+
+ERROR_EXIT_CODE = 86
+"""Exit status compute-sanitizer is told to use when it found errors (``--error-exitcode``)."""
+
+PRINT_LIMIT = 50
+"""Most errors printed per run (``--print-limit``); the summary still counts all of them."""
+
+_SUMMARY = re.compile(r"ERROR SUMMARY:\s+(\d+)\s+error")
+_NOISE = (
+    re.compile(r"^=+ COMPUTE-SANITIZER\s*$"),
+    re.compile(r"^" + re.escape(RESULT_PREFIX)),
+)
+
+
+class SanitizerUnavailable(RuntimeError):
+    """compute-sanitizer cannot run here (not installed, or the lane has no GPU)."""
+
+
+class ToolInfrastructureError(RuntimeError):
+    """The service could not prepare the run (e.g. the build toolchain failed); not the candidate's fault."""
+
+
+def sanitizer_argv(executable: Path, tool: str, request_path: Path) -> list[str]:
+    """The compute-sanitizer command for one run of the candidate runner."""
+    return [
+        str(executable),
+        "--tool", tool,
+        "--error-exitcode", str(ERROR_EXIT_CODE),
+        "--print-limit", str(PRINT_LIMIT),
+        "--report-api-errors", "no",
+        "--show-backtrace", "device",
+        "--target-processes", "all",
+        *runner_argv(request_path),
+    ]  # fmt: skip
+
+
+def clean_output(text: str) -> str:
+    """The tool's report without its banner and the runner's summary line, blank runs collapsed."""
+    lines = [line for line in text.splitlines() if not any(p.match(line) for p in _NOISE)]
+    out: list[str] = []
+    for line in lines:
+        if line.strip("= ") == "" and out and out[-1].strip("= ") == "":
+            continue
+        out.append(line)
+    return clip("\n".join(out).strip())
+
+
+def error_count(text: str) -> int | None:
+    """Errors counted in the last ``ERROR SUMMARY`` line, or None when there is none."""
+    found = _SUMMARY.findall(text)
+    return int(found[-1]) if found else None
+
+
+def verdict(exit_code: int | None, timed_out: bool) -> str:
+    """``clean``, ``errors``, ``timeout`` or ``crashed`` from the tool's exit status."""
+    if timed_out:
+        return "timeout"
+    if exit_code == 0:
+        return "clean"
+    if exit_code == ERROR_EXIT_CODE:
+        return "errors"
+    return "crashed"
+
+
+def run_sanitizer(
+    *,
+    tool_path: Path | None,
+    solution: Any,
+    definition: Any,
+    workloads: list[Any],
+    catalog: Any,
+    tools: list[str],
+    device: str,
+    timeout_s: float,
+    scratch: Path,
+    on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
+    check: Callable[[], None] | None = None,
+) -> list[SanitizerRun]:
+    """Run each of ``tools`` over the candidate on each workload, on ``device``.
+
+    Args:
+        tool_path: the server's compute-sanitizer (None when absent).
+        catalog: :class:`fibserve.serve.catalog.Catalog` (trace-set roots for safetensors inputs).
+        timeout_s: limit of one run (seconds).
+        scratch: a fresh directory for this task (deleted afterwards).
+        on_process: called with each started process (so a cancel can kill its group).
+        check: called between runs; raises to stop early.
+
+    Raises:
+        SanitizerUnavailable: no compute-sanitizer here, or ``device`` is not a GPU.
+        ToolInfrastructureError: the candidate could not be prepared for reasons that are not its own.
+    """
+    if tool_path is None:
+        raise SanitizerUnavailable(
+            "compute-sanitizer not available on this server: install the CUDA toolkit (compute-sanitizer on "
+            "PATH or in /usr/local/cuda/bin) and restart fibserve serve"
+        )
+    if not device.startswith("cuda"):
+        raise SanitizerUnavailable(
+            f"compute-sanitizer needs a CUDA GPU, but this server's lane runs on {device}; "
+            "send /sanitize to a server with a GPU"
+        )
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        prepared = prepare_candidate(
+            definition, solution, device=device, timeout_s=timeout_s, scratch=scratch
+        )
+        if prepared.infrastructure_error:
+            raise ToolInfrastructureError(prepared.infrastructure_error)
+        runs: list[SanitizerRun] = []
+        for workload in workloads:
+            for tool in tools:
+                if check is not None:
+                    check()
+                if prepared.load is None:
+                    runs.append(
+                        SanitizerRun(
+                            tool=tool,
+                            workload=workload.uuid,
+                            passed=False,
+                            verdict="not_built",
+                            exit_code=None,
+                            output=clip(prepared.not_built or ""),
+                        )
+                    )
+                    continue
+                request = runner_request(
+                    definition, workload, prepared.load, device="cuda:0", calls=1, roots=catalog.roots
+                )
+                path = write_request(scratch, f"{tool}-{workload.uuid}", request)
+                result = run_tool(
+                    sanitizer_argv(tool_path, tool, path),
+                    workdir=scratch,
+                    device=device,
+                    timeout_s=timeout_s,
+                    on_process=on_process,
+                )
+                runs.append(
+                    SanitizerRun(
+                        tool=tool,
+                        workload=workload.uuid,
+                        passed=result.exit_code == 0 and not result.timed_out,
+                        verdict=verdict(result.exit_code, result.timed_out),
+                        exit_code=result.exit_code,
+                        error_count=error_count(result.output),
+                        timed_out=result.timed_out,
+                        output=clean_output(result.output),
+                    )
+                )
+        return runs
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

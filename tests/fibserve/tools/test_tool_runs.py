@@ -1,0 +1,193 @@
+"""compute-sanitizer and ncu runs: the candidate runner (for real, on CPU), commands, verdicts, time limits.
+
+The tools themselves need a GPU; the tests marked ``gpu`` run them on the H200. Everything around them (the
+runner that loads and calls the candidate, the process-group kill, parsing, refusals) runs here for real.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from fibserve.datasets import default_root
+from fibserve.tools.ncu import ProfilerUnavailable, clean_report, kernel_names, ncu_argv, run_profile
+from fibserve.tools.process import prepare_candidate, run_tool, runner_argv, write_request
+from fibserve.tools.runner import runner_request
+from fibserve.tools.sanitizer import (
+    ERROR_EXIT_CODE,
+    SanitizerUnavailable,
+    clean_output,
+    error_count,
+    run_sanitizer,
+    sanitizer_argv,
+    verdict,
+)
+from fibserve.trace import Solution
+from fibserve.trace.trace_set import TraceSet
+
+TRITON_ADD = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(z_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def run(x, y, z):
+    _add[(triton.cdiv(x.numel(), 256),)](x, y, z, x.numel(), BLOCK=256)
+"""
+
+
+@pytest.fixture(scope="module")
+def trace_set() -> TraceSet:
+    return TraceSet.load(default_root())
+
+
+def _solution(body: str, language: str = "triton") -> Solution:
+    return Solution.model_validate(
+        {
+            "name": "tool test",
+            "definition": "vector_add_f32",
+            "author": "tests",
+            "spec": {"language": language, "target_hardware": ["cpu"], "entry_point": "kernel.py::run"},
+            "sources": [{"path": "kernel.py", "content": body}],
+        }
+    )
+
+
+def _run_candidate(trace_set: TraceSet, tmp_path: Path, body: str, calls: int = 2) -> tuple:
+    definition = trace_set.definition("vector_add_f32")
+    workload = trace_set.workloads_for("vector_add_f32")[0]
+    prepared = prepare_candidate(definition, _solution(body), device="cpu", timeout_s=120, scratch=tmp_path)
+    assert prepared.load is not None, (prepared.not_built, prepared.infrastructure_error)
+    request = runner_request(
+        definition, workload, prepared.load, device="cpu", calls=calls, roots=[default_root()]
+    )
+    path = write_request(tmp_path, "run", request)
+    return run_tool(runner_argv(path), workdir=tmp_path, device="cpu", timeout_s=240)
+
+
+def test_the_runner_loads_and_calls_a_triton_candidate(trace_set: TraceSet, tmp_path: Path) -> None:
+    result = _run_candidate(trace_set, tmp_path, TRITON_ADD)
+    assert result.exit_code == 0, result.output
+    assert result.runner == {"ok": True, "calls": 2, "device": "cpu", "workload": result.runner["workload"]}
+    assert not result.timed_out
+
+
+def test_a_failing_candidate_makes_the_runner_exit_3_with_its_error(
+    trace_set: TraceSet, tmp_path: Path
+) -> None:
+    body = TRITON_ADD + "\n\ndef run(x, y, z):\n    raise ValueError('planted failure')\n"
+    result = _run_candidate(trace_set, tmp_path, body, calls=1)
+    assert result.exit_code == 3
+    assert (
+        result.runner is not None and not result.runner["ok"] and "planted failure" in result.runner["error"]
+    )
+    assert "Traceback" in result.output
+
+
+def test_a_run_past_its_limit_is_killed_with_its_whole_process_group(tmp_path: Path) -> None:
+    marker = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {marker}; wait"
+    started = time.monotonic()
+    result = run_tool(["/bin/sh", "-c", script], workdir=tmp_path, device="cpu", timeout_s=1.0)
+    assert result.timed_out and result.exit_code is None
+    assert time.monotonic() - started < 30
+    child = int(marker.read_text())
+    time.sleep(0.2)
+    assert not _running(child)  # the grandchild died with the group
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (a killed orphan may wait unreaped in a container)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_sanitizer_command_makes_the_verdict_the_tools(tmp_path: Path) -> None:
+    argv = sanitizer_argv(Path("/opt/cuda/bin/compute-sanitizer"), "racecheck", tmp_path / "r.json")
+    assert argv[:3] == ["/opt/cuda/bin/compute-sanitizer", "--tool", "racecheck"]
+    assert argv[argv.index("--error-exitcode") + 1] == str(ERROR_EXIT_CODE)
+    assert argv[-3:] == ["-m", "fibserve.tools.runner", str(tmp_path / "r.json")]
+    assert verdict(0, False) == "clean"
+    assert verdict(ERROR_EXIT_CODE, False) == "errors"
+    assert verdict(3, False) == "crashed"
+    assert verdict(None, True) == "timeout"
+
+
+def test_sanitizer_output_is_trimmed_and_counted() -> None:
+    text = "\n".join(
+        [
+            "========= COMPUTE-SANITIZER",
+            "========= Invalid __global__ write of size 4 bytes",
+            "=========     at add_kernel(const float *, const float *, float *, long)+0x90 in kernel.cu:12",
+            "=========",
+            "=========",
+            "========= ERROR SUMMARY: 3 errors",
+            'FIBSERVE_RUNNER {"ok": true}',
+        ]
+    )
+    cleaned = clean_output(text)
+    assert "COMPUTE-SANITIZER" not in cleaned and "FIBSERVE_RUNNER" not in cleaned
+    assert "kernel.cu:12" in cleaned and cleaned.count("=========\n") <= 1
+    assert error_count(text) == 3 and error_count("no summary") is None
+
+
+def test_ncu_command_profiles_only_the_measured_call(tmp_path: Path) -> None:
+    argv = ncu_argv(
+        Path("/usr/local/cuda/bin/ncu"),
+        tmp_path / "p.json",
+        ncu_set="full",
+        sections=["SpeedOfLight", "MemoryWorkloadAnalysis"],
+        metrics=["sm__inst_executed.sum", "dram__bytes_read.sum"],
+        page="raw",
+    )
+    joined = " ".join(argv)
+    assert "--clock-control none" in joined
+    assert "--nvtx --nvtx-include fibserve_measured/" in joined
+    assert "--set full" in joined and "--page raw" in joined
+    assert "--section SpeedOfLight --section MemoryWorkloadAnalysis" in joined
+    assert "--metrics sm__inst_executed.sum,dram__bytes_read.sum" in joined
+
+
+def test_ncu_report_names_the_kernels() -> None:
+    text = "\n".join(
+        [
+            "==PROF== Connected to process 4242 (/usr/bin/python3.11)",
+            '==PROF== Profiling "add_kernel": 0%....50%....100% - 8 passes',
+            "==PROF== Disconnected from process 4242",
+            "[4242] python3.11@127.0.0.1",
+            "  add_kernel(const float *, const float *, float *, long) (4, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0",
+            "    Section: GPU Speed Of Light Throughput",
+        ]
+    )
+    assert kernel_names(text) == ["add_kernel(const float *, const float *, float *, long)"]
+    assert kernel_names('==PROF== Profiling "my_kernel": 0%..100% - 1 pass') == ["my_kernel"]
+    report = clean_report(text)
+    assert "Connected" not in report and "passes" not in report and "Speed Of Light" in report
+
+
+def test_tools_refuse_clearly_when_absent_or_without_a_gpu(trace_set: TraceSet, tmp_path: Path) -> None:
+    common = {
+        "solution": _solution(TRITON_ADD),
+        "definition": trace_set.definition("vector_add_f32"),
+        "workloads": trace_set.workloads_for("vector_add_f32")[:1],
+        "catalog": None,
+        "timeout_s": 10,
+        "scratch": tmp_path,
+    }
+    with pytest.raises(SanitizerUnavailable, match="compute-sanitizer not available on this server"):
+        run_sanitizer(tool_path=None, tools=["memcheck"], device="cuda:0", **common)
+    with pytest.raises(SanitizerUnavailable, match="needs a CUDA GPU"):
+        run_sanitizer(tool_path=Path("/bin/true"), tools=["memcheck"], device="cpu", **common)
+    with pytest.raises(ProfilerUnavailable, match=r"ncu .* not available on this server"):
+        run_profile(
+            tool_path=None, ncu_set=None, sections=[], metrics=[], page="details", device="cuda:0", **common
+        )
