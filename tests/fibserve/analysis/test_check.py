@@ -166,4 +166,8 @@ def test_blackwell_kernel_uses_tcgen05_on_sm_100a(build_cache: Path) -> None:
 def test_blackwell_kernel_does_not_build_for_hopper(build_cache: Path) -> None:
     analysis = fibserve.check(fixture_solution("blackwell_tcgen05.cu"), arch="sm_90a", cache_dir=build_cache)
     assert analysis.status == "compile_error" and analysis.build is not None
-    assert "tcgen05" in analysis.build.log
+    assert "Instruction 'tcgen05.alloc' not supported on .target 'sm_90a'" in analysis.build.log
+    lines = (KERNELS / "blackwell_tcgen05.cu").read_text().splitlines()
+    alloc_line = 1 + next(i for i, line in enumerate(lines) if 'asm volatile("tcgen05.alloc' in line)
+    # ptxas speaks in PTX lines; the log also names the source line of the asm statement.
+    assert f"(blackwell_tcgen05.cu:{alloc_line});" in analysis.build.log

@@ -163,7 +163,7 @@ def compile_tvm_ffi(
     shutil.rmtree(keep, ignore_errors=True)
     library = out / LIBRARY_NAME
     if result.returncode != 0 or not library.is_file():
-        outcome.log = trim_compiler_log(result.output, build_dir)
+        outcome.log = trim_compiler_log(annotate_ptxas_errors(result.output, out), build_dir)
         return outcome
     if f"__tvm_ffi_{entry_symbol}".encode() + b"\0" not in library.read_bytes():
         outcome.log = (
@@ -174,6 +174,40 @@ def compile_tvm_ffi(
     outcome.status, outcome.log = BuildStatus.OK, result.output.strip()
     outcome.library, outcome.ptx, outcome.cubins = f"out/{LIBRARY_NAME}", ptx, cubins
     return outcome
+
+
+_PTXAS_LOCATION = re.compile(r"ptxas (?P<path>\S+?\.ptx), line (?P<line>\d+);")
+_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)")
+_FILE = re.compile(r"^\s*\.file\s+(\d+)\s+\"([^\"]+)\"", re.MULTILINE)
+
+
+def annotate_ptxas_errors(log: str, ptx_dir: Path) -> str:
+    """Point ptxas messages at the candidate's source: ``ptxas kernel.ptx, line 68 (kernel.cu:23);``.
+
+    ptxas reports PTX line numbers, which mean nothing to the author of an inline ``asm`` statement; the
+    nearest ``.loc`` directive above that PTX line (``-lineinfo`` emits them) names the source line.
+    """
+    cache: dict[str, tuple[list[str], dict[str, str]] | None] = {}
+
+    def locate(match: re.Match[str]) -> str:
+        name = Path(match.group("path")).name
+        if name not in cache:
+            try:
+                text = (ptx_dir / name).read_text()
+                cache[name] = (text.splitlines(), dict(_FILE.findall(text)))
+            except OSError:
+                cache[name] = None
+        parsed = cache[name]
+        line = int(match.group("line"))
+        if parsed is not None:
+            lines, files = parsed
+            for index in range(min(line, len(lines)) - 1, -1, -1):
+                if loc := _LOC.match(lines[index]):
+                    source = Path(files.get(loc.group(1), "?")).name
+                    return f"ptxas {name}, line {line} ({source}:{loc.group(2)});"
+        return f"ptxas {name}, line {line};"
+
+    return _PTXAS_LOCATION.sub(locate, log)
 
 
 def _collect_products(keep: Path, out: Path) -> tuple[list[str], list[str]]:
