@@ -168,6 +168,10 @@ def main() -> None:
         "| --- | --- | --- |",
         *[f"| {a} | {b} | {c} |" for a, b, c in rows],
         "",
+        "Reading: `ptxbench --help` imports none of the prompt or model modules (typer and rich dominate), and",
+        "importing `mini_ptx_agent.models` loads neither litellm nor httpx; both are imported when a model is",
+        "built. Wall times scale with machine load: compare against the interpreter start-up in the first row.",
+        "",
     ]
     args.out.write_text("\n".join(lines))
     print("\n".join(lines))
