@@ -334,7 +334,14 @@ class _Run:
         try:
             worker = self.ev.pool.acquire(self.config.timeouts.load)
         except WorkerError as exc:
-            raise _TaskError(f"sandbox worker failed to start ({exc}): {exc.log[-2000:]}") from None
+            if not self.ev.pool.use_bwrap:
+                raise _TaskError(f"sandbox worker failed to start ({exc}): {exc.log[-2000:]}") from None
+            # bubblewrap may be installed but unusable here (no user namespaces): degrade, with a note.
+            self.ev.pool.disable_bwrap(f"a worker inside bubblewrap did not start ({exc}): {exc.log[-300:]}")
+            try:
+                worker = self.ev.pool.acquire(self.config.timeouts.load)
+            except WorkerError as again:
+                raise _TaskError(f"sandbox worker failed to start ({again}): {again.log[-2000:]}") from None
         self._time("worker_start", time.monotonic() - t0)
         t0 = time.monotonic()
         self.report.executed = True
@@ -406,7 +413,19 @@ class _Run:
             slots = allocate_slots(worker, data, slot_count, device, self.config.timeouts.load)
         except (WorkerError, BufferError) as exc:
             self._discard(f"a buffer allocation failure ({exc})")
-            raise _TaskError(f"could not share buffers with the worker: {exc}") from None
+            if not self.ev.pool.use_bwrap:
+                raise _TaskError(f"could not share buffers with the worker: {exc}") from None
+            # CUDA IPC may not cross the bubblewrap boundary on some drivers: degrade, with a note.
+            self.ev.pool.disable_bwrap(f"sharing buffers with a worker inside bubblewrap failed ({exc})")
+            loaded = self._ensure_worker()
+            if isinstance(loaded, Evaluation):
+                return loaded
+            worker = loaded
+            try:
+                slots = allocate_slots(worker, data, slot_count, device, self.config.timeouts.load)
+            except (WorkerError, BufferError) as again:
+                self._discard(f"a buffer allocation failure ({again})")
+                raise _TaskError(f"could not share buffers with the worker: {again}") from None
         try:
             self.progress("phase", {"uuid": workload.uuid, "phase": "correctness"})
             t0 = time.monotonic()
@@ -431,6 +450,12 @@ class _Run:
             stats["device_start"] = before.model_dump()
             stats["device_end"] = after.model_dump()
             correctness.extra["timed_outputs_validated"] = validated
+            if stats.get("timing_basis") != "events":
+                self.report.notes.append(
+                    f"workload {workload.uuid}: the candidate's work outlived its end event by "
+                    f"{stats.get('hidden_work_ms', 0):.3f} ms (work on another stream?); both sides were timed "
+                    "by the device-synchronized bound instead"
+                )
             if self.config.plausibility:
                 axes = self.definition.axis_values(workload.axes)
                 verdict = check_plausibility(

@@ -94,24 +94,32 @@ class ColdL2:
             self.buffer.fill_(self._value)
 
 
-def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> float:
-    """Run ``fn`` once, timed; returns milliseconds.
+def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> tuple[float, float]:
+    """Run ``fn`` once, timed; returns ``(ms, bound_ms)`` in milliseconds.
 
-    GPU: flush L2 (if ``flush``), device-wide synchronize, CUDA events around ``fn``, synchronize.
-    CPU: ``perf_counter`` around ``fn``.
+    GPU: flush L2 (if ``flush``), device-wide synchronize, record a start event, call ``fn``, record an end
+    event, device-wide synchronize again, record a third event. ``ms`` is start -> end on the current stream
+    (the latency); ``bound_ms`` is start -> third event, an upper bound that also covers work the call
+    launched on *other* streams (plus one host synchronisation, a few microseconds). A kernel that hides its
+    work on a side stream has ``ms`` near zero but a large ``bound_ms``; the caller compares the two.
+    CPU: ``perf_counter`` around ``fn`` (both values equal).
     """
     if device.type != "cuda":
         start = time.perf_counter()
         fn()
-        return (time.perf_counter() - start) * 1e3
+        ms = (time.perf_counter() - start) * 1e3
+        return ms, ms
     if flush is not None:
         flush.flush()
     torch.cuda.synchronize(device)
     begin = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
+    done = torch.cuda.Event(enable_timing=True)
     stream = torch.cuda.current_stream(device)
     begin.record(stream)
     fn()
     end.record(stream)
     torch.cuda.synchronize(device)
-    return float(begin.elapsed_time(end))
+    done.record(stream)
+    done.synchronize()
+    return float(begin.elapsed_time(end)), float(begin.elapsed_time(done))

@@ -16,7 +16,7 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   and both sides map. The trusted side writes inputs and poison into these buffers and reads outputs back;
   nothing else crosses, and this process never sees reference outputs or the seed secret;
 * ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "repeat"}`` -> ``{"ok": true,
-  "ms": [...]}`` or ``{"ok": false, "error", "error_type", "status"?}``;
+  "ms": [...], "bound_ms": [...]}`` (see :func:`fibserve.bench.timing.time_call`) or ``{"ok": false, "error", "error_type", "status"?}``;
 * ``{"op": "exit"}``.
 
 Any error reply makes the trusted side discard this process. This module imports only the standard library,
@@ -145,20 +145,22 @@ class Worker:
             else:
                 returned[:] = [self.fn(*args)]
 
-        times = []
+        times, bounds = [], []
         flush = None
         if req.get("timed") and req.get("cold_l2") and self.device.type == "cuda":
             self.flush = self.flush or ColdL2(self.device)
             flush = self.flush
         for _ in range(int(req.get("repeat", 1))):
-            times.append(time_call(once, self.device, flush))
+            ms, bound = time_call(once, self.device, flush)
+            times.append(ms)
+            bounds.append(bound)
         if not self.dps:
             problem = _copy_returned(returned[0], outputs)
             if problem:
                 return {"ok": False, **problem}
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
-        return {"ok": True, "ms": times}
+        return {"ok": True, "ms": times, "bound_ms": bounds}
 
 
 def _import_entry(package_root: str, package: str, entry_file: str, symbol: str) -> Any:
