@@ -6,7 +6,6 @@ import socket
 import time
 
 import pytest
-from conftest import completion
 from mini_ptx_agent.models import (
     ModelConfigError,
     ModelRequestError,
@@ -15,6 +14,7 @@ from mini_ptx_agent.models import (
     make_model,
 )
 from mini_ptx_agent.models_endpoint import normalise_base_url
+from scripted_openai import completion
 
 MESSAGES = [
     {"role": "system", "content": "You write kernels."},

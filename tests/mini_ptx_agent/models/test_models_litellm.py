@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import completion
 from mini_ptx_agent.models import ModelConfigError, ModelUnavailableError, make_model
+from scripted_openai import completion
 
 pytestmark = pytest.mark.slow  # importing litellm takes ~10 s on a 2-core machine
 

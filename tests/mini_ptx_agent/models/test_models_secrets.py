@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import completion
 from mini_ptx_agent.models import ModelRequestError, make_model
 from mini_ptx_agent.models_base import redact
+from scripted_openai import completion
 
 FAKE = "sk-FAKE-secret-9f8e7d6c5b4a39281706"
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ACCRL_MODEL_API_KEY", "HF_TOKEN")
