@@ -171,3 +171,11 @@ def test_blackwell_kernel_does_not_build_for_hopper(build_cache: Path) -> None:
     alloc_line = 1 + next(i for i, line in enumerate(lines) if 'asm volatile("tcgen05.alloc' in line)
     # ptxas speaks in PTX lines; the log also names the source line of the asm statement.
     assert f"(blackwell_tcgen05.cu:{alloc_line});" in analysis.build.log
+
+
+@pytest.mark.nvcc
+def test_obfuscated_cublas_is_caught_after_the_build(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("cublas_obfuscated.cu"), cache_dir=build_cache)
+    assert analysis.status == "policy_violation" and not analysis.ok
+    assert analysis.build is not None and analysis.build.ok  # it built; the binary gave it away
+    assert [v.rule for v in analysis.policy] == ["cuda.imported-symbol"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import fixture_solution
 from fibserve.build import PolicyConfig, check_policy
@@ -120,6 +122,11 @@ PYTHON_EXPLOITS = [
     ("import torch\ndel torch.matmul\n", "python.module-assignment"),
     ("def run(x):\n    return x.__class__\n", "python.reflection"),
     ("def run(x):\n    return (\n", "python.syntax"),
+    ("def run(a, b, c):\n    c.copy_(a.__matmul__(b))\n", "python.reflection"),
+    ("import operator\ndef run(a, b):\n    return operator.matmul(a, b)\n", "python.matmul-operator"),
+    ("from operator import matmul\n", "python.matmul-operator"),
+    ("def run(a, b):\n    x = a.cpu()\n", "python.tensor-method"),
+    ("import torch\ndef run(a, b):\n    return torch.ops.aten.mm(a, b)\n", "python.torch-compute"),
 ]
 
 
@@ -156,3 +163,32 @@ def test_python_language_is_not_checked_by_default() -> None:
     )
     assert check_policy(solution) == []
     assert check_policy(solution, PolicyConfig(python_languages=["triton", "python"])) != []
+
+
+@pytest.mark.nvcc
+def test_obfuscated_cublas_passes_the_source_scan_but_not_the_binary_check(build_cache: Path) -> None:
+    from fibserve.build import build_solution
+    from fibserve.build.binary_policy import check_binary
+    from fibserve.build.elf_symbols import read_dynamic_imports
+
+    solution = fixture_solution("cublas_obfuscated.cu")
+    assert check_policy(solution) == []  # token pasting hides the name from the text
+    result = build_solution(solution, cache_dir=build_cache)
+    assert result.ok and result.library_path is not None, result.log
+    imports = read_dynamic_imports(result.library_path)
+    assert "cublasSscal_v2" in imports.undefined and "libtvm_ffi.so" in imports.needed
+    violations = check_binary(result.library_path, [])
+    assert [v.rule for v in violations] == ["cuda.imported-symbol"]
+    assert "cublasSscal_v2" in violations[0].message
+    assert check_binary(result.library_path, [], PolicyConfig(cuda_forbidden_libraries=["cudnn"])) == []
+
+
+def test_cutlass_kernels_are_recognized_by_their_mangled_names(tmp_path: Path) -> None:
+    from fibserve.build.binary_policy import check_binary
+
+    library = tmp_path / "lib.so"
+    library.write_bytes(b"not an elf")  # unreadable imports: only the kernel names are checked
+    assert check_binary(library, ["_Z6kernelPf"]) == []
+    cutlass = "_ZN7cutlass6KernelINS_4gemm6kernel4GemmEEEvNT_6ParamsE"
+    violations = check_binary(library, ["_Z6kernelPf", cutlass])
+    assert [v.rule for v in violations] == ["cuda.library-kernel"]

@@ -146,3 +146,14 @@ def test_graceful_shutdown_requeues_running_work_and_finished_answers_survive(st
         answer = client.wait(running, timeout=240)
     assert again.status == "completed" and again.traces == done.traces  # completed answers still answer
     assert answer.status == "completed" and answer.attempts == 2  # re-queued by the shutdown, run again
+
+
+def test_cancel_stops_a_running_evaluation(shared_server) -> None:
+    with FIBServeClient(shared_server.url) as client:
+        task_id = client.submit("evaluate", python_add("to cancel"), workload_uuids=[VECTOR_ADD_SMALL]).task_id
+        _wait_running(client)
+        client.cancel(task_id)
+        answer = client.wait(task_id, timeout=120)
+    # The evaluator reports progress between phases (worker start takes seconds here), so the cancel lands.
+    assert answer.status == "failed", answer.traces
+    assert answer.error is not None and answer.error.code == "cancelled"

@@ -27,6 +27,7 @@ from fibserve.build import (
     build_solution,
     check_policy,
 )
+from fibserve.build.binary_policy import check_binary
 from fibserve.build.c_source import strip_c_source
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ class Analysis(BaseModel):
     executed: bool = False
     """Always False: static analysis never runs the kernel."""
     policy: list[PolicyViolation] = Field(default_factory=list)
-    """Source policy violations (the build is skipped when there are any)."""
+    """Source policy violations (the build is skipped when there are any), then violations found in the
+    built library (imported cuBLAS/cuDNN symbols, CUTLASS kernels: see :mod:`fibserve.build.binary_policy`)."""
     abi: list[str] = Field(default_factory=list)
     """Entry-point problems found against the definition (argument count), when a definition was given."""
     build: BuildResult | None = None
@@ -135,6 +137,13 @@ def check(
     }[build.status]
     if build.ok and language in ("cuda", "cpp"):
         _analyse_binary(analysis, build, timings)
+        if build.library_path is not None:
+            stage = time.perf_counter()
+            imported = check_binary(build.library_path, [k.name for k in analysis.kernels], policy)
+            timings["binary_policy"] = _since(stage)
+            if imported:
+                analysis.policy += imported
+                analysis.status = "policy_violation"
     elif build.ok:
         analysis.notes.append(
             "Triton/Python kernels compile when first launched; their PTX/SASS is not analysed statically"

@@ -48,7 +48,7 @@ _DEPENDENCY: dict[str, re.Pattern[str]] = {
     "cudnn": re.compile(r"cudnn", re.IGNORECASE),
     "cutlass": re.compile(r"cutlass|\bcute\b", re.IGNORECASE),
 }
-_LIBRARY_NAMES = {"cublas": "cuBLAS/cuBLASLt", "cudnn": "cuDNN", "cutlass": "CUTLASS/CuTe"}
+LIBRARY_NAMES: dict[str, str] = {"cublas": "cuBLAS/cuBLASLt", "cudnn": "cuDNN", "cutlass": "CUTLASS/CuTe"}
 _DYNAMIC_LOADING = re.compile(r"\b(dlopen|dlsym|dlvsym|dlmopen)\s*\(")
 _C_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl")
 
@@ -117,11 +117,13 @@ class PolicyConfig(BaseModel):
             *("sub", "mul", "div", "pow", "add_", "sub_", "mul_", "div_", "addcmul", "lerp", "where"),
             *("to", "float", "half", "bfloat16", "double", "type", "contiguous", "clone", "copy_", "fill_"),
             *("zero_", "scatter", "scatter_add", "gather", "index_select", "masked_fill", "index_add_"),
+            *("cpu", "numpy", "tolist"),
         ]
     )
     """Tensor methods a wrapper may not call outside ``@triton.jit`` functions: each runs a PyTorch kernel
     (``to``/``float``/``contiguous`` copy or cast, which is work the candidate must do in its own kernel).
-    ``add`` and ``sort`` are left out on purpose: ``set.add`` and ``list.sort`` are common in wrappers."""
+    ``cpu``/``numpy``/``tolist`` would move the work to the host. ``add`` and ``sort`` are left out on
+    purpose: ``set.add`` and ``list.sort`` are common in wrappers."""
     python_forbidden_modules: list[str] = Field(
         default_factory=lambda: [
             *("ctypes", "gc", "inspect", "importlib", "builtins", "subprocess", "socket", "signal"),
@@ -153,7 +155,7 @@ def check_cuda_source(path: str, source: str, config: PolicyConfig) -> list[Poli
     stripped = strip_c_source(source)
     found: list[PolicyViolation] = []
     for library in config.cuda_forbidden_libraries:
-        name = _LIBRARY_NAMES[library]
+        name = LIBRARY_NAMES[library]
         for line, header in stripped.includes:
             if _HEADERS[library].search(header):
                 found.append(
@@ -205,7 +207,7 @@ def check_dependencies(dependencies: list[str], config: PolicyConfig) -> list[Po
                         rule="cuda.link-dependency",
                         file="spec.dependencies",
                         line=0,
-                        message=f"dependency {dependency!r} links {_LIBRARY_NAMES[library]}, which this "
+                        message=f"dependency {dependency!r} links {LIBRARY_NAMES[library]}, which this "
                         "benchmark forbids; remove it from spec.dependencies.",
                     )
                 )

@@ -10,12 +10,14 @@ seen as ``torch.matmul``/``torch.nn.functional``. Rules (ids as reported):
 - ``python.allocation``: a ``torch`` allocator other than the ``empty``/``zeros`` family (``ones``, ``full``,
   ``rand``, ``tensor``...), since it computes values on the device.
 - ``python.tensor-method``: a compute method (``.matmul``, ``.sum``, ``.to``...) called outside ``@triton.jit``.
-- ``python.matmul-operator``: ``@`` outside ``@triton.jit`` functions (it is ``torch.matmul`` on tensors).
+- ``python.matmul-operator``: ``@`` outside ``@triton.jit`` functions (it is ``torch.matmul`` on tensors),
+  and ``operator.matmul``.
 - ``python.star-import``: ``from torch import *`` hides which names are used.
 - ``python.forbidden-module``: importing ``ctypes``, ``gc``, ``inspect``, ``importlib``... (configurable).
 - ``python.dynamic-code``: ``__import__``, ``exec``, ``eval``, ``compile``.
 - ``python.reflection``: ``setattr``/``delattr`` anywhere, ``getattr`` on a module or with a computed name,
-  ``globals()``/``vars()``/``locals()``, ``__dict__``/``__builtins__``/``__class__`` access.
+  ``globals()``/``vars()``/``locals()``, and any dunder attribute (``__dict__``, ``__class__``,
+  ``__matmul__``...) except ``__name__``, ``__doc__``, ``__init__``, ``__len__``, ``__version__``, ``__file__``.
 - ``python.sys-modules``: ``sys.modules``, ``sys._getframe``, ``sys.settrace``, ``sys.setprofile``,
   ``sys.meta_path``, ``sys.path_hooks``.
 - ``python.module-assignment``: assigning or deleting an attribute of ``torch``/``triton``/``time``/``numpy``.
@@ -41,7 +43,9 @@ _ALLOCATORS = {
 }
 _DYNAMIC = {"__import__", "exec", "eval", "compile"}
 _INTROSPECTION = {"globals", "vars", "locals"}
-_DUNDERS = {"__dict__", "__builtins__", "__class__", "__globals__", "__code__", "__subclasses__", "__mro__"}
+_DUNDER = re.compile(r"^__\w+__$")
+_DUNDERS_ALLOWED = {"__name__", "__doc__", "__init__", "__len__", "__version__", "__file__"}
+_OPERATOR_MATMUL = {"operator.matmul", "operator.imatmul", "operator.__matmul__", "operator.__imatmul__"}
 _SYS_FORBIDDEN = {
     "modules",
     "_getframe",
@@ -133,6 +137,12 @@ class _Checker(ast.NodeVisitor):
                     )
                 continue
             self._check_module(full, node)
+            if full in _OPERATOR_MATMUL:
+                self.report(
+                    "python.matmul-operator",
+                    node,
+                    f"`{full}` is torch.matmul on tensors; compute the product in a @triton.jit kernel with tl.dot.",
+                )
             if full.startswith("torch."):
                 self._check_torch_name(full, node)
             elif module == "sys" and alias.name in _SYS_FORBIDDEN:
@@ -141,11 +151,18 @@ class _Checker(ast.NodeVisitor):
     # Names and attributes ---------------------------------------------------------------------------
     def visit_Attribute(self, node: ast.Attribute) -> None:
         qualname = _qualname(node, self.aliases)
-        if node.attr in _DUNDERS:
+        if _DUNDER.match(node.attr) and node.attr not in _DUNDERS_ALLOWED:
             self.report(
                 "python.reflection",
                 node,
-                f"`{node.attr}` access is reflection, forbidden in candidates; use the objects directly.",
+                f"`{node.attr}` access is reflection (or an operator in disguise, like `__matmul__`), "
+                "forbidden in candidates; use the objects and operators directly.",
+            )
+        if qualname in _OPERATOR_MATMUL:
+            self.report(
+                "python.matmul-operator",
+                node,
+                f"`{qualname}` is torch.matmul on tensors; compute the product in a @triton.jit kernel with tl.dot.",
             )
         if qualname is None:
             self.generic_visit(node)
