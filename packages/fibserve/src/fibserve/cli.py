@@ -194,7 +194,7 @@ def check_command(
     arch: Annotated[
         str | None,
         typer.Option(
-            "--arch", help="Target: sm_90a or sm_100a [default: TVM_FFI_CUDA_ARCH_LIST, else sm_90a]."
+            "--arch", help="Target: sm_90a or sm_100a (default: TVM_FFI_CUDA_ARCH_LIST, else sm_90a)."
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Analysis as JSON.")] = False,
