@@ -240,7 +240,9 @@ class _Run:
         compiled = language in ("cuda", "cpp")
         arch = cand.cuda_arch(self.ev._capability)
         if compiled:
+            t0 = time.monotonic()
             report.analysis = _static_analysis(solution, definition, arch, self.config.timeouts.build)
+            self._time("analysis", time.monotonic() - t0)
         rejected = (
             cand.policy_problems(solution, report.analysis) if self.config.enforce_source_policy else []
         )
@@ -447,6 +449,9 @@ class _Run:
             self._time("timing", time.monotonic() - t0)
             stats = performance.extra or {}
             self._time("gpu_timed", stats["candidate_ms"]["mean"] * stats["candidate_ms"]["count"] / 1e3)
+            self._time(
+                "gpu_timed_reference", stats["reference_ms"]["mean"] * stats["reference_ms"]["count"] / 1e3
+            )
             stats["device_start"] = before.model_dump()
             stats["device_end"] = after.model_dump()
             correctness.extra["timed_outputs_validated"] = validated

@@ -68,8 +68,10 @@ class EvaluationReport(BaseModel):
     notes: list[str] = Field(default_factory=list)
     """Facts a reader must know: CPU mode, missing bubblewrap, plausibility flags, worker replacements."""
     timings_s: dict[str, float] = Field(default_factory=dict)
-    """Wall seconds per phase: ``build``, ``worker_start``, ``load``, ``inputs``, ``reference``,
-    ``correctness``, ``timing``, ``total``; ``gpu_timed`` is the sum of the timed candidate calls."""
+    """Wall seconds per phase: ``analysis`` (CUDA: fibserve.check, which builds through the cache), ``build``,
+    ``worker_start``, ``load``, ``inputs``, ``reference``,
+    ``correctness``, ``timing``, ``total``; ``gpu_timed`` and ``gpu_timed_reference`` are the sums of the timed
+    candidate and reference calls (the pairs, warmup excluded)."""
 
     @property
     def statuses(self) -> list[EvaluationStatus | None]:
