@@ -39,18 +39,41 @@ DEFAULT_PROMPT_TAGS = {("cuda", "sm_90a"): "hopper-no-hint", ("triton", "sm_90a"
 
 
 class RunLayout:
-    """Paths inside one run directory."""
+    """Paths inside one run directory (see the module docstring for the tree)."""
 
     def __init__(self, root: Path, experiment: str = EXPERIMENT):
         self.root = Path(root)
         self.experiment = experiment
 
-    plan_path = property(lambda self: self.root / "plan.json")
-    summary_path = property(lambda self: self.root / "summary.json")
-    trajectory_path = property(lambda self: self.root / "trajectories" / f"{self.experiment}.json")
-    experiment_dir = property(lambda self: self.root / self.experiment)
-    success_dir = property(lambda self: self.root / "success" / self.experiment)
-    service_log_path = property(lambda self: self.root / "logs" / "fibserve.log")
+    @property
+    def plan_path(self) -> Path:
+        """``plan.json``."""
+        return self.root / "plan.json"
+
+    @property
+    def summary_path(self) -> Path:
+        """``summary.json``."""
+        return self.root / "summary.json"
+
+    @property
+    def trajectory_path(self) -> Path:
+        """``trajectories/exp_000.json``."""
+        return self.root / "trajectories" / f"{self.experiment}.json"
+
+    @property
+    def experiment_dir(self) -> Path:
+        """``exp_000/``: the latest kernel and the evaluator results."""
+        return self.root / self.experiment
+
+    @property
+    def success_dir(self) -> Path:
+        """``success/exp_000/``: every correct version."""
+        return self.root / "success" / self.experiment
+
+    @property
+    def service_log_path(self) -> Path:
+        """``logs/fibserve.log``: the embedded FIBServe's log."""
+        return self.root / "logs" / "fibserve.log"
 
 
 class _Model(BaseModel):
@@ -278,6 +301,9 @@ def run_agent(
     turn_timeout_s: float = 900.0,
     run_name: str | None = None,
     model_host: str | None = None,
+    model: Any = None,
+    fallback_replay: Path | None = None,
+    devices: list[str] | None = None,
 ) -> tuple[Path, RunSummary]:
     """Run the kernel agent on one task into a new run directory, or resume ``resume_dir``.
 
@@ -285,6 +311,10 @@ def run_agent(
     ``service_url`` (else ``$SERVICE_URL``, else an embedded FIBServe logging to ``logs/fibserve.log``). A resumed
     run takes task, model and limits from its ``plan.json``; ``num_turns`` larger than planned extends it.
     Returns the run directory and its summary (also in ``summary.json``).
+
+    ``model``: an already built model (skips the factory); ``fallback_replay``: trajectory the factory replays
+    when no model is configured at all (the quickstart's bundled demo); ``devices``: lanes of an embedded
+    FIBServe (default: every GPU, else cpu).
 
     Raises:
         ValueError: neither ``task`` nor ``resume_dir``; resuming a run that already met its target; no model
@@ -318,10 +348,10 @@ def run_agent(
     else:
         raise ValueError("give a task (a new run) or resume_dir (continue a run)")
     resumed = resume_dir is not None
-    model: Any = None
     failure: str | None = None
     try:  # the model first: a configuration mistake must not leave an empty run directory behind
-        model = make_model(plan.model or None, model_host=model_host)
+        if model is None:
+            model = make_model(plan.model or None, model_host=model_host, fallback_replay=fallback_replay)
         if not plan.model:  # record the model the factory chose (e.g. the bundled demo replay)
             plan = plan.model_copy(update={"model": str(getattr(model.config, "model_name", "unknown"))})
     except ModelConfigError as exc:
@@ -333,7 +363,9 @@ def run_agent(
     layout = RunLayout(run_dir)
     if failure is None:
         try:
-            with resolve_service(service_url, log_path=layout.service_log_path) as (url, embedded):
+            embedded_options = {"devices": devices} if devices else {}
+            service = resolve_service(service_url, log_path=layout.service_log_path, **embedded_options)
+            with service as (url, embedded):
                 token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
                 backend = FIBServeBackend(url, token=token)
                 return run_dir, run_experiment(plan, run_dir, backend=backend, model=model, resume=resumed)
