@@ -150,7 +150,9 @@ def test_graceful_shutdown_requeues_running_work_and_finished_answers_survive(st
 
 def test_cancel_stops_a_running_evaluation(shared_server) -> None:
     with FIBServeClient(shared_server.url) as client:
-        task_id = client.submit("evaluate", python_add("to cancel"), workload_uuids=[VECTOR_ADD_SMALL]).task_id
+        task_id = client.submit(
+            "evaluate", python_add("to cancel"), workload_uuids=[VECTOR_ADD_SMALL]
+        ).task_id
         _wait_running(client)
         client.cancel(task_id)
         answer = client.wait(task_id, timeout=120)

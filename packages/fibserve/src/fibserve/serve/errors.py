@@ -101,8 +101,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
-    """Validation errors with values that JSON can hold (ctx may carry exceptions)."""
-    return json.loads(json.dumps(list(errors), default=str))
+    """Validation errors with values that JSON can hold (ctx may carry exceptions), without echoing large
+    inputs (a whole solution's sources) or documentation links back to the caller."""
+    out = []
+    for err in json.loads(json.dumps(list(errors), default=str)):
+        err.pop("url", None)
+        if len(json.dumps(err.get("input"))) > 200:
+            err.pop("input", None)
+        out.append(err)
+    return out
 
 
 # -- middleware ---------------------------------------------------------------------------------------------

@@ -143,7 +143,12 @@ class Lane:
                 sched.stopping.wait(delay)
                 delay = min(delay * 2, 60.0)
         while not sched.stopping.is_set():
-            task = sched.store.claim(self.name)
+            try:
+                task = sched.store.claim(self.name)
+            except Exception:  # a store hiccup (disk full, locked) must not kill the lane
+                log.exception("lane %s could not claim a task; retrying", self.name)
+                sched.stopping.wait(1.0)
+                continue
             if task is None:
                 with sched.wakeup:
                     if not sched.stopping.is_set():

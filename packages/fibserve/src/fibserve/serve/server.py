@@ -22,6 +22,12 @@ def serve(settings: ServeSettings, *, log_level: str = "info") -> None:
     from .app import create_app
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
+        logging.getLogger("fibserve.serve").warning(
+            "binding %s without --token: anyone who can reach this port can run code on this machine's GPUs; "
+            "set --token (or FIBSERVE_TOKEN)",
+            settings.host,
+        )
     app = create_app(settings)
     config = uvicorn.Config(
         app,
