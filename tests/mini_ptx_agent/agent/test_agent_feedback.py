@@ -61,3 +61,12 @@ def test_trim_keeps_head_and_tail() -> None:
     text = "HEAD" + "x" * 10_000 + "TAIL"
     out = trim(text, 300)
     assert out.startswith("HEAD") and out.endswith("TAIL") and "omitted" in out and len(out) < 400
+
+
+def test_compile_error_log_is_quoted_once() -> None:
+    bad = report(["COMPILE_ERROR"])
+    bad.workloads[0].log = 'kernel.cu(7): error: identifier "w" is undefined'
+    bad.static_analysis = StaticAnalysis(
+        compiled=False, compile_log='kernel.cu(7): error: identifier "w" is undefined\n'
+    )
+    assert format_feedback(bad).count("identifier") == 1

@@ -66,6 +66,10 @@ def _workload_section(report: EvaluationReport) -> list[str]:
             counts[result.status.value] = counts.get(result.status.value, 0) + 1
         lines.append(f"  ... {len(rest)} more: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     failing = next((r for r in report.workloads if r.status.value != "PASSED" and r.log.strip()), None)
+    analysis = report.static_analysis
+    if failing is not None and analysis is not None and analysis.compiled is False:
+        if failing.log.strip() in analysis.compile_log:
+            failing = None  # the same compiler output is quoted once, under "Compile log"
     if failing is not None:
         lines.append(f"Error log of the first failing workload ({failing.workload_uuid[:12]}):")
         lines.append(trim(failing.log))
