@@ -37,10 +37,54 @@ def _not_available(command: str, issue: str) -> None:
 _PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-@app.command("quickstart", context_settings=_PASS_THROUGH)
-def quickstart_command() -> None:
-    """Run the main job: one 3-turn Hopper GEMM agent trajectory end to end (not available yet)."""
-    _not_available("quickstart", "the quickstart issue")
+@app.command("quickstart")
+def quickstart_command(
+    check: Annotated[
+        bool, typer.Option("--check", help="Verify every dependency: one OK/FAIL line each.")
+    ] = False,
+    run: Annotated[bool, typer.Option("--run", help="Run the 3-turn Hopper GEMM trajectory.")] = False,
+    report_dir: Annotated[
+        Path | None,
+        typer.Option("--report", help="Rebuild and print the report of a quickstart run directory."),
+    ] = None,
+    language: Annotated[str, typer.Option("--language", help="cuda or triton.")] = "cuda",
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model name; default $MODEL_NAME, else the demo replay.")
+    ] = None,
+    model_host: Annotated[
+        str | None,
+        typer.Option("--model-host", help="OpenAI-compatible endpoint host:port; default $ACCRL_MODEL_HOST."),
+    ] = None,
+    service_url: Annotated[
+        str | None,
+        typer.Option("--service-url", help="FIBServe URL; default $SERVICE_URL, else an embedded one."),
+    ] = None,
+    output_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-root", help="Parent of the run directory; default $PTXBENCH_DATA_ROOT/eval_runs."
+        ),
+    ] = None,
+    require_gpu: Annotated[
+        bool, typer.Option("--require-gpu", help="--check: a machine without a GPU lane is a FAIL.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the result (or the check lines) as JSON.")
+    ] = False,
+) -> None:
+    """The main job: one 3-turn Hopper GEMM agent trajectory end to end (gemm_n7168_k5120, M=8192, target 1.0x).
+
+    Exit codes: --check 0 all OK, 1 any FAIL; --run 0 when the runner completed, 2 when it could not (service or
+    model failure, refusal, bad options); --report 0, or 2 when DIR is not a run directory.
+    """
+    from mini_ptx_agent.quickstart import quickstart_main
+
+    raise typer.Exit(
+        quickstart_main(
+            check=check, run=run, report_dir=report_dir, language=language, model=model, model_host=model_host,
+            service_url=service_url, output_root=output_root, require_gpu=require_gpu, as_json=as_json,
+        )
+    )  # fmt: skip
 
 
 @app.command("eval")
@@ -181,3 +225,7 @@ def run_command(
 def main() -> None:
     """Entry point for `python -m mini_ptx_agent`."""
     app()
+
+
+if __name__ == "__main__":
+    main()
