@@ -50,7 +50,7 @@ def test_analysis_families_resources_and_compile_log() -> None:
     )
     text = format_feedback(ok)
     assert "Architecture instructions: PTX: wgmma. SASS: HGMMA." in text
-    assert "Resources: registers 168, shared memory 2048 bytes, spills 0 bytes." in text
+    assert "Resources: registers 168, static shared memory 2048 bytes, spills 0 bytes." in text
     bad = report(["COMPILE_ERROR"])
     bad.static_analysis = StaticAnalysis(compiled=False, compile_log="kernel.cu(3): error: identifier x")
     text = format_feedback(bad)

@@ -67,9 +67,9 @@ def _workload_section(report: EvaluationReport) -> list[str]:
         lines.append(f"  ... {len(rest)} more: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     failing = next((r for r in report.workloads if r.status.value != "PASSED" and r.log.strip()), None)
     analysis = report.static_analysis
-    if failing is not None and analysis is not None and analysis.compiled is False:
-        if failing.log.strip() in analysis.compile_log:
-            failing = None  # the same compiler output is quoted once, under "Compile log"
+    compile_failed = analysis is not None and analysis.compiled is False
+    if failing is not None and compile_failed and failing.log.strip() in analysis.compile_log:
+        failing = None  # the same compiler output is quoted once, under "Compile log"
     if failing is not None:
         lines.append(f"Error log of the first failing workload ({failing.workload_uuid[:12]}):")
         lines.append(trim(failing.log))
@@ -92,7 +92,7 @@ def _analysis_section(report: EvaluationReport) -> list[str]:
         lines.append(f"Architecture instructions: PTX: {ptx}. SASS: {sass}.")
     resources = [
         f"registers {analysis.registers}" if analysis.registers is not None else None,
-        f"shared memory {analysis.shared_memory_bytes} bytes"
+        f"static shared memory {analysis.shared_memory_bytes} bytes"
         if analysis.shared_memory_bytes is not None
         else None,
         f"spills {analysis.spill_bytes} bytes" if analysis.spill_bytes is not None else None,
