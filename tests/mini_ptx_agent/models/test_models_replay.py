@@ -31,6 +31,10 @@ def test_replay_returns_assistant_messages_in_order_then_errors(tmp_path: Path) 
     with pytest.raises(ReplayExhaustedError, match="has 2 assistant message"):
         model.query([])
     assert model.serialize()["info"]["config"]["model"]["path"] == str(path)
+    model.resume_from(1)  # a resumed run: one turn already done
+    assert model.query([])["content"].startswith("second")
+    with pytest.raises(ValueError, match="cannot resume replay at 3"):
+        model.resume_from(3)
 
 
 @pytest.mark.parametrize(

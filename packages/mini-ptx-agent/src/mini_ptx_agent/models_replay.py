@@ -82,6 +82,18 @@ class ReplayModel(KernelModelBase):
         self.usage = ModelUsage()
         self.index = 0
 
+    def resume_from(self, n_done: int) -> None:
+        """Continue after ``n_done`` messages were already replayed (a resumed run skips its completed turns).
+
+        Raises:
+            ValueError: ``n_done`` is negative or larger than the number of recorded messages.
+        """
+        if not 0 <= n_done <= len(self._contents):
+            raise ValueError(
+                f"cannot resume replay at {n_done}: the trajectory has {len(self._contents)} messages"
+            )
+        self.index = n_done
+
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
         """The next recorded assistant message.
 
