@@ -303,11 +303,13 @@ def _verdicts(result: QuickstartResult) -> list[tuple[str, str]]:
     else:
         correct = f"{_yes_no(False)}: none of {result.generated} kernels passed"
     if result.target_achieved:
-        target = f"{_yes_no(True)}: {result.best_speedup:.3f}x >= {result.target_speedup:g}x at turn {result.best_turn}"
+        target = f"{_yes_no(True)}: {result.best_speedup:.3f}x >= {result.target_speedup:.2f}x at turn {result.best_turn}"
     elif not result.service.gpu:
-        target = f"{_yes_no(False)}: needs a GPU (target {result.target_speedup:g}x is never met in CPU mode)"
+        target = (
+            f"{_yes_no(False)}: needs a GPU (target {result.target_speedup:.2f}x is never met in CPU mode)"
+        )
     elif result.best_speedup is not None:
-        target = f"{_yes_no(False)}: best {result.best_speedup:.3f}x < {result.target_speedup:g}x (turn {result.best_turn})"
+        target = f"{_yes_no(False)}: best {result.best_speedup:.3f}x < {result.target_speedup:.2f}x (turn {result.best_turn})"
     else:
         target = f"{_yes_no(False)}: no correct kernel"
     return [
@@ -333,16 +335,16 @@ def render(result: QuickstartResult, run_dir: Path, console: Any | None = None) 
     where = ", ".join(service.lanes) or "?"
     console.print(
         f"[bold]quickstart[/] {result.definition} ({result.language}), workload "
-        f"{', '.join(w[:8] for w in result.workloads)}, target {result.target_speedup:g}x, model {result.model}"
+        f"{', '.join(w[:8] for w in result.workloads)}, target {result.target_speedup:.2f}x, "
+        f"model {escape(result.model)}"
     )
-    console.print(
-        f"service: {service.kind}{' ' + service.url if service.url else ''}; lanes {where}"
-        f"{'; ' + ', '.join(service.hardware) if service.hardware else ''}"
-        f"{'' if service.gpu else ' [yellow](CPU mode)[/]'}"
-    )
+    url = f" {escape(service.url)}" if service.url else ""
+    hardware = f"; {escape(', '.join(service.hardware))}" if service.hardware else ""
+    cpu = "" if service.gpu else " [yellow](CPU mode)[/]"
+    console.print(f"service: {service.kind}{url}; lanes {escape(where)}{hardware}{cpu}")
     if result.turns:
         table = Table(show_edge=False, pad_edge=False)
-        for column in ("turn", "status", "speedup", "kernel ms", "ref ms", "instructions (PTX / SASS)"):
+        for column in ("turn", "status", "speedup", "kernel ms", "ref ms", "SASS highlights"):
             table.add_column(column)
         for row in result.turns:
             table.add_row(
@@ -351,7 +353,7 @@ def render(result: QuickstartResult, run_dir: Path, console: Any | None = None) 
                 _speed(row.min_speedup, row.executed_on_gpu),
                 f"{row.latency_ms:.3f}" if row.latency_ms is not None else "-",
                 f"{row.reference_latency_ms:.3f}" if row.reference_latency_ms is not None else "-",
-                f"{', '.join(row.ptx_families) or '-'} / {', '.join(row.sass_families) or '-'}",
+                ", ".join(row.sass_families) or "-",
             )
         console.print(table)
     for label, text in _verdicts(result):

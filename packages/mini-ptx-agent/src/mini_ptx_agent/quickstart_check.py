@@ -1,0 +1,197 @@
+"""`ptxbench quickstart --check`: one ``OK``/``FAIL`` line per live dependency of the quickstart.
+
+Lines: ``model`` (the demo replay, or the configured model built as a run builds it: an endpoint's served id,
+a hosted model's key variable), ``service`` (FIBServe ``/health``; an embedded one is started and stopped),
+``definition`` (``gemm_n7168_k5120`` with the M = 8192 workload), ``nvcc`` (needed on this machine only when an
+embedded service builds CUDA), ``gpu`` (the service's lanes).
+
+No GPU lane is **OK** for CUDA, stated as CPU mode (kernels compiled and analysed, not executed): a newcomer
+without a GPU can still run the quickstart end to end. It is a **FAIL** for Triton (the bf16 GEMM cannot be
+evaluated by the Triton CPU interpreter, so ``--run`` would refuse) and with ``--require-gpu``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Any
+
+from pydantic import BaseModel
+
+from .quickstart import QUICKSTART_DEFINITION, QUICKSTART_WORKLOAD, QuickstartSettings
+
+
+class CheckLine(BaseModel):
+    """One dependency's verdict; ``--check`` prints ``OK``/``FAIL`` and the detail."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def _nvcc_version() -> str | None:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return f"{nvcc} (version unknown)"
+    release = next((line.strip() for line in out.splitlines() if "release" in line), "version unknown")
+    return f"{nvcc}: {release}"
+
+
+def _gpu_names() -> list[str]:
+    """GPU names from nvidia-smi (empty when it is absent or fails); informational only."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def check_model(settings: QuickstartSettings) -> CheckLine:
+    """The model: the demo replay, or a model built the way a run builds it (endpoint served id, key variable)."""
+    if not settings.model:
+        if settings.model_host:
+            return CheckLine(
+                name="model",
+                ok=False,
+                detail=f"ACCRL_MODEL_HOST={settings.model_host} is set but MODEL_NAME is not; set MODEL_NAME "
+                "to the served model id",
+            )
+        from .demo import kernel_sources
+
+        try:
+            kernel_sources(settings.language)
+        except (OSError, ValueError) as exc:
+            return CheckLine(name="model", ok=False, detail=f"demo model: {exc}")
+        return CheckLine(
+            name="model",
+            ok=True,
+            detail="demo model: replay of the bundled demo trajectory (not a model; set MODEL_NAME for a real one)",
+        )
+    from .models import ModelError, make_model
+
+    try:
+        model = make_model(settings.model, model_host=settings.model_host)
+    except ModelError as exc:
+        return CheckLine(name="model", ok=False, detail=f"{settings.model}: {exc}")
+    kind = type(model).__name__
+    if settings.model_host:
+        detail = f"{settings.model} served at {settings.model_host} (GET /v1/models lists it)"
+    elif settings.model.startswith("replay:"):
+        detail = f"{settings.model}: {getattr(model.config, 'n_messages', '?')} recorded replies"
+    else:
+        detail = f"{settings.model} via {kind}: API key variable present"
+    return CheckLine(name="model", ok=True, detail=detail)
+
+
+def check_toolchain(settings: QuickstartSettings, service_tools: dict[str, Any] | None = None) -> CheckLine:
+    """nvcc where it is needed: an embedded service building CUDA needs it on this machine."""
+    version = _nvcc_version()
+    if settings.service_url:
+        remote = (service_tools or {}).get("nvcc")
+        where = f"remote FIBServe builds (its nvcc: {remote or 'not reported'})"
+        return CheckLine(name="nvcc", ok=True, detail=f"{version or 'not on PATH here'}; {where}")
+    if version is None:
+        if settings.language == "triton":
+            return CheckLine(name="nvcc", ok=True, detail="not on PATH; not needed for Triton")
+        return CheckLine(
+            name="nvcc",
+            ok=False,
+            detail="not on PATH: the embedded FIBServe needs nvcc (CUDA 12.8+ for sm_90a) to build CUDA kernels; "
+            "install the CUDA toolkit or set SERVICE_URL to a FIBServe that has it",
+        )
+    return CheckLine(name="nvcc", ok=True, detail=version)
+
+
+def _service_lines(
+    settings: QuickstartSettings, url: str, embedded: bool, token: str | None
+) -> list[CheckLine]:
+    from fibserve.client import APIError, FIBServeClient, FIBServeError
+
+    where = "embedded FIBServe" if embedded else f"FIBServe at {url}"
+    lines: list[CheckLine] = []
+    with FIBServeClient(url, token=token, timeout=30.0) as client:
+        try:
+            health = client.health()
+        except FIBServeError as exc:
+            return [CheckLine(name="service", ok=False, detail=f"{where}: {exc}")]
+        lanes = [w.device for w in health.workers]
+        lines.append(
+            CheckLine(
+                name="service",
+                ok=health.status == "ok",
+                detail=f"{where}: /health {health.status}, fibserve {health.version}, lanes {', '.join(lanes)}",
+            )
+        )
+        try:
+            client.definition(QUICKSTART_DEFINITION)
+            uuids = {w.uuid for w in client.workloads(QUICKSTART_DEFINITION)}
+            ok = QUICKSTART_WORKLOAD in uuids
+            detail = (
+                f"{QUICKSTART_DEFINITION} with workload {QUICKSTART_WORKLOAD} (M=8192)"
+                if ok
+                else f"{QUICKSTART_DEFINITION} is served but lacks workload {QUICKSTART_WORKLOAD}"
+            )
+        except APIError as exc:
+            ok, detail = False, f"{QUICKSTART_DEFINITION}: {exc.message}"
+        except FIBServeError as exc:
+            ok, detail = False, f"{QUICKSTART_DEFINITION}: {exc}"
+        if not ok and settings.dataset_roots:
+            detail += "; DATASET_ROOTS replaces the bundled set: add fibserve's bundled root to it"
+        lines.append(CheckLine(name="definition", ok=ok, detail=detail))
+    lines.append(check_toolchain(settings, health.tools))
+    lines.append(gpu_line(settings, lanes, embedded))
+    return lines
+
+
+def gpu_line(settings: QuickstartSettings, lanes: list[str], embedded: bool) -> CheckLine:
+    """GPU lanes of the service. No GPU is OK for CUDA (CPU mode, stated), a FAIL for Triton or ``require_gpu``."""
+    gpus = [lane for lane in lanes if lane.startswith("cuda")]
+    if gpus:
+        names = _gpu_names() if embedded else []
+        return CheckLine(
+            name="gpu", ok=True, detail=f"{', '.join(gpus)}{' (' + ', '.join(names) + ')' if names else ''}"
+        )
+    if settings.language == "triton":
+        return CheckLine(
+            name="gpu",
+            ok=False,
+            detail="no GPU lane: the Triton quickstart needs a GPU (the GEMM is bfloat16 and the Triton CPU "
+            "interpreter computes bfloat16 tl.dot wrongly); use --language cuda for CPU mode or set SERVICE_URL",
+        )
+    detail = (
+        "no GPU lane: CPU mode, CUDA kernels are compiled and analysed but not executed (no correctness, no "
+        "speedup)"
+    )
+    return CheckLine(
+        name="gpu",
+        ok=not settings.require_gpu,
+        detail=detail + ("; --require-gpu" if settings.require_gpu else ""),
+    )
+
+
+def run_checks(settings: QuickstartSettings) -> list[CheckLine]:
+    """Verify every live dependency; starts (and stops) an embedded FIBServe when no service URL is set.
+
+    Lines: ``model``, ``service``, ``definition``, ``nvcc``, ``gpu`` (``service`` alone when it is down).
+    """
+    from .service import ServiceStartError, service_url
+
+    lines = [check_model(settings)]
+    try:
+        with service_url(settings.service_url, roots=settings.dataset_roots) as (url, embedded):
+            token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
+            lines += _service_lines(settings, url, embedded, token)
+    except ServiceStartError as exc:
+        lines.append(CheckLine(name="service", ok=False, detail=f"embedded FIBServe did not start: {exc}"))
+        lines.append(check_toolchain(settings))
+    return lines
