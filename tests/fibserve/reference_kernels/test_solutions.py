@@ -13,6 +13,7 @@ The GPU regression tests (every bundled workload PASSED through ``fibserve.bench
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,8 @@ def test_no_stale_ptxbench_solution_files_are_committed(bundled: TraceSet) -> No
     """A renamed or removed reference kernel must not leave its old JSON behind."""
     expected = {default_root() / solution_path(k) for k in REFERENCE_KERNELS}
     ours = {
-        p for p in (default_root() / "solutions").rglob("*.json") if '"author": "ptxbench"' in p.read_text()
+    files = (default_root() / "solutions").rglob("*.json")
+    ours = {p for p in files if json.loads(p.read_text()).get("author") == AUTHOR}
     }
     assert ours == expected
     assert {s.name for s in bundled.solutions.values() if s.author == AUTHOR} == {
@@ -116,6 +118,17 @@ def test_triton_solution_passes_the_source_policy(bundled: TraceSet) -> None:
     analysis = fibserve.check(triton)
     assert analysis.status == "clean" and analysis.policy == []
     assert analysis.executed is False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="fibserve.static_check.check_arity counts run's defaulted 'variant' parameter (4 != 3); the sandbox "
+    "worker's arity rule (required <= passed <= positional) accepts it. Remove this marker once check_arity does too.",
+)
+def test_triton_solution_abi_matches_the_definition(bundled: TraceSet, definition: Definition) -> None:
+    import fibserve
+
+    assert fibserve.check(_by_name(bundled, TRITON_NAME), definition=definition).abi == []
 
 
 @pytest.fixture(scope="module")
