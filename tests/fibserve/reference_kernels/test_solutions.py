@@ -64,10 +64,8 @@ def test_committed_json_is_what_the_generator_writes(tmp_path: Path) -> None:
 def test_no_stale_ptxbench_solution_files_are_committed(bundled: TraceSet) -> None:
     """A renamed or removed reference kernel must not leave its old JSON behind."""
     expected = {default_root() / solution_path(k) for k in REFERENCE_KERNELS}
-    ours = {
     files = (default_root() / "solutions").rglob("*.json")
     ours = {p for p in files if json.loads(p.read_text()).get("author") == AUTHOR}
-    }
     assert ours == expected
     assert {s.name for s in bundled.solutions.values() if s.author == AUTHOR} == {
         k.name for k in REFERENCE_KERNELS
