@@ -99,3 +99,76 @@ def test_dry_run_reports_every_row_and_survives_a_build_failure(script, tmp_path
     assert [line.split()[0] for line in printed[-15:]] == [
         m for m in ("70", "232", "972", "2379", "8192") for _ in "abc"
     ]
+
+
+def test_rows_from_a_passed_gpu_evaluation(script) -> None:
+    """The GPU branch of report_rows reads the Performance fields that fibserve.bench.run.measure writes."""
+    from fibserve.bench import EvaluationReport, resolve_config
+    from fibserve.bench.report import DeviceInfo
+    from fibserve.bench.timing import summarize
+    from fibserve.datasets import default_root
+    from fibserve.trace import Correctness, Environment, Evaluation, Performance, Trace
+    from fibserve.trace.trace_set import TraceSet
+
+    workloads = sorted(
+        TraceSet.load(default_root()).workloads_for("gemm_n7168_k5120"), key=lambda w: w.axes["M"]
+    )
+    big = workloads[-1]
+    performance = Performance(
+        latency_ms=0.8620,
+        reference_latency_ms=0.8569,
+        speedup_factor=0.993,
+        extra={
+            "measured_on": "gpu",
+            "timing_basis": "events",
+            "candidate_ms": summarize([0.857, 0.862, 0.953]).as_dict(),
+            "reference_ms": summarize([0.8505, 0.8569, 0.949]).as_dict(),
+            "speedup_p10": 0.98,
+            "speedup_p90": 1.0,
+            "pairs": 150,
+            "device_start": {"sm_clock_mhz": 1980.0},
+            "device_end": {"sm_clock_mhz": 1590.0},
+        },
+    )
+    evaluation = Evaluation(
+        status="PASSED",
+        environment=Environment(hardware="NVIDIA H200"),
+        timestamp="2026-11-30T00:00:00Z",
+        correctness=Correctness(max_absolute_error=0.25, max_relative_error=0.004),
+        performance=performance,
+    )
+    report = EvaluationReport(
+        definition="gemm_n7168_k5120",
+        solution="s",
+        config=resolve_config(None),
+        device=DeviceInfo(device="cuda:0", name="NVIDIA H200"),
+        executed=True,
+        traces=[Trace(definition="gemm_n7168_k5120", workload=big, solution="s", evaluation=evaluation)],
+    )
+    rows = script.report_rows(report, [big], 7168, 5120)
+    assert rows == [
+        {
+            "M": 8192,
+            "solution": "s",
+            "workload": big.uuid,
+            "status": "PASSED",
+            "max_abs_error": 0.25,
+            "max_rel_error": 0.004,
+            "latency_ms": 0.8620,
+            "latency_p10_ms": pytest.approx(0.858),
+            "latency_p90_ms": pytest.approx(0.9348),
+            "tflops": pytest.approx(697.6, abs=0.1),
+            "reference_ms": 0.8569,
+            "reference_tflops": pytest.approx(701.7, abs=0.1),
+            "speedup": 0.993,
+            "speedup_p10": 0.98,
+            "speedup_p90": 1.0,
+            "pairs": 150,
+            "timing_basis": "events",
+            "sm_clock_mhz_start": 1980.0,
+            "sm_clock_mhz_end": 1590.0,
+        }
+    ]
+    header, line = script.table_lines(rows)
+    assert header.split()[-1] == "speedup" and line.split()[:3] == ["8192", "s", "PASSED"]
+    assert line.split()[-1] == "0.993x" and "697.6" in line.split()
