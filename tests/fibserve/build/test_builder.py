@@ -168,3 +168,12 @@ def test_trim_keeps_errors_with_context_and_drops_noise() -> None:
         "        ^",
     ]
     assert "ptxas info" not in trimmed
+
+
+def test_tvm_ffi_loads_the_library_and_finds_the_entry(build_cache: Path) -> None:
+    from fibserve.build import load_tvm_ffi_entry
+
+    result = build_solution(fixture_solution("simt_add.cu"), cache_dir=build_cache)
+    assert result.ok, result.log
+    entry = load_tvm_ffi_entry(result)  # dlopen works without a GPU; calling it needs one
+    assert callable(entry)
