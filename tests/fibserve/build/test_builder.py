@@ -119,6 +119,10 @@ def test_timeout_kills_the_compiler_and_is_not_cached(tmp_path: Path) -> None:
     result = build_solution(solution, cache_dir=tmp_path, limits=Limits(timeout_s=0.5))
     assert result.status == BuildStatus.TIMEOUT
     assert not (tmp_path / "builds" / result.key).exists()
+    assert Path(result.build_dir).is_dir()  # kept for its log until the next build of this key
+    again = build_solution(solution, cache_dir=tmp_path, limits=Limits(timeout_s=0.5))
+    assert again.status == BuildStatus.TIMEOUT and not again.cached
+    assert [p.name for p in (tmp_path / "builds").iterdir()] == [Path(again.build_dir).name]
 
 
 def _build_in_child(args: tuple[str, str]) -> tuple[bool, float]:

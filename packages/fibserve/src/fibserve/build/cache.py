@@ -3,7 +3,8 @@
 Layout under the cache root (``FIBSERVE_CACHE_DIR``, default ``~/.cache/fibserve``)::
 
     builds/<key>/            a finished build: sources, products, build.log, result.json
-    builds/<key>.tmp-<id>/   a build in progress (renamed into place when done)
+    builds/<key>.tmp-<id>/   a build in progress (renamed into place when done), or a timed-out build kept
+                             for its log until the next build of the same key
     locks/<key>.lock         held while one process builds <key>; others wait, then read the result
 
 A directory only appears under its final name once ``result.json`` is complete, so a reader never sees half a
@@ -53,7 +54,10 @@ class BuildCache:
         return self.root / "locks" / f"{key}.lock"
 
     def staging_dir(self, key: str) -> Path:
-        """A fresh, empty directory to build ``key`` in."""
+        """A fresh, empty directory to build ``key`` in. Call it holding the key's lock: earlier staging
+        directories of the same key (a crashed builder, an unpublished timeout) are removed first."""
+        for stale in (self.root / "builds").glob(f"{key}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
         path = self.root / "builds" / f"{key}.tmp-{uuid.uuid4().hex[:12]}"
         path.mkdir(parents=True)
         return path
