@@ -192,3 +192,8 @@ def test_cutlass_kernels_are_recognized_by_their_mangled_names(tmp_path: Path) -
     cutlass = "_ZN7cutlass6KernelINS_4gemm6kernel4GemmEEEvNT_6ParamsE"
     violations = check_binary(library, ["_Z6kernelPf", cutlass])
     assert [v.rule for v in violations] == ["cuda.library-kernel"]
+
+
+def test_an_include_is_reported_once_as_a_header() -> None:
+    violations = check_policy(_cuda("#include <cublas_v2.h>\nint x;\n"))
+    assert [(v.rule, v.line) for v in violations] == [("cuda.library-header", 1)]

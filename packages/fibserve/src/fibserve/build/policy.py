@@ -167,7 +167,7 @@ def check_cuda_source(path: str, source: str, config: PolicyConfig) -> list[Poli
                         "implement the computation in your own kernel (inline PTX or CUDA C++).",
                     )
                 )
-        seen_lines: set[int] = set()
+        seen_lines = {line for line, _header in stripped.includes}  # reported as headers above
         for match in _IDENTIFIERS[library].finditer(stripped.code):
             line = stripped.line_of(match.start())
             if line in seen_lines:
