@@ -171,6 +171,19 @@ def test_three_turns_format_error_failing_and_passing_kernel(
     n_messages, n_steps, title = inspect_with_minisweagent(layout.trajectory_path)
     assert n_messages == 9 and n_steps == 4 and "Step 4/4" in title
 
+    # Replaying the recorded replies (model `replay:PATH`) gives the same feedback, word for word.
+    replay_dir = tmp_path / "replay"
+    replayed = run_experiment(
+        plan_for("replay", num_turns=4), replay_dir, backend=FIBServeBackend(fibserve),
+        model=make_model(f"replay:{layout.trajectory_path}"),
+    )  # fmt: skip
+    assert replayed.exit_status == "LimitsExceeded" and replayed.turns == 3
+    again = load_trajectory(RunLayout(replay_dir).trajectory_path)["messages"]
+    assert [m["content"] for m in again if m["role"] == "user"] == [
+        m["content"] for m in messages if m["role"] == "user"
+    ]
+    assert "replay exhausted" in again[-1]["content"]
+
 
 def test_model_endpoint_down_mid_run_then_resume(fibserve: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"

@@ -29,11 +29,12 @@ from typing import Any
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a banner to stdout on import
 
 from minisweagent.agents.default import AgentConfig, DefaultAgent
-from minisweagent.exceptions import FormatError, InterruptAgentFlow, Submitted
+from minisweagent.exceptions import FormatError, InterruptAgentFlow, LimitsExceeded, Submitted
 
 from .evaluation import EvaluationBackend, EvaluationInfrastructureError, EvaluationReport
 from .extraction import extract_kernel, format_error_message
 from .feedback import format_feedback
+from .models_base import ReplayExhaustedError
 from .task import TaskConfig
 from .trajectory import write_json, write_text_atomic
 
@@ -131,7 +132,8 @@ def _exit(status: str, content: str, **extra: Any) -> dict:
 class BoundedModel:
     """Wraps a mini-swe-agent model: each ``query`` gets ``timeout_s``; any API failure is an InfrastructureError.
 
-    ``FormatError`` (and other agent-flow exceptions a model may raise) pass through unchanged. Everything else
+    ``FormatError`` (and other agent-flow exceptions a model may raise) pass through unchanged; a ``replay:`` model
+    that ran out of recorded replies ends the run as ``LimitsExceeded``. Everything else
     a model raises (connection refused, HTTP 5xx after retries, authentication) is the model API's failure, not
     the kernel's. Other attributes are forwarded to the wrapped model, so ``serialize`` and ``config`` work.
     """
@@ -150,6 +152,8 @@ class BoundedModel:
             return pool.submit(self.model.query, messages, **kwargs).result(timeout=self.timeout_s or None)
         except InterruptAgentFlow:
             raise
+        except ReplayExhaustedError as exc:  # a recording ran out: the run's turn limit, not an outage
+            raise LimitsExceeded(_exit("LimitsExceeded", f"replay exhausted: {exc}")) from exc
         except concurrent.futures.TimeoutError:
             raise InfrastructureError(
                 _exit(
@@ -314,7 +318,7 @@ class KernelAgent(DefaultAgent):
             "info": {
                 "ptxbench": {
                     "task": self.config.task.model_dump(mode="json"),
-                    "turns": self.n_calls,
+                    "turns": sum(1 for m in self.messages if m.get("role") == "assistant"),  # answered calls
                     "versions": list(self.versions),
                     "best": self.best,
                     "elapsed_s": round(time.time() - self._start_time, 3),
