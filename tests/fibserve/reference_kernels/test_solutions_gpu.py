@@ -18,7 +18,7 @@ import pytest
 from fibserve.datasets import default_root
 from fibserve.trace.trace_set import TraceSet
 
-pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.timeout(900)]  # nvcc + 2 x 5 workloads
 
 GEMM = "gemm_n7168_k5120"
 CUDA_NAME = "gemm_n7168_k5120_ptxbench_cuda_wgmma_tma"
