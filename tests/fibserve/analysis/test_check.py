@@ -179,3 +179,15 @@ def test_obfuscated_cublas_is_caught_after_the_build(build_cache: Path) -> None:
     assert analysis.status == "policy_violation" and not analysis.ok
     assert analysis.build is not None and analysis.build.ok  # it built; the binary gave it away
     assert [v.rule for v in analysis.policy] == ["cuda.imported-symbol"]
+
+
+def test_cli_policy_file_configures_the_benchmark(tmp_path: Path, build_cache: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("python_languages: []\n")
+    relaxed = _cli(
+        str(KERNELS / "triton_alias_matmul.py"), "--policy", str(policy), "--json", cache=build_cache
+    )
+    assert relaxed.returncode == 0 and json.loads(relaxed.stdout)["status"] == "clean"
+    policy.write_text("no_such_field: 1\n")
+    broken = _cli(str(KERNELS / "triton_alias_matmul.py"), "--policy", str(policy), cache=build_cache)
+    assert broken.returncode == 2 and "no_such_field" in broken.stderr

@@ -197,6 +197,10 @@ def check_command(
             "--arch", help="Target: sm_90a or sm_100a (default: TVM_FFI_CUDA_ARCH_LIST, else sm_90a)."
         ),
     ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option("--policy", help="Benchmark source policy: a YAML/JSON file of PolicyConfig fields."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Analysis as JSON.")] = False,
 ) -> None:
     """Static check without a GPU: source policy, build, PTX/SASS instruction families, ptxas resources.
@@ -208,13 +212,14 @@ def check_command(
 
     from pydantic import ValidationError
 
-    from fibserve.static_check import check, print_analysis, solution_from_path
+    from fibserve.static_check import check, load_policy, print_analysis, solution_from_path
 
     try:
         definition_model = _load_definition(definition) if definition else None
         definition_name = definition_model.name if definition_model is not None else None
         solution = solution_from_path(Path(path), definition_name)
-        analysis = check(solution, definition=definition_model, arch=arch)
+        policy_config = load_policy(Path(policy)) if policy else None
+        analysis = check(solution, definition=definition_model, arch=arch, policy=policy_config)
     except (OSError, ValueError, ValidationError, KeyError) as exc:
         typer.secho(f"fibserve check: {exc}", err=True, fg=typer.colors.RED)
         raise typer.Exit(2) from None

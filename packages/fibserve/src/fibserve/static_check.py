@@ -254,6 +254,21 @@ def solution_from_path(path: Path, definition: str | None = None) -> Solution:
     )
 
 
+def load_policy(path: Path) -> PolicyConfig:
+    """A :class:`PolicyConfig` from a YAML or JSON file (JSON is YAML), e.g. ``cuda_forbidden_libraries: [cublas]``.
+
+    Raises:
+        ValueError: the file is not a mapping of PolicyConfig fields (pydantic's message names the field).
+        OSError: it cannot be read.
+    """
+    import yaml
+
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path.name}: expected a mapping of PolicyConfig fields")
+    return PolicyConfig.model_validate(data)
+
+
 def print_analysis(analysis: Analysis, console: object | None = None) -> None:
     """Human-readable rendering of ``analysis`` with rich (what ``fibserve check`` prints)."""
     from rich.console import Console
