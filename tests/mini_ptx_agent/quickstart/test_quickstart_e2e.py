@@ -1,0 +1,166 @@
+"""`ptxbench quickstart` end to end in CPU mode: real subprocesses, a real embedded FIBServe, real nvcc.
+
+The CUDA run replays the demo (no MODEL_NAME), starts its own FIBServe (no SERVICE_URL), builds and analyses
+the three kernels and must say they were not executed. nvcc of the reference kernel takes about a minute on a
+loaded 2-core machine; fibserve's build cache (``~/.cache/fibserve``) makes later runs much faster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mini_ptx_agent.service import EmbeddedService
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+STRIPPED = ("MODEL_NAME", "ACCRL_MODEL_HOST", "SERVICE_URL", "FIBSERVE_TOKEN", "DATASET_ROOTS",
+            "PTXBENCH_ROOT", "PTXBENCH_DATA_ROOT", "PTXBENCH_TRACESETS_ROOT", "CUDA_VISIBLE_DEVICES")  # fmt: skip
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in STRIPPED}
+    env["COLUMNS"] = "200"  # rich wraps at 80 columns when not on a terminal
+    return env
+
+
+def quickstart(*args: str, timeout: float = 840) -> subprocess.CompletedProcess:
+    """``python -m mini_ptx_agent.cli quickstart ...`` (the console script is not needed)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mini_ptx_agent.cli", "quickstart", *args],
+        capture_output=True, text=True, env=_env(), timeout=timeout,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cuda_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH: the CPU-mode CUDA quickstart builds the kernels with it")
+    root = tmp_path_factory.mktemp("quickstart-runs")
+    done = quickstart("--run", "--language", "cuda", "--output-root", str(root))
+    runs = sorted(root.glob("quickstart-*-cuda-gemm"))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert len(runs) == 1, runs
+    return done, runs[0]
+
+
+@pytest.fixture(scope="module")
+def cpu_service(tmp_path_factory):
+    """One CPU-mode FIBServe shared by the --check and Triton tests (each embedded start costs ~20-40 s)."""
+    log = tmp_path_factory.mktemp("service") / "fibserve.log"
+    with EmbeddedService(devices=["cpu"], log_path=log) as service:
+        yield service.url
+
+
+@pytest.mark.nvcc
+def test_cpu_run_writes_every_file(cuda_run):
+    _, run = cuda_run
+    for name in (
+        "plan.json", "summary.json", "trajectories/exp_000.json", "exp_000/kernel.cu", "quickstart-result.json",
+        "logs/fibserve.log", "logs/quickstart-context.json", "demo/trajectory_cuda.json",
+        "exp_000/evaluations/turn_001.json", "exp_000/evaluations/turn_002.json", "exp_000/evaluations/turn_003.json",
+    ):  # fmt: skip
+        assert (run / name).is_file(), name
+    # Without a GPU no version is known to be correct, so success/ holds none.
+    assert not list(run.glob("success/exp_000/kernel_v*"))
+    assert "wgmma.mma_async" in (run / "exp_000/kernel.cu").read_text(encoding="utf-8")
+    plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
+    assert plan["model"] == "ptxbench-demo-replay" and plan["task"]["workloads"] == [
+        "94920358-01a8-4c5b-9209-3103fd490e94"
+    ]
+
+
+@pytest.mark.nvcc
+def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
+    _, run = cuda_run
+    result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
+    assert result["schema_version"] == "ptxbench.quickstart/1"
+    assert result["demo"] is True and result["language"] == "cuda"
+    assert result["service"] == {**result["service"], "kind": "embedded", "gpu": False, "lanes": ["cpu"]}
+    assert result["runner_completed"] is True and result["runner"]["exit_status"] == "LimitsExceeded"
+    assert (result["generated"], result["compiled"], result["not_executed"]) == (3, 3, 3)
+    assert (result["correct"], result["target_achieved"], result["best_speedup"]) == (0, 0, None)
+    assert [t["status"] for t in result["turns"]] == ["NOT_EXECUTED"] * 3
+    assert {"HGMMA", "UTMALDG"} <= set(result["turns"][2]["sass_families"])
+    assert "NOT EXECUTED" in result["final_feedback_excerpt"]
+    assert any("NOT EXECUTED" in note for note in result["notes"])
+
+
+@pytest.mark.nvcc
+def test_cpu_run_prints_demo_banner_progress_and_verdicts(cuda_run):
+    done, _ = cuda_run
+    out = done.stdout
+    assert "DEMO REPLAY" in out and "NOT a model's result" in out
+    for turn in (1, 2, 3):
+        assert f"turn {turn}: NOT_EXECUTED" in out
+    assert "Runner completed:      yes" in out
+    assert "A kernel was correct:  unknown" in out
+    assert "Target achieved:       no: needs a GPU" in out
+    assert "not executed" in out.lower()
+
+
+@pytest.mark.nvcc
+def test_report_rebuilds_and_reprints_the_result(cuda_run):
+    done, run = cuda_run
+    written = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
+    again = quickstart("--report", str(run), "--json", timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == written
+    text = quickstart("--report", str(run), timeout=120)
+    verdicts = [
+        line for line in done.stdout.splitlines() if line.strip().startswith(("Runner", "A kernel", "Target"))
+    ]
+    assert len(verdicts) == 3
+    for line in verdicts:
+        assert line in text.stdout
+
+
+def test_report_of_a_non_run_directory_is_a_clear_error(tmp_path):
+    done = quickstart("--report", str(tmp_path), timeout=120)
+    assert done.returncode == 2 and "plan.json is missing" in done.stderr
+
+
+def test_exactly_one_mode_is_required():
+    done = quickstart("--check", "--run", timeout=120)
+    assert done.returncode == 2 and "exactly one of" in done.stderr
+
+
+def test_check_against_a_cpu_service_prints_one_line_per_dependency(cpu_service):
+    done = quickstart("--check", "--service-url", cpu_service, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line.split()[:2] for line in done.stdout.splitlines() if line.strip()]
+    assert lines == [["OK", "model"], ["OK", "service"], ["OK", "definition"], ["OK", "nvcc"], ["OK", "gpu"]]
+    assert "demo model: replay" in done.stdout and "CPU mode" in done.stdout
+
+
+def test_check_require_gpu_fails_without_a_gpu_lane(cpu_service):
+    done = quickstart("--check", "--require-gpu", "--json", "--service-url", cpu_service, timeout=300)
+    assert done.returncode == 1
+    lines = {line["name"]: line for line in json.loads(done.stdout)}
+    assert lines["gpu"]["ok"] is False and lines["service"]["ok"] and lines["definition"]["ok"]
+
+
+def test_check_fails_when_the_service_is_unreachable():
+    from mini_ptx_agent.service import free_port
+
+    done = quickstart("--check", "--service-url", f"http://127.0.0.1:{free_port()}", timeout=300)
+    assert done.returncode == 1
+    assert any(line.startswith("FAIL service") for line in done.stdout.splitlines()), done.stdout
+
+
+def test_triton_run_without_a_gpu_is_refused_with_a_clear_report(cpu_service, tmp_path):
+    done = quickstart(
+        "--run", "--language", "triton", "--service-url", cpu_service, "--output-root", str(tmp_path)
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    (run,) = tmp_path.glob("quickstart-*-triton-gemm")
+    result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
+    assert result["runner_completed"] is False and result["runner"]["exit_status"] == "Refused"
+    assert result["generated"] == 0 and result["service"]["kind"] == "remote"
+    assert "Triton quickstart needs a GPU" in result["exit_message"]
+    assert "Triton quickstart needs a GPU" in done.stdout

@@ -1,0 +1,105 @@
+"""quickstart-result.json from a run directory's files: counts, best speedup and the three separate verdicts.
+
+The run directories here have the layout `ptxbench quickstart --run` writes on a GPU (evaluator results as the
+agent writes them); the CPU-mode layout is covered end to end in test_quickstart_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mini_ptx_agent.evaluation import EvaluationReport, ReportStatus, WorkloadResult
+from mini_ptx_agent.quickstart import QUICKSTART_WORKLOAD, quickstart_task
+from mini_ptx_agent.quickstart_report import CONTEXT_FILE, build_result, render
+from mini_ptx_agent.runs import RunLayout, RunPlan, RunSummary
+from rich.console import Console
+
+
+def _write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _report(status: str, speedup: float | None, target: float = 1.0) -> dict:
+    passed = status == "PASSED"
+    workload = WorkloadResult(
+        workload_uuid=QUICKSTART_WORKLOAD, axes={"M": 8192}, status="PASSED" if passed else "INCORRECT_NUMERICAL",
+        hardware="NVIDIA H200", executed_on_gpu=True, speedup=speedup if passed else None,
+        latency_ms=0.7 / speedup if passed and speedup else None, reference_latency_ms=0.7 if passed else None,
+    )  # fmt: skip
+    return EvaluationReport(
+        status=ReportStatus(status), definition="gemm_n7168_k5120", language="cuda", all_passed=passed,
+        min_speedup=speedup if passed else None, target_speedup=target, executed_on_gpu=True,
+        target_met=bool(passed and speedup is not None and speedup >= target), workloads=[workload],
+    ).model_dump(mode="json")  # fmt: skip
+
+
+def _gpu_run(tmp_path: Path, speedups: list[float | None], exit_status: str = "LimitsExceeded") -> Path:
+    run = tmp_path / "quickstart-20260101T000000Z-cuda-gemm"
+    layout = RunLayout(run)
+    plan = RunPlan(
+        run_id=run.name, created_at="2026-01-01T00:00:00+00:00", task=quickstart_task("cuda"),
+        model="ptxbench-demo-replay", prompt_tag="hopper-no-hint", num_turns=3, service="embedded",
+    )  # fmt: skip
+    _write(layout.plan_path, plan.model_dump(mode="json"))
+    versions = []
+    for turn, speed in enumerate(speedups, start=1):
+        status = "PASSED" if speed is not None else "INCORRECT_NUMERICAL"
+        _write(layout.experiment_dir / "evaluations" / f"turn_{turn:03d}.json", _report(status, speed))
+        if speed is not None:
+            versions.append(turn)
+            (layout.success_dir).mkdir(parents=True, exist_ok=True)
+            (layout.success_dir / f"kernel_v{turn}.cu").write_text("// v", encoding="utf-8")
+    (layout.experiment_dir / "kernel.cu").write_text("// latest", encoding="utf-8")
+    summary = RunSummary(
+        run_id=run.name, exit_status=exit_status, runner_completed=True, kernel_correct=bool(versions),
+        target_met=exit_status == "Submitted", turns=len(speedups), correct_versions=versions, elapsed_s=1.0,
+    )  # fmt: skip
+    _write(layout.summary_path, summary.model_dump(mode="json"))
+    _write(layout.trajectory_path, {"trajectory_format": "mini-swe-agent-1.1", "messages": [
+        {"role": "user", "content": "VERDICT: the last feedback", "extra": {"ptxbench": {"kind": "evaluation"}}},
+    ]})  # fmt: skip
+    _write(
+        run / CONTEXT_FILE, {"demo": True, "service": {"kind": "embedded", "lanes": ["cuda:0"], "gpu": True}}
+    )
+    return run
+
+
+def _text(result, run: Path) -> str:
+    console = Console(record=True, width=200, color_system=None)
+    render(result, run, console)
+    return console.export_text()
+
+
+def test_target_achieved_on_the_last_turn(tmp_path):
+    run = _gpu_run(tmp_path, [0.01, 0.05, 1.02], exit_status="Submitted")
+    result = build_result(run)
+    assert (result.generated, result.correct, result.target_achieved) == (3, 3, 1)
+    assert (result.best_speedup, result.best_turn, result.best_on_gpu) == (1.02, 3, True)
+    assert result.service.hardware == ["NVIDIA H200"]
+    assert result.experiments[0].versions == [f"success/exp_000/kernel_v{t}.cu" for t in (1, 2, 3)]
+    assert result.final_feedback_excerpt == "VERDICT: the last feedback"
+    text = _text(result, run)
+    assert "Target achieved:       yes: 1.020x >= 1.00x at turn 3" in text
+    assert "DEMO REPLAY" in text and "CPU mode" not in text
+
+
+def test_correct_but_below_target_is_not_achieved(tmp_path):
+    result = build_result(_gpu_run(tmp_path, [None, 0.05, 0.99]))
+    assert (result.correct, result.target_achieved, result.best_speedup) == (2, 0, 0.99)
+    text = _text(result, tmp_path)
+    assert "A kernel was correct:  yes: 2 of 3" in text
+    assert "Target achieved:       no: best 0.990x < 1.00x (turn 3)" in text
+
+
+def test_no_correct_kernel(tmp_path):
+    result = build_result(_gpu_run(tmp_path, [None, None, None]))
+    assert (result.correct, result.best_speedup, result.experiments[0].versions) == (0, None, [])
+    assert "none of 3 kernels passed" in _text(result, tmp_path)
+
+
+def test_not_a_run_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"plan\.json is missing"):
+        build_result(tmp_path)
