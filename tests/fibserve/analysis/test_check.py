@@ -191,3 +191,18 @@ def test_cli_policy_file_configures_the_benchmark(tmp_path: Path, build_cache: P
     policy.write_text("no_such_field: 1\n")
     broken = _cli(str(KERNELS / "triton_alias_matmul.py"), "--policy", str(policy), cache=build_cache)
     assert broken.returncode == 2 and "no_such_field" in broken.stderr
+
+
+@pytest.mark.nvcc
+@needs_cuobjdump
+def test_register_spills_are_reported(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("register_spills.cu"), cache_dir=build_cache)
+    assert analysis.status == "clean" and analysis.verdict is not None
+    (kernel,) = analysis.kernels
+    assert kernel.resources is not None and kernel.resources.registers is not None
+    assert kernel.resources.registers <= 32  # __launch_bounds__(1024, 2)
+    assert kernel.resources.spill_store_bytes > 0 and kernel.resources.spill_load_bytes > 0
+    assert analysis.verdict.spills and "spills yes" in analysis.verdict.summary
+    assert any(
+        note.startswith("spilling_kernel(") and "spill stores" in note for note in analysis.verdict.notes
+    )

@@ -160,3 +160,53 @@ def test_workload_of_another_definition_is_named(evaluator, vector_add, trace_se
     foreign = trace_set.workloads_for("rmsnorm_f32")[:1]
     report = evaluator.evaluate(definition, make_solution("add_correct.py", DEFINITION), foreign)
     assert foreign[0].uuid in report.task_error
+
+
+ESCAPE = """
+import os
+import socket
+
+
+def run(x, y, z):
+    try:
+        with open({path!r}, "w") as handle:
+            handle.write("escaped")
+    except OSError:
+        pass
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+    except OSError:
+        pass
+    z.copy_(x + y)
+"""
+
+
+def test_bubblewrap_blocks_host_writes_and_network(evaluator, vector_add, tmp_path):
+    import socket
+
+    from fibserve.trace import Solution
+
+    if not evaluator.pool.use_bwrap:
+        pytest.skip("bubblewrap is not installed (or not usable) here")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    server.setblocking(False)
+    target = tmp_path / "escape.txt"
+    source = ESCAPE.format(path=str(target), port=server.getsockname()[1])
+    solution = Solution.model_validate(
+        {
+            "name": "escape_probe",
+            "definition": DEFINITION,
+            "author": "tests",
+            "spec": {"language": "python", "target_hardware": ["sm_90a"], "entry_point": "kernel.py::run"},
+            "sources": [{"path": "kernel.py", "content": source}],
+        }
+    )
+    definition, workloads = vector_add
+    report = evaluator.evaluate(definition, solution, workloads[:1])
+    assert report.sandbox == "bwrap" and report.all_passed
+    assert not target.exists(), "the candidate wrote a file on the host outside its work directory"
+    with pytest.raises(BlockingIOError):
+        server.accept()
+    server.close()

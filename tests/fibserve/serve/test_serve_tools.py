@@ -130,3 +130,15 @@ def test_ncu_profiles_the_measured_call_and_names_the_kernel(start_server) -> No
     assert run.ok, (run.note, run.report[-2000:])
     assert len(run.kernels) == 1 and "vector_add_kernel" in run.kernels[0]  # only the measured call
     assert "Speed Of Light" in run.report
+
+
+@pytest.mark.gpu
+def test_evaluate_a_cuda_candidate_on_the_gpu(start_server) -> None:
+    server = start_server("--devices", "cuda:0")
+    with FIBServeClient(server.url, timeout=60) as client:
+        answer = client.evaluate(cuda_add("gpu add"), [VECTOR_ADD_SMALL], wait_timeout=900)
+    assert answer.status == "completed", answer.error
+    assert answer.executed is True and answer.device == "cuda:0"
+    (trace,) = answer.traces or []
+    assert trace.evaluation is not None and trace.evaluation.status.value == "PASSED", trace.evaluation
+    assert trace.evaluation.performance is not None and trace.evaluation.performance.latency_ms > 0

@@ -30,7 +30,7 @@ def test_database_is_in_wal_mode_and_tasks_are_claimed_in_submission_order(tmp_p
 def test_a_second_store_on_the_same_file_sees_committed_tasks(tmp_path: Path) -> None:
     """What a SIGKILLed server leaves behind is readable by the next one (nothing buffered in memory)."""
     path = tmp_path / "tasks.sqlite3"
-    first = TaskStore(path)
+    first = TaskStore(path, exclusive=False)
     ids = _submit(first, 2)
     running = first.claim("cuda:0")
     assert running is not None
@@ -45,13 +45,13 @@ def test_a_second_store_on_the_same_file_sees_committed_tasks(tmp_path: Path) ->
 
 def test_a_task_that_keeps_killing_the_server_is_failed_after_max_attempts(tmp_path: Path) -> None:
     path = tmp_path / "tasks.sqlite3"
-    (task_id,) = _submit(TaskStore(path, max_attempts=2), 1)
+    (task_id,) = _submit(TaskStore(path, max_attempts=2, exclusive=False), 1)
     for _ in range(2):
-        store = TaskStore(path, max_attempts=2)
+        store = TaskStore(path, max_attempts=2, exclusive=False)
         store.recover()
         claimed = store.claim("cpu")
         assert claimed is not None and claimed.id == task_id
-    store = TaskStore(path, max_attempts=2)
+    store = TaskStore(path, max_attempts=2, exclusive=False)
     requeued, failed = store.recover()
     assert (requeued, failed) == ([], [task_id])
     record = store.get(task_id)
@@ -102,3 +102,12 @@ def test_finish_refuses_a_non_final_status(tmp_path: Path) -> None:
     store = TaskStore(tmp_path / "t.sqlite3")
     with pytest.raises(ValueError, match="final status"):
         store.finish("x", 1, TaskStatus.RUNNING)
+
+
+def test_a_second_server_on_the_same_store_is_refused_until_the_first_closes(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.sqlite3"
+    first = TaskStore(path)
+    with pytest.raises(RuntimeError, match="another FIBServe server is using"):
+        TaskStore(path)
+    first.close()
+    TaskStore(path).close()

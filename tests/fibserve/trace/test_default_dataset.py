@@ -29,7 +29,7 @@ def _run(definition: Definition, *args):
 def test_bundled_set_loads_without_problems(bundled: TraceSet) -> None:
     assert bundled.counts() == {
         "definitions": 22,
-        "solutions": 0,
+        "solutions": 2,
         "workloads": 103,
         "traces": 0,
         "errors": 0,

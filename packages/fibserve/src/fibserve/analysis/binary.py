@@ -20,7 +20,7 @@ from .resources import parse_ptxas_log
 from .sass import SassReport, dump_sass
 from .verdict import KernelAnalysis, Verdict, decide, merge_kernels
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 """Bumped whenever a parser or the verdict changes, so stale cached analyses are recomputed."""
 
 
@@ -81,13 +81,14 @@ def analyse_binaries(
     for report in ptx_reports:
         for family, count in report.families.items():
             families[family] = families.get(family, 0) + count
+    kernels = merge_kernels(ptx_reports, sass, resources)
     analysis = BinaryAnalysis(
         target=target,
-        kernels=merge_kernels(ptx_reports, sass, resources),
+        kernels=kernels,
         ptx_families=families,
         sass_opcodes=sass.opcodes,
         sass_tool=sass.tool,
-        verdict=decide(target, ptx_reports, sass, resources),
+        verdict=decide(target, ptx_reports, sass, resources, {k.name: k.display_name for k in kernels}),
         timings_ms=timings,
     )
     if cache_file is not None:

@@ -124,9 +124,17 @@ def merge_kernels(
 
 
 def decide(
-    target: str, ptx_reports: list[PtxReport], sass: SassReport | None, resources: list[KernelResources]
+    target: str,
+    ptx_reports: list[PtxReport],
+    sass: SassReport | None,
+    resources: list[KernelResources],
+    display_names: dict[str, str] | None = None,
 ) -> Verdict:
-    """The verdict for ``target`` from all PTX, SASS and resource evidence of a build."""
+    """The verdict for ``target`` from all PTX, SASS and resource evidence of a build.
+
+    ``display_names`` maps mangled kernel names to the names used in notes (demangled, see ``merge_kernels``).
+    """
+    names = display_names or {}
     families: Counter[str] = Counter()
     for report in ptx_reports:
         for function in report.functions:
@@ -162,10 +170,12 @@ def decide(
     for resource in resources:
         if resource.spill_store_bytes or resource.spill_load_bytes:
             verdict.notes.append(
-                f"{resource.name}: {resource.spill_store_bytes} bytes spill stores, "
+                f"{names.get(resource.name, resource.name)}: {resource.spill_store_bytes} bytes spill stores, "
                 f"{resource.spill_load_bytes} bytes spill loads (registers: {resource.registers})"
             )
-        verdict.notes += [f"{resource.name}: {advisory}" for advisory in resource.advisories]
+        verdict.notes += [
+            f"{names.get(resource.name, resource.name)}: {note}" for note in resource.advisories
+        ]
     if sass is not None and sass.error:
         verdict.notes.append(sass.error)
     verdict.summary = _summary(verdict)
