@@ -14,6 +14,7 @@ Python candidates run on CPU tensors. Nothing is timed on CPU: PASSED results ca
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
@@ -51,6 +52,12 @@ phase), ``result`` (uuid, status)."""
 
 SECRET_ENV = "FIBSERVE_INPUT_SECRET"
 """Hex string used as the input-seed secret when none is passed (a random one per process otherwise)."""
+
+
+_ACCELERATOR_ERRORS: tuple[type[BaseException], ...] = tuple(
+    t for t in (getattr(torch, "AcceleratorError", None),) if isinstance(t, type)
+)
+"""Exception types of a failed CUDA context (torch >= 2.8 raises ``torch.AcceleratorError``)."""
 
 
 class _TaskError(Exception):
@@ -106,6 +113,8 @@ class Evaluator:
         self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)
         self.scratch = Path(tempfile.mkdtemp(prefix="fibserve-bench-"))
         self._lock = threading.Lock()
+        self.healthy = True
+        """False once the trusted process's own CUDA context failed: the owner must replace this Evaluator."""
         self._name = snapshot(self.device).name
         self._capability = None if self.cpu_mode else torch.cuda.get_device_capability(self.device)
 
@@ -162,9 +171,17 @@ class Evaluator:
                 if bad_config:
                     report.task_error = bad_config
                 else:
-                    _Run(self, report, definition, solution, list(workloads), progress, roots).execute()
+                    # references may allocate on "the current device": make it ours in whatever thread calls us
+                    scope = torch.cuda.device(self.device) if not self.cpu_mode else contextlib.nullcontext()
+                    with scope:
+                        _Run(self, report, definition, solution, list(workloads), progress, roots).execute()
             except Exception as exc:  # the serving process never dies from an evaluation
                 report.task_error = f"internal error in the evaluator: {exc!r}"
+                if isinstance(exc, _ACCELERATOR_ERRORS):
+                    self.healthy = False
+                    report.notes.append(
+                        "the evaluator's own CUDA context failed; this lane must be restarted (Evaluator.healthy is False)"
+                    )
             report.notes.extend(n for n in self.pool.notes if n not in report.notes)
             report.sandbox = "bwrap" if self.pool.use_bwrap else "none"
             report.device.end = snapshot(self.device)

@@ -69,6 +69,17 @@ class Slots:
 
     inputs: list[dict[str, torch.Tensor]]
     outputs: list[dict[str, torch.Tensor]]
+    worker: WorkerProcess | None = None
+    """The worker that owns the memory: it must be alive whenever the trusted side touches the buffers."""
+
+    def require_alive(self) -> None:
+        """Raise a CandidateFailure (RUNTIME_ERROR) when the owning worker has exited, *before* the trusted
+        process touches memory the dead process exported (which could fault in the trusted context)."""
+        if self.worker is not None and not self.worker.alive:
+            raise CandidateFailure(
+                EvaluationStatus.RUNTIME_ERROR,
+                f"the worker exited unexpectedly (code {self.worker.proc.poll()})\n{self.worker.log_tail()}",
+            )
 
 
 def _worker_call(
@@ -131,7 +142,7 @@ def allocate_slots(
     reply = worker.request({"op": "alloc", "slots": specs}, timeout)
     if not reply.get("ok"):
         raise WorkerError("protocol", f"buffer allocation failed in the worker: {reply.get('error')}")
-    slots = Slots([], [])
+    slots = Slots([], [], worker)
     for spec, handles in zip(specs, reply["slots"], strict=True):
         slots.inputs.append(
             {
@@ -149,12 +160,14 @@ def allocate_slots(
 
 
 def _fill(slots: Slots, slot: int, inputs: dict[str, Any], device: torch.device) -> None:
+    slots.require_alive()
     for name, view in slots.inputs[slot].items():
         view.copy_(inputs[name])
     _sync(device)
 
 
 def _poison(slots: Slots, slot: int, device: torch.device) -> None:
+    slots.require_alive()
     for view in slots.outputs[slot].values():
         poison_(view)
     _sync(device)
@@ -214,6 +227,7 @@ def judge(
     slots: Slots, slot: int, data: WorkloadData, input_set: int, config: EvalConfig, phase: str
 ) -> ComparisonResult:
     """Compare slot outputs with the reference of ``input_set``; raise CandidateFailure on a mismatch."""
+    slots.require_alive()
     actual = {n: t.clone() for n, t in slots.outputs[slot].items()}
     result = compare_outputs(
         actual,
