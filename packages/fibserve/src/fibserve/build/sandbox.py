@@ -4,7 +4,8 @@ The service process never compiles anything itself: a hostile source can make a 
 or (through ``#include`` of device files, or a host-side build script) try to reach the network. The child
 gets RLIMIT_CPU, RLIMIT_AS and RLIMIT_FSIZE, runs in its own session so a timeout kills the whole process
 group, and, when ``bwrap`` is installed and works, sees a read-only root, a private ``/tmp``, no network and
-only its build directory writable (DESIGN section 4, point 1).
+only its build directory writable, with the service user's home hidden (DESIGN section 4, point 1). The
+environment is reduced to what compilers need (:func:`minimal_env`).
 """
 
 from __future__ import annotations
@@ -103,12 +104,29 @@ def _bwrap_prefix(writable: list[Path], readable: list[Path]) -> list[str]:
         "--unshare-ipc",
         "--die-with-parent",
     ]  # fmt: skip
-    # Paths under /tmp vanish behind the private tmpfs; bind them back (read-only unless writable).
+    # The service user's home (keys, tokens, caches) is hidden: `#include "~/.ssh/id_rsa"` would otherwise
+    # print the file back in the compiler's error messages.
+    home = Path(os.environ.get("HOME", "/")).resolve()
+    if home != Path("/"):
+        argv += ["--tmpfs", str(home)]
+    # Paths under /tmp or the home vanish behind the tmpfs mounts; bind them back (read-only unless writable).
     for path in readable:
         argv += ["--ro-bind", str(path), str(path)]
     for path in writable:
         argv += ["--bind", str(path), str(path)]
     return argv
+
+
+_ENV_KEPT = ("PATH", "LANG", "LC_ALL", "TMPDIR", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "HOME")
+
+
+def minimal_env() -> dict[str, str]:
+    """The environment a build command gets: what compilers need, nothing else.
+
+    The service's own environment may hold API keys; ``#include "/proc/self/environ"`` would print it into
+    the compile log, which goes back to the model.
+    """
+    return {name: os.environ[name] for name in _ENV_KEPT if name in os.environ}
 
 
 def _set_limits(limits: Limits) -> None:
@@ -140,21 +158,28 @@ def run_sandboxed(
         readable: extra directories to keep visible when they live under ``/tmp``.
         limits: timeout and rlimits.
         mode: ``auto`` (default, or ``FIBSERVE_SANDBOX``), ``bwrap`` or ``none``.
-        env: environment for the command (default: the current one).
+        env: environment for the command (default: :func:`minimal_env`).
 
     Raises:
         OSError: the command could not be started at all.
     """
     limits = limits or Limits()
     sandbox = resolve_mode(mode)
-    full = (_bwrap_prefix(writable, list(readable)) + argv) if sandbox == "bwrap" else argv
+    if sandbox == "bwrap":
+        # Keep the program's own installation visible even when it lives under the hidden home
+        # (pyenv, conda): <prefix>/bin/<tool> -> <prefix>.
+        program = shutil.which(argv[0]) or argv[0]
+        prefix = Path(program).resolve().parent.parent
+        full = _bwrap_prefix(writable, [*readable, prefix]) + argv
+    else:
+        full = argv
     start = time.perf_counter()
     process = subprocess.Popen(
         full,
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=env,
+        env=minimal_env() if env is None else env,
         start_new_session=True,
         preexec_fn=lambda: _set_limits(limits),
     )
