@@ -18,7 +18,8 @@ for every answer with batched long polls. Prints one JSON line:
 - the statuses seen (all must be PASSED for the numbers to mean anything) and the 1-minute load average.
 
 Languages: ``cuda`` (tvm-ffi, needs nvcc; built once, then served from the build cache), ``triton``
-(float32; CPU mode runs the Triton interpreter), ``python`` (a plain PyTorch baseline).
+(float32; CPU mode runs the Triton interpreter), ``python`` (a plain PyTorch baseline), ``broken`` (does not
+parse: measures the service's own overhead, since no worker starts).
 """
 
 from __future__ import annotations
@@ -85,13 +86,20 @@ def run(x, y, z):
 """,
     ),
     "python": ("kernel.py", "def run(x, y, z):\n    z.copy_(x + y)\n"),
+    # Does not parse: the Evaluator answers COMPILE_ERROR without starting a worker, so the numbers measure
+    # the service itself (HTTP, task store, queue, lanes, long polls), not kernels.
+    "broken": ("kernel.py", "def run(x, y, z:\n"),
 }
 
 
 def solution(language: str) -> dict:
     """The benchmark's candidate for ``vector_add_f32`` in ``language``."""
     path, content = SOURCES[language]
-    spec = {"language": language, "target_hardware": ["NVIDIA_H200"], "entry_point": f"{path}::run"}
+    spec = {
+        "language": "python" if language == "broken" else language,
+        "target_hardware": ["NVIDIA_H200"],
+        "entry_point": f"{path}::run",
+    }
     if language == "cuda":
         spec["binding"] = "tvm-ffi"
     return {

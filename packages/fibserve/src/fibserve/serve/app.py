@@ -251,7 +251,8 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         except NotFound as exc:
             if exc.code == "unknown_definition":
                 exc.message = (
-                    f"the solution implements {solution.definition!r}, which " + exc.message.split(" ", 2)[2]
+                    f"the solution implements definition {solution.definition!r}, which is not on this server; "
+                    f"{exc.hint}"
                 )
             raise _not_found(exc) from None
         except WorkloadMismatch as exc:

@@ -17,11 +17,15 @@ from fibserve.trace.trace_set import TraceSet
 class NotFound(LookupError):
     """A definition or workload that the server does not have."""
 
-    def __init__(self, code: str, message: str, close_matches: list[str] | None = None) -> None:
+    def __init__(
+        self, code: str, message: str, close_matches: list[str] | None = None, hint: str = ""
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.close_matches = close_matches or []
+        self.hint = hint
+        """What to do about it (the close matches, or where to look), without the subject."""
 
 
 class WorkloadMismatch(ValueError):
@@ -63,8 +67,10 @@ class Catalog:
         definition = self.trace_set.definitions.get(name)
         if definition is None:
             matches = difflib.get_close_matches(name, list(self.trace_set.definitions), n=5, cutoff=0.6)
-            hint = f"; did you mean {', '.join(matches)}?" if matches else "; GET /definitions lists them"
-            raise NotFound("unknown_definition", f"definition {name!r} is not on this server{hint}", matches)
+            hint = f"did you mean {', '.join(matches)}?" if matches else "GET /definitions lists them"
+            raise NotFound(
+                "unknown_definition", f"definition {name!r} is not on this server; {hint}", matches, hint
+            )
         return definition
 
     def workloads(self, name: str) -> list[Workload]:

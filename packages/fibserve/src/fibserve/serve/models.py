@@ -142,7 +142,11 @@ class BatchRequest(_Request):
 # -- answers ------------------------------------------------------------------------------------------------
 
 
-class ErrorInfo(BaseModel):
+class _Answer(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class ErrorInfo(_Answer):
     """An error a person can act on."""
 
     code: str
@@ -153,13 +157,14 @@ class ErrorInfo(BaseModel):
     """Extra structured facts (validation errors, close matches)."""
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(_Answer):
     """Body of every non-2xx HTTP answer."""
 
     error: ErrorInfo
+    """The error."""
 
 
-class WorkerInfo(BaseModel):
+class WorkerInfo(_Answer):
     """One worker lane."""
 
     device: str
@@ -174,12 +179,13 @@ class WorkerInfo(BaseModel):
     """Why it is unhealthy."""
 
 
-class HealthAnswer(BaseModel):
+class HealthAnswer(_Answer):
     """Answer of ``GET /health``."""
 
     status: Literal["ok", "degraded"]
     """``ok`` when every lane is healthy."""
     workers: list[WorkerInfo]
+    """One entry per lane."""
     queue_size: int
     """Pending tasks."""
     running: int
@@ -190,33 +196,39 @@ class HealthAnswer(BaseModel):
     """Server-side tool executables (``compute-sanitizer``, ``ncu``, ``nvcc``) or null when absent."""
 
 
-class DefinitionSummary(BaseModel):
+class DefinitionSummary(_Answer):
     """One entry of ``GET /definitions``."""
 
     name: str
+    """Definition name."""
     op_type: str
+    """Operator family (gemm, mha, ...)."""
     description: str | None = None
+    """What it computes."""
 
 
-class SubmitAnswer(BaseModel):
+class SubmitAnswer(_Answer):
     """Answer of ``POST /evaluate``, ``/sanitize`` and ``/profile`` (HTTP 202)."""
 
     task_id: str
     """Poll ``GET /tasks/{task_id}`` for the result."""
     kind: Literal["evaluate", "sanitize", "profile"]
+    """What was queued."""
     status: str
     """``pending`` right after submission."""
     definition: str
+    """Definition the solution implements."""
     normalized_solution_name: str
     """The solution name the traces carry (see ``normalize_solution_name``)."""
     workload_uuids: list[str]
     """The workloads the task covers, in run order."""
 
 
-class SanitizerRun(BaseModel):
+class SanitizerRun(_Answer):
     """One compute-sanitizer run (one tool on one workload)."""
 
     tool: SanitizerTool
+    """The compute-sanitizer tool."""
     workload: str
     """Workload uuid."""
     passed: bool
@@ -229,11 +241,12 @@ class SanitizerRun(BaseModel):
     error_count: int | None = None
     """Errors the tool counted (from its ``ERROR SUMMARY``), when it printed one."""
     timed_out: bool = False
+    """Whether it was killed at the time limit."""
     output: str = ""
     """The tool's report with driver noise removed, cut to a bounded size."""
 
 
-class ProfileRun(BaseModel):
+class ProfileRun(_Answer):
     """One Nsight Compute run (one workload)."""
 
     workload: str
@@ -243,6 +256,7 @@ class ProfileRun(BaseModel):
     exit_code: int | None
     """Exit status of ncu; None when it was killed on timeout."""
     timed_out: bool = False
+    """Whether it was killed at the time limit."""
     note: str | None = None
     """Why the run is not ok (no kernel in the NVTX range, candidate failed, not built)."""
     kernels: list[str] = Field(default_factory=list)
@@ -251,7 +265,7 @@ class ProfileRun(BaseModel):
     """ncu's printed report for the measured call, cut to a bounded size."""
 
 
-class TaskAnswer(BaseModel):
+class TaskAnswer(_Answer):
     """Answer of ``GET /tasks/{id}`` (and an element of ``POST /tasks/batch``).
 
     ``status`` is ``failed`` only for a task-level failure (infrastructure, tool missing, timeout of the whole
@@ -259,9 +273,13 @@ class TaskAnswer(BaseModel):
     """
 
     task_id: str
+    """The task's id."""
     kind: str
+    """``evaluate``, ``sanitize`` or ``profile``."""
     status: Literal["pending", "running", "completed", "failed"]
+    """``completed`` and ``failed`` are final."""
     definition: str
+    """Definition name."""
     solution: str
     """Normalized solution name."""
     device: str | None = None
@@ -269,8 +287,11 @@ class TaskAnswer(BaseModel):
     attempts: int = 0
     """How many times a lane started it (more than one when a server restart interrupted it)."""
     created_at: float
+    """When the server accepted it (Unix seconds)."""
     started_at: float | None = None
+    """When its last attempt started (Unix seconds)."""
     finished_at: float | None = None
+    """When it finished (Unix seconds)."""
     traces: list[Trace] | None = None
     """One trace per workload (evaluate)."""
     analysis: dict[str, Any] | None = None

@@ -13,6 +13,7 @@ keep working.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import sqlite3
 import threading
@@ -68,7 +69,7 @@ class TaskStatus(StrEnum):
 class TaskRecord(BaseModel):
     """One row of the store, decoded. Times are Unix seconds (float)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
 
     id: str
     """Task id (32 hex digits)."""
@@ -95,9 +96,13 @@ class TaskRecord(BaseModel):
     cancel_requested: bool
     """Whether a cancel arrived while it was running."""
     created_at: float
+    """When it was accepted."""
     started_at: float | None
+    """When the current (or last) attempt started."""
     finished_at: float | None
+    """When it reached its final status."""
     expires_at: float | None
+    """When its answer is deleted (finish time plus the TTL)."""
 
 
 class TaskStore:
@@ -110,16 +115,32 @@ class TaskStore:
         path: database file; its directory is created.
         ttl_s: seconds a finished task's answer is kept (then it is deleted and reads answer "unknown task").
         max_attempts: claims after which a task left running by a dead server is failed instead of re-queued.
+        exclusive: hold an exclusive lock (``<path>.lock``, ``flock``) for the store's lifetime, so that a
+            second server on the same state directory is refused instead of re-queueing the first one's
+            running tasks. The kernel drops the lock when the process dies, SIGKILL included.
 
     Raises:
-        RuntimeError: the file holds a different schema version.
+        RuntimeError: the file holds a different schema version, or (``exclusive``) another process holds it.
     """
 
-    def __init__(self, path: Path, *, ttl_s: float = 24 * 3600.0, max_attempts: int = 3) -> None:
+    def __init__(
+        self, path: Path, *, ttl_s: float = 24 * 3600.0, max_attempts: int = 3, exclusive: bool = True
+    ) -> None:
         self.path = Path(path)
         self.ttl_s = float(ttl_s)
         self.max_attempts = int(max_attempts)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._owner = None
+        if exclusive:
+            self._owner = open(self.path.with_name(self.path.name + ".lock"), "w")  # noqa: SIM115 (held open)
+            try:
+                fcntl.flock(self._owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._owner.close()
+                raise RuntimeError(
+                    f"another FIBServe server is using the task store {self.path}; stop it or give this one "
+                    "its own --state-dir"
+                ) from None
         self._lock = threading.Lock()
         self._db = sqlite3.connect(
             str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
@@ -326,6 +347,8 @@ class TaskStore:
         """Close the database (checkpointing the WAL into the main file)."""
         with self._lock:
             self._db.close()
+        if self._owner is not None:
+            self._owner.close()
 
 
 def _decode(row: sqlite3.Row) -> TaskRecord:
