@@ -10,7 +10,7 @@ import pytest
 from conftest import fixture_solution
 from fibserve.build import BuildStatus, Limits, build_solution, load_python_entry
 from fibserve.build.cuda import trim_compiler_log
-from fibserve.build.sandbox import bwrap_works
+from fibserve.build.sandbox import resolve_mode
 from fibserve.trace import Solution
 
 pytestmark = pytest.mark.nvcc
@@ -46,7 +46,7 @@ def test_simt_kernel_builds_with_products_and_is_cached(build_cache: Path) -> No
     assert (Path(first.build_dir) / "build.log").is_file()
     assert not (Path(first.build_dir) / "keep").exists()  # intermediates are removed
     assert "nvcc" in first.toolchain and "tvm-ffi" in first.toolchain
-    assert first.sandbox == ("bwrap" if bwrap_works() else "none")
+    assert first.sandbox == resolve_mode()
 
     start = time.perf_counter()
     again = build_solution(solution, cache_dir=build_cache)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fibserve.build.sandbox import Limits, bwrap_works, run_sandboxed
+from fibserve.build.sandbox import Limits, bwrap_works, resolve_mode, run_sandboxed
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
@@ -71,7 +71,8 @@ def test_compile_log_cannot_leak_the_environment_or_home_files(
     home.mkdir()
     (home / "token.txt").write_text("HOME_SECRET_4242 = 1;\n")
     monkeypatch.setenv("FIBSERVE_TEST_SECRET", "ENV_SECRET_1717")
-    if bwrap_works():
+    sandboxed = resolve_mode() == "bwrap"
+    if sandboxed:
         monkeypatch.setenv("HOME", str(home))
     source = f'#include "/proc/self/environ"\n#include "{home}/token.txt"\n'
     solution = Solution.model_validate(
@@ -93,7 +94,8 @@ def test_compile_log_cannot_leak_the_environment_or_home_files(
     # procfs files report size 0, so today's preprocessors read nothing from environ; the minimal
     # environment is defence in depth. Without bubblewrap the token file *is* quoted back (see below).
     assert "ENV_SECRET_1717" not in result.log
-    if bwrap_works():
+    assert result.sandbox == ("bwrap" if sandboxed else "none")
+    if sandboxed:
         assert "HOME_SECRET_4242" not in result.log and "No such file" in result.log
     else:
         assert "HOME_SECRET_4242" in result.log  # the leak the sandbox closes
