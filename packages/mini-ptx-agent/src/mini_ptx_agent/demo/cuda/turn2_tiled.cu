@@ -21,13 +21,13 @@ constexpr int kBK = 16;
 constexpr int kTM = 8;  // rows of C per thread
 constexpr int kTN = 8;  // columns of C per thread
 constexpr int kThreads = (kBM / kTM) * (kBN / kTN);  // 256
-constexpr int kPad = 4;  // keeps the transposed stores off a single bank
+constexpr int kPad = 4;  // spreads the transposed stores over banks; keeps rows 16-byte aligned
 
 __global__ void __launch_bounds__(kThreads)
 gemm_tiled_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
                   __nv_bfloat16* __restrict__ C, int M, int N, int K) {
-  __shared__ float As[kBK][kBM + kPad];  // As[k][m] = A[row0 + m, k0 + k]
-  __shared__ float Bs[kBK][kBN + kPad];  // Bs[k][n] = B[col0 + n, k0 + k]
+  __shared__ __align__(16) float As[kBK][kBM + kPad];  // As[k][m] = A[row0 + m, k0 + k]
+  __shared__ __align__(16) float Bs[kBK][kBN + kPad];  // Bs[k][n] = B[col0 + n, k0 + k]
   const int tid = threadIdx.x;
   const int row0 = blockIdx.y * kBM;
   const int col0 = blockIdx.x * kBN;
@@ -56,11 +56,13 @@ gemm_tiled_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __re
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < kBK; ++kk) {
-      float a[kTM], b[kTN];
-#pragma unroll
-      for (int i = 0; i < kTM; ++i) a[i] = As[kk][tr + i];
-#pragma unroll
-      for (int j = 0; j < kTN; ++j) b[j] = Bs[kk][tc + j];
+      // 16-byte shared loads (rows are 528 bytes apart and tr, tc are multiples of 8, so they are aligned).
+      const float4 a0 = *reinterpret_cast<const float4*>(&As[kk][tr]);
+      const float4 a1 = *reinterpret_cast<const float4*>(&As[kk][tr + 4]);
+      const float4 b0 = *reinterpret_cast<const float4*>(&Bs[kk][tc]);
+      const float4 b1 = *reinterpret_cast<const float4*>(&Bs[kk][tc + 4]);
+      const float a[kTM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float b[kTN] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
       for (int i = 0; i < kTM; ++i) {
 #pragma unroll
