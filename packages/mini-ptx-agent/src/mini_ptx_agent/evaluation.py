@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from fibserve.trace import Definition, EvaluationStatus, Solution, Trace
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .task import TaskConfig
 
@@ -375,6 +375,12 @@ class FIBServeBackend:
             raise EvaluationInfrastructureError(f"FIBServe at {self.url} refused {what}: {exc}") from exc
         except FIBServeError as exc:  # ServiceUnreachable, TaskWaitTimeout
             raise EvaluationInfrastructureError(f"{what}: {exc}") from exc
+        except ValidationError as exc:  # an answer this client cannot read: client and server versions differ
+            raise EvaluationInfrastructureError(
+                f"FIBServe at {self.url} sent an answer to {what} that this client cannot read "
+                f"(are client and server the same version?): {exc.error_count()} validation error(s), "
+                f"first: {exc.errors()[0]['msg']}"
+            ) from exc
 
     def definition(self, name: str) -> Definition:
         """``GET /definitions/{name}``."""
