@@ -164,3 +164,16 @@ def test_triton_run_without_a_gpu_is_refused_with_a_clear_report(cpu_service, tm
     assert result["generated"] == 0 and result["service"]["kind"] == "remote"
     assert "Triton quickstart needs a GPU" in result["exit_message"]
     assert "Triton quickstart needs a GPU" in done.stdout
+
+
+def test_run_against_an_unreachable_service_reports_an_infrastructure_error(tmp_path):
+    from mini_ptx_agent.service import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    done = quickstart("--run", "--service-url", url, "--output-root", str(tmp_path), timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (run,) = tmp_path.glob("quickstart-*-cuda-gemm")
+    result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
+    assert result["runner_completed"] is False and result["runner"]["exit_status"] == "InfrastructureError"
+    assert result["generated"] == 0 and "evaluation service unavailable" in result["exit_message"]
+    assert "Runner completed:      no" in done.stdout and "no kernel was evaluated" in done.stdout

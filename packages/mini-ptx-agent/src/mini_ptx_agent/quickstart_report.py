@@ -300,10 +300,14 @@ def _verdicts(result: QuickstartResult) -> list[tuple[str, str]]:
             f"[yellow]unknown[/]: {result.not_executed} of {result.generated} kernels compiled and analysed, "
             "not executed (no GPU)"
         )
+    elif not result.generated:
+        correct = f"{_yes_no(False)}: no kernel was evaluated"
     else:
         correct = f"{_yes_no(False)}: none of {result.generated} kernels passed"
     if result.target_achieved:
         target = f"{_yes_no(True)}: {result.best_speedup:.3f}x >= {result.target_speedup:.2f}x at turn {result.best_turn}"
+    elif not result.generated:
+        target = f"{_yes_no(False)}: no kernel was evaluated"
     elif not result.service.gpu:
         target = (
             f"{_yes_no(False)}: needs a GPU (target {result.target_speedup:.2f}x is never met in CPU mode)"
