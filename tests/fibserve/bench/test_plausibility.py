@@ -94,3 +94,12 @@ def test_attention_decode_floor_uses_kv_lengths():
         attn, {"batch": 2, "num_qo_heads": 32, "head_dim": 128}, inputs, {"o": inputs["q"]}
     )
     assert flops == 2 * 32 * 128 * 300
+
+
+def test_dense_mha_of_the_bundled_set_has_a_compute_floor(trace_set):
+    definition = trace_set.definition("mha_with_lse_d128")
+    axes = definition.axis_values({"seq_len": 512})
+    shape = (4, 48, 512, 128)
+    inputs = {n: torch.empty(shape, dtype=torch.bfloat16, device="meta") for n in ("q", "k", "v")}
+    flops, _, family = workload_cost(definition, axes, inputs, {})
+    assert flops == 2 * 4 * 48 * 128 * 512 * 512 and family == "bf16"

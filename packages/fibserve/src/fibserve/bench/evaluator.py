@@ -334,8 +334,9 @@ class _Run:
             report.task_error = "; ".join(f"{u}: {m}" for u, m in report.workload_errors.items())
 
     def _discard(self, reason: str | None = None) -> None:
+        """Retire the worker: killed at once after a failure (``reason``), else asked to exit gracefully."""
         if self.worker is not None:
-            self.worker.kill()
+            self.worker.kill(graceful=reason is None)
             self.worker = None
             if reason:
                 self.report.notes.append(f"worker replaced after {reason}")

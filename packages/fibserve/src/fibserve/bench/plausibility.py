@@ -14,7 +14,8 @@ Device peaks (dense, no sparsity), from NVIDIA's public datasheets:
 
 Unknown devices are never flagged. FLOPs: GEMM ``2*M*N*K`` (axes M, N, K); attention a floor of
 ``2 * heads * head_dim * sum_i(q_len_i * kv_len_i)`` (half the non-causal ``4*H*D*...``, so it also bounds
-causal masks). Bytes: all input and output tensors (read once, written once); for attention the KV caches are
+causal masks), with the lengths from ``kv_indptr``/``qo_indptr`` (paged or ragged) or from the shapes of
+``q`` and ``k`` (dense, axes ``batch_size``, ``num_heads``, ``head_dim``). Bytes: all input and output tensors (read once, written once); for attention the KV caches are
 left out (only the pages referenced need reading).
 """
 
@@ -102,13 +103,30 @@ def workload_cost(
         kv = _segments(inputs["kv_indptr"]) if isinstance(inputs.get("kv_indptr"), torch.Tensor) else None
         qo = _segments(inputs["qo_indptr"]) if isinstance(inputs.get("qo_indptr"), torch.Tensor) else None
         if kv is None:
-            return None
+            return _dense_attention(axes, inputs, heads, head_dim, family, out_bytes)
         page = axes.get("page_size", 1)
         q_lens = qo if qo is not None and len(qo) == len(kv) else [1] * len(kv)
         flops = 2.0 * heads * head_dim * sum(q * k * page for q, k in zip(q_lens, kv, strict=True))
         small = sum(_nbytes(v) for name, v in inputs.items() if "cache" not in name)
         return flops, float(small + out_bytes), family
     return None
+
+
+def _dense_attention(
+    axes: Mapping[str, int], inputs: Mapping[str, Any], heads: int, head_dim: int, family: str, out_bytes: int
+) -> tuple[float, float, str] | None:
+    """Dense (unpaged) attention with tensors ``q`` and ``k``: per batch and head ``Sq * Skv * D``
+    multiply-adds for QK^T (the floor: PV doubles it, a causal mask halves it)."""
+    q, k = inputs.get("q"), inputs.get("k")
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)):
+        return None
+    batch = axes.get("batch_size", 1)
+    kv_heads = axes.get("num_kv_heads", heads)
+    seq_q = q.numel() // max(batch * heads * head_dim, 1)
+    seq_kv = k.numel() // max(batch * kv_heads * head_dim, 1)
+    flops = 2.0 * batch * heads * head_dim * seq_q * seq_kv
+    nbytes = sum(_nbytes(v) for v in inputs.values()) + out_bytes
+    return flops, float(nbytes), family
 
 
 def check_plausibility(

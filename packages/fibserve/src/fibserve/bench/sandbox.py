@@ -13,6 +13,7 @@ Python, torch and the CUDA context to start. A worker serves one candidate and i
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import selectors
@@ -21,9 +22,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+GRACE_S = 3.0
+"""Seconds a worker gets to exit on its own after ``{"op": "exit"}`` before it is killed."""
 
 MAX_REPLY_BYTES = 16 << 20
 """Longest reply line accepted from a worker; longer is a protocol violation."""
@@ -205,17 +210,40 @@ class WorkerProcess:
             raise WorkerError("died", "worker is gone (broken pipe)", self.log_tail()) from None
         return self._read_line(timeout)
 
-    def kill(self) -> None:
-        """End the worker and everything it started (its whole process group), and remove its work dir."""
+    def kill(self, graceful: bool = False) -> None:
+        """End the worker and everything it started (its whole process group), and remove its work dir.
+
+        ``graceful``: first ask it to exit (so torch removes its CUDA IPC files in /dev/shm) and give it
+        ``GRACE_S`` seconds, in a background thread, off the caller's critical path. Either way, files in
+        /dev/shm named after the worker's pid (torch's IPC reference counters) are removed once it is gone.
+        """
+        if graceful and self.alive:
+            threading.Thread(
+                target=self._exit_then_kill, name=f"worker-exit-{self.proc.pid}", daemon=True
+            ).start()
+            return
+        self._hard_kill()
+
+    def _exit_then_kill(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._req.write(json.dumps({"op": "exit"}) + "\n")
+            self._req.flush()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=GRACE_S)
+        self._hard_kill()
+
+    def _hard_kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        for stream in (self._req,):
-            with contextlib.suppress(OSError):
-                stream.close()
+        with contextlib.suppress(OSError, ValueError):
+            self._req.close()
         with contextlib.suppress(OSError):
             os.close(self._rep)
+        for leftover in glob.glob(f"/dev/shm/torch_{self.proc.pid}_*"):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -252,8 +252,21 @@ def serve(fd_in: int, fd_out: int, device: str) -> None:
             break
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (bubblewrap does the same with
+    ``--die-with-parent``), so a candidate stuck in a loop cannot outlive the evaluator."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9)  # PR_SET_PDEATHSIG = 1, SIGKILL = 9
+    except (OSError, AttributeError):
+        pass
+
+
 def main() -> None:
     """Parse ``--in``/``--out``/``--device`` and serve."""
+    _die_with_parent()
     parser = argparse.ArgumentParser(description="fibserve sandbox worker (started by fibserve.bench)")
     parser.add_argument("--in", dest="fd_in", type=int, required=True)
     parser.add_argument("--out", dest="fd_out", type=int, required=True)
