@@ -118,3 +118,21 @@ def test_policy_violation_means_not_compiled() -> None:
     analysis = static_analysis_from(raw)
     assert analysis is not None and analysis.compiled is False
     assert analysis.policy_violations == ["kernel.cu:7: cublasGemmEx is not allowed (cuda.library-call)"]
+
+
+def test_timing_faster_than_the_roofline_never_meets_the_target() -> None:
+    from mini_ptx_agent.feedback import format_feedback
+
+    result = report(["PASSED"], speedups=[40.0])
+    flagged = result.traces[0].model_copy(deep=True)
+    flagged.evaluation.correctness.extra = {
+        "plausibility": {"flagged": True, "floor_ms": 0.2, "latency_ms": 0.025}
+    }
+    again = build_report(
+        TaskConfig(definition="vector_add_f32", language="triton"), solution_name="s", traces=[flagged]
+    )
+    assert again.all_passed and again.executed_on_gpu and again.min_speedup == 40.0
+    assert again.implausible == ["w0"] and not again.target_met
+    text = format_feedback(again)
+    assert "IMPLAUSIBLE: faster than the roofline floor of 0.2000 ms" in text
+    assert text.splitlines()[-1].startswith("VERDICT: IMPLAUSIBLY FAST")

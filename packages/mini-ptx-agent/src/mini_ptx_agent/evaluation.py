@@ -74,6 +74,8 @@ class WorkloadResult(_Model):
     max_relative_error: float | None = None
     log: str = ""
     """Error text from the evaluator (compile log, traceback), as the service sent it."""
+    roofline_floor_ms: float | None = None
+    """Set when the service flagged the timing as faster than the device's roofline allows (implausible)."""
 
 
 class StaticAnalysis(_Model):
@@ -121,9 +123,12 @@ class EvaluationReport(_Model):
     """Minimum speedup over workloads (x); set only when all passed."""
     target_speedup: float
     target_met: bool = False
-    """All passed, all timed on a GPU, and ``min_speedup >= target_speedup``. Never true without a GPU."""
+    """All passed, all timed on a GPU, none implausible, and ``min_speedup >= target_speedup``. Never true
+    without a GPU."""
     executed_on_gpu: bool = False
     """Every workload ran on a GPU."""
+    implausible: list[str] = Field(default_factory=list)
+    """Workloads whose timing the service flagged as faster than the roofline; such a result never meets the target."""
     workloads: list[WorkloadResult] = Field(default_factory=list)
     traces: list[Trace] = Field(default_factory=list)
     """The FlashInfer Trace of each workload, as the service returned them."""
@@ -203,7 +208,17 @@ def workload_result(trace: Trace) -> WorkloadResult:
         max_absolute_error=corr.max_absolute_error if corr else None,
         max_relative_error=corr.max_relative_error if corr else None,
         log=evaluation.log,
+        roofline_floor_ms=_implausible_floor(corr.extra if corr else None),
     )
+
+
+def _implausible_floor(extra: dict[str, Any] | None) -> float | None:
+    """The roofline floor (ms) when ``correctness.extra.plausibility.flagged`` is true (DESIGN §4.7), else None."""
+    verdict = (extra or {}).get("plausibility")
+    if isinstance(verdict, dict) and verdict.get("flagged"):
+        floor = verdict.get("floor_ms")
+        return float(floor) if isinstance(floor, int | float) else 0.0
+    return None
 
 
 def build_report(
@@ -219,7 +234,8 @@ def build_report(
     """Derive the verdict fields (status, all_passed, min_speedup, target_met) from structured results.
 
     ``executed=False`` (CUDA without a GPU) gives ``NOT_EXECUTED`` unless the build itself failed.
-    ``target_met`` requires every workload PASSED and timed on a GPU with speedup >= ``task.target_speedup``.
+    ``target_met`` requires every workload PASSED and timed on a GPU with speedup >= ``task.target_speedup``,
+    and no timing flagged as faster than the roofline.
     """
     base = {
         "definition": task.definition,
@@ -244,13 +260,16 @@ def build_report(
     speedups = [r.speedup for r in results]
     min_speedup = min(s for s in speedups if s is not None) if all(s is not None for s in speedups) else None
     on_gpu = all(r.executed_on_gpu for r in results)
+    implausible = [r.workload_uuid for r in results if r.roofline_floor_ms is not None]
+    fast_enough = min_speedup is not None and min_speedup >= task.target_speedup
     return EvaluationReport(
         status=ReportStatus.PASSED,
         workloads=results,
         all_passed=True,
         min_speedup=min_speedup,
         executed_on_gpu=on_gpu,
-        target_met=bool(on_gpu and min_speedup is not None and min_speedup >= task.target_speedup),
+        implausible=implausible,
+        target_met=bool(on_gpu and fast_enough and not implausible),
         **base,
     )
 

@@ -46,6 +46,8 @@ def _workload_line(index: int, result: WorkloadResult) -> str:
             f"; speedup {result.speedup:.3f}x; kernel {_ms(result.latency_ms)}; "
             f"reference {_ms(result.reference_latency_ms)}{where}"
         )
+    if result.roofline_floor_ms is not None:
+        line += f"; IMPLAUSIBLE: faster than the roofline floor of {result.roofline_floor_ms:.4f} ms"
     if result.max_absolute_error is not None and result.status.value != "PASSED":
         line += (
             f"; max abs error {result.max_absolute_error:.4g}; max rel error {result.max_relative_error:.4g}"
@@ -108,6 +110,12 @@ def verdict_line(report: EvaluationReport) -> str:
     status = report.status
     target = f"{report.target_speedup:.2f}x"
     if status is ReportStatus.PASSED:
+        if report.implausible:
+            return (
+                f"VERDICT: IMPLAUSIBLY FAST: {len(report.implausible)} workload(s) timed faster than the device's "
+                "roofline allows, so the timing is not trusted and the target is not counted. Do the full work "
+                "inside the timed call."
+            )
         if report.target_met:
             return f"VERDICT: TARGET MET: every workload passed; minimum speedup {report.min_speedup:.3f}x >= target {target}."
         if not report.executed_on_gpu:
