@@ -309,7 +309,8 @@ def run_agent(
 
     The model is ``model_name`` (else ``$MODEL_NAME``; see :func:`mini_ptx_agent.models.make_model`), the service
     ``service_url`` (else ``$SERVICE_URL``, else an embedded FIBServe logging to ``logs/fibserve.log``). A resumed
-    run takes task, model and limits from its ``plan.json``; ``num_turns`` larger than planned extends it.
+    run takes task, model and limits from its ``plan.json``; a larger ``num_turns`` or ``wall_time_limit_s`` (0 = none)
+    extends them (the wall time counts the time already spent).
     Returns the run directory and its summary (also in ``summary.json``).
 
     ``model``: an already built model (skips the factory); ``fallback_replay``: trajectory the factory replays
@@ -332,6 +333,8 @@ def run_agent(
         plan = load_plan(run_dir)
         if num_turns > plan.num_turns:
             plan = plan.model_copy(update={"num_turns": num_turns})
+        if plan.wall_time_limit_s and (wall_time_limit_s == 0 or wall_time_limit_s > plan.wall_time_limit_s):
+            plan = plan.model_copy(update={"wall_time_limit_s": wall_time_limit_s})
     elif task is not None:
         run_dir = None
         plan = RunPlan(
