@@ -177,3 +177,75 @@ def test_run_against_an_unreachable_service_reports_an_infrastructure_error(tmp_
     assert result["runner_completed"] is False and result["runner"]["exit_status"] == "InfrastructureError"
     assert result["generated"] == 0 and "evaluation service unavailable" in result["exit_message"]
     assert "Runner completed:      no" in done.stdout and "no kernel was evaluated" in done.stdout
+
+
+@pytest.fixture
+def served_model():
+    """A minimal OpenAI-compatible endpoint on 127.0.0.1 serving ``served-model`` with the demo's replies."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from mini_ptx_agent.demo import demo_trajectory
+
+    replies = [m["content"] for m in demo_trajectory("cuda")["messages"] if m["role"] == "assistant"]
+    chats: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _send(self, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self._send({"object": "list", "data": [{"id": "served-model", "object": "model"}]})
+
+        def do_POST(self):
+            chats.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))))
+            content = replies[min(len(chats), len(replies)) - 1]
+            self._send({
+                "id": "c", "object": "chat.completion", "created": 0, "model": "served-model",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            })  # fmt: skip
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", chats
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_check_verifies_the_served_model_id(served_model, cpu_service):
+    host, _ = served_model
+    ok = quickstart("--check", "--model", "served-model", "--model-host", host, "--service-url", cpu_service)
+    assert ok.returncode == 0 and "served-model served at" in ok.stdout, ok.stdout + ok.stderr
+    wrong = quickstart(
+        "--check", "--model", "other-model", "--model-host", host, "--service-url", cpu_service
+    )
+    assert wrong.returncode == 1
+    assert any(line.startswith("FAIL model") for line in wrong.stdout.splitlines()), wrong.stdout
+
+
+@pytest.mark.nvcc
+def test_run_with_a_real_endpoint_is_not_called_a_demo(served_model, cpu_service, tmp_path):
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    host, chats = served_model
+    done = quickstart(
+        "--run", "--model", "served-model", "--model-host", host, "--service-url", cpu_service,
+        "--output-root", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert (result["model"], result["demo"], result["generated"]) == ("served-model", False, 3)
+    assert len(chats) == 3 and "gemm_n7168_k5120" in json.dumps(chats[0]["messages"])
+    assert "DEMO REPLAY" not in done.stdout + done.stderr
+    assert not any("DEMO" in note for note in result["notes"])
