@@ -131,7 +131,8 @@ def snapshot(device: str | torch.device) -> DeviceSnapshot:
             uuid = str(raw) if str(raw).startswith("GPU-") else f"GPU-{raw}"
     except Exception:
         uuid = None
-    return _pynvml(uuid, index) or _nvidia_smi(uuid or str(index)) or _torch(device)
+    by_uuid = _nvidia_smi(uuid) if uuid else None
+    return _pynvml(uuid, index) or by_uuid or _nvidia_smi(str(index)) or _torch(device)
 
 
 def library_versions() -> dict[str, str]:

@@ -1,0 +1,76 @@
+"""The timing loop (interleaving, input rotation, validation of timed outputs) driven on CPU.
+
+On a GPU the same code times CUDA calls; here the worker times with perf_counter, which is enough to check the
+bookkeeping and the rotation defence without a GPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fibserve.bench.candidate import prepare
+from fibserve.bench.config import resolve_config
+from fibserve.bench.inputs import generate_inputs, torch_dtype
+from fibserve.bench.reference import run_reference
+from fibserve.bench.run import CandidateFailure, WorkloadData, allocate_slots, check_correctness, measure
+from fibserve.bench.sandbox import WorkerPool
+from fibserve.trace import EvaluationStatus
+
+pytestmark = pytest.mark.slow
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    pool = WorkerPool("cpu", sandbox="none", warm_spare=True, interpret_triton=True)
+    yield pool
+    pool.close()
+
+
+def _setup(pool, trace_set, make_solution, kernel, tmp_path, language="python"):
+    definition = trace_set.definition("vector_add_f32")
+    workload = trace_set.workloads_for("vector_add_f32")[0]
+    solution = make_solution(kernel, "vector_add_f32", language=language)
+    prepared = prepare(definition, solution, arch="sm_90a", timeout=60, scratch=tmp_path)
+    worker = pool.acquire(120)
+    assert worker.request({"op": "load", **prepared.load}, 60)["ok"]
+    axes = definition.axis_values(workload.axes)
+    shapes = {n: definition.resolve_shape(n, axes) for n in definition.outputs}
+    sets = [generate_inputs(definition, workload, k, secret=b"t", device="cpu") for k in range(3)]
+    data = WorkloadData(
+        inputs=sets,
+        references=[run_reference(definition, s, shapes) for s in sets],
+        output_shapes=shapes,
+        output_dtypes={n: torch_dtype(s.dtype) for n, s in definition.outputs.items()},
+    )
+    slots = allocate_slots(worker, data, 3, CPU, 60)
+    return definition, worker, data, slots
+
+
+def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path):
+    definition, worker, data, slots = _setup(
+        pool, trace_set, make_solution, "add_correct.py", tmp_path, "triton"
+    )
+    config = resolve_config(definition, {"warmup": 1, "iterations": 6, "trials": 2})
+    try:
+        check_correctness(worker, slots, data, config, CPU)
+        performance, validated = measure(worker, slots, data, definition, config, CPU)
+    finally:
+        worker.kill()
+    extra = performance.extra
+    assert extra["pairs"] == 12 and validated == 2 * 3
+    assert extra["candidate_ms"]["count"] == 12 and extra["reference_ms"]["count"] == 12
+    assert extra["timing_basis"] == "events"
+    assert performance.speedup_factor > 0
+
+
+def test_pointer_cache_survives_one_trial_but_not_the_rotation(pool, trace_set, make_solution, tmp_path):
+    definition, worker, data, slots = _setup(pool, trace_set, make_solution, "add_pointer_cache.py", tmp_path)
+    config = resolve_config(definition, {"warmup": 0, "iterations": 3, "trials": 2})
+    try:
+        with pytest.raises(CandidateFailure) as caught:
+            measure(worker, slots, data, definition, config, CPU)
+    finally:
+        worker.kill()
+    assert caught.value.status is EvaluationStatus.INCORRECT_NUMERICAL
+    assert "timing trial 1" in caught.value.log
