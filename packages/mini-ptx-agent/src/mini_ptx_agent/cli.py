@@ -170,7 +170,12 @@ def run_command(
     turn_timeout: Annotated[
         float, typer.Option("--turn-timeout", help="Limit on one model call and on one evaluation (s).")
     ] = 900.0,
-    wall_time: Annotated[int, typer.Option("--wall-time", help="Limit on the whole run (s); 0 = none.")] = 0,
+    wall_time: Annotated[
+        int | None,
+        typer.Option(
+            "--wall-time", help="Limit on the whole run (s); 0 = none; with --resume, replaces the plan's."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json.")] = False,
 ) -> None:
     """Run the kernel agent on one definition into a run directory (exit 0 unless infrastructure failed: 2)."""

@@ -297,7 +297,7 @@ def run_agent(
     service_url: str | None = None,
     resume_dir: Path | None = None,
     prompt_tag: str | None = None,
-    wall_time_limit_s: int = 0,
+    wall_time_limit_s: int | None = None,
     turn_timeout_s: float = 900.0,
     run_name: str | None = None,
     model_host: str | None = None,
@@ -309,8 +309,8 @@ def run_agent(
 
     The model is ``model_name`` (else ``$MODEL_NAME``; see :func:`mini_ptx_agent.models.make_model`), the service
     ``service_url`` (else ``$SERVICE_URL``, else an embedded FIBServe logging to ``logs/fibserve.log``). A resumed
-    run takes task, model and limits from its ``plan.json``; a larger ``num_turns`` or ``wall_time_limit_s`` (0 = none)
-    extends them (the wall time counts the time already spent).
+    run takes task, model and limits from its ``plan.json``; a larger ``num_turns`` extends it, and a given
+    ``wall_time_limit_s`` (s, 0 = none; None keeps the plan's) replaces its limit (time already spent counts).
     Returns the run directory and its summary (also in ``summary.json``).
 
     ``model``: an already built model (skips the factory); ``fallback_replay``: trajectory the factory replays
@@ -333,7 +333,7 @@ def run_agent(
         plan = load_plan(run_dir)
         if num_turns > plan.num_turns:
             plan = plan.model_copy(update={"num_turns": num_turns})
-        if plan.wall_time_limit_s and (wall_time_limit_s == 0 or wall_time_limit_s > plan.wall_time_limit_s):
+        if wall_time_limit_s is not None:
             plan = plan.model_copy(update={"wall_time_limit_s": wall_time_limit_s})
     elif task is not None:
         run_dir = None
@@ -344,7 +344,7 @@ def run_agent(
             model=model_name or os.environ.get("MODEL_NAME") or "",
             prompt_tag=prompt_tag or default_prompt_tag(task),
             num_turns=num_turns,
-            wall_time_limit_s=wall_time_limit_s,
+            wall_time_limit_s=wall_time_limit_s or 0,
             turn_timeout_s=turn_timeout_s,
             service=service_url or os.environ.get("SERVICE_URL") or "embedded",
         )
