@@ -191,3 +191,93 @@ def test_tools_refuse_clearly_when_absent_or_without_a_gpu(trace_set: TraceSet, 
         run_profile(
             tool_path=None, ncu_set=None, sections=[], metrics=[], page="details", device="cuda:0", **common
         )
+
+
+FAKE_TOOL = """#!{python}
+# Stand-in for compute-sanitizer / ncu on a machine without a GPU: runs the candidate runner it was given
+# (everything from the interpreter on) and prints what the real tool prints around it.
+import subprocess, sys
+
+args = sys.argv[1:]
+start = args.index("-m") - 1
+print({before!r}, flush=True)
+code = subprocess.call(args[start:])
+print({after!r}, flush=True)
+if code == 0 and {finding!r} and "--error-exitcode" in args:
+    sys.exit(int(args[args.index("--error-exitcode") + 1]))
+sys.exit(code)
+"""
+
+
+class _Roots:
+    roots = (default_root(),)
+
+
+PYTHON_ADD = "def run(x, y, z):\n    z.copy_(x + y)\n"
+"""A Python candidate: the stand-in tool tests check the plumbing, so skip the Triton interpreter's cost."""
+
+
+def _fake_tool(directory: Path, before: str, after: str, finding: bool = False) -> Path:
+    import sys
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "fake-tool"
+    path.write_text(FAKE_TOOL.format(python=sys.executable, before=before, after=after, finding=finding))
+    path.chmod(0o755)
+    return path
+
+
+def test_sanitize_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_path: Path) -> None:
+    """prepare -> request -> tool process -> runner -> verdict, with a stand-in for compute-sanitizer."""
+    from fibserve.tools.sanitizer import sanitize_candidate
+
+    scratch = tmp_path / "scratch"  # the tool must live where the sandbox can see it
+    common = {
+        "solution": _solution(PYTHON_ADD, "python"),
+        "definition": trace_set.definition("vector_add_f32"),
+        "workloads": trace_set.workloads_for("vector_add_f32")[:1],
+        "catalog": _Roots(),
+        "tools": ["memcheck"],
+        "device": "cpu",
+        "timeout_s": 240,
+        "scratch": scratch,
+    }
+    clean_tool = _fake_tool(
+        tmp_path / "tools", "========= COMPUTE-SANITIZER", "========= ERROR SUMMARY: 0 errors"
+    )
+    (clean,) = sanitize_candidate(executable=clean_tool, **common)
+    assert clean.verdict == "clean" and clean.passed and clean.error_count == 0, clean.output
+    assert "COMPUTE-SANITIZER" not in clean.output
+    bad_tool = _fake_tool(
+        tmp_path / "tools2",
+        "========= Invalid __global__ write of size 4 bytes",
+        "========= ERROR SUMMARY: 1 error",
+        True,
+    )
+    (bad,) = sanitize_candidate(executable=bad_tool, **common)
+    assert bad.verdict == "errors" and not bad.passed and bad.exit_code == ERROR_EXIT_CODE
+    assert bad.error_count == 1 and "Invalid __global__ write" in bad.output
+    assert not scratch.exists()  # a task's run directory is removed afterwards
+
+
+def test_profile_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_path: Path) -> None:
+    from fibserve.tools.ncu import profile_candidate
+
+    header = "  _add (1, 1, 1)x(1024, 1, 1), Context 1, Stream 7, Device 0, CC 9.0\n    Section: GPU Speed Of Light Throughput"
+    tool = _fake_tool(tmp_path / "tools", "==PROF== Connected to process 1", header)
+    (run,) = profile_candidate(
+        executable=tool,
+        solution=_solution(PYTHON_ADD, "python"),
+        definition=trace_set.definition("vector_add_f32"),
+        workloads=trace_set.workloads_for("vector_add_f32")[:1],
+        catalog=_Roots(),
+        ncu_set=None,
+        sections=["SpeedOfLight"],
+        metrics=[],
+        page="details",
+        device="cpu",
+        timeout_s=240,
+        scratch=tmp_path / "scratch",
+    )
+    assert run.ok and run.exit_code == 0, (run.note, run.report)
+    assert run.kernels == ["_add"] and "Speed Of Light" in run.report and "Connected" not in run.report

@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,13 @@ class FIBServeClient:
         self.timeout = timeout
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    @classmethod
+    def from_env(cls, timeout: float = 30.0) -> FIBServeClient:
+        """A client for ``$SERVICE_URL`` (default ``http://127.0.0.1:10000``) with ``$FIBSERVE_TOKEN``, if set."""
+        return cls(
+            os.environ.get("SERVICE_URL") or DEFAULT_URL, os.environ.get("FIBSERVE_TOKEN") or None, timeout
+        )
 
     # -- plumbing -----------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from fibserve.serve.models import ProfileRun
 
-from .process import clip, prepare_candidate, run_tool, runner_argv, write_request
+from .process import clip, prepare_candidate, run_tool, runner_argv, runner_device, write_request
 from .runner import DEFAULT_NVTX_RANGE, RESULT_PREFIX, runner_request
 from .sanitizer import ToolInfrastructureError
 
@@ -111,6 +111,46 @@ def run_profile(
         raise ProfilerUnavailable(
             f"ncu needs a CUDA GPU, but this server's lane runs on {device}; send /profile to a server with a GPU"
         )
+    return profile_candidate(
+        executable=tool_path,
+        solution=solution,
+        definition=definition,
+        workloads=workloads,
+        catalog=catalog,
+        ncu_set=ncu_set,
+        sections=sections,
+        metrics=metrics,
+        page=page,
+        device=device,
+        timeout_s=timeout_s,
+        scratch=scratch,
+        on_process=on_process,
+        check=check,
+    )
+
+
+def profile_candidate(
+    *,
+    executable: Path,
+    solution: Any,
+    definition: Any,
+    workloads: list[Any],
+    catalog: Any,
+    ncu_set: str | None,
+    sections: list[str],
+    metrics: list[str],
+    page: str,
+    device: str,
+    timeout_s: float,
+    scratch: Path,
+    on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
+    check: Callable[[], None] | None = None,
+) -> list[ProfileRun]:
+    """The runs of :func:`run_profile` after its availability checks (same arguments, ``executable`` given).
+
+    Raises:
+        ToolInfrastructureError: the candidate could not be prepared for reasons that are not its own.
+    """
     scratch.mkdir(parents=True, exist_ok=True)
     try:
         prepared = prepare_candidate(
@@ -137,13 +177,13 @@ def run_profile(
                 definition,
                 workload,
                 prepared.load,
-                device="cuda:0",
+                device=runner_device(device),
                 calls=2,
                 roots=catalog.roots,
                 nvtx_range=DEFAULT_NVTX_RANGE,
             )
             path = write_request(scratch, f"profile-{workload.uuid}", request)
-            argv = ncu_argv(tool_path, path, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page)
+            argv = ncu_argv(executable, path, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page)
             result = run_tool(
                 argv, workdir=scratch, device=device, timeout_s=timeout_s, on_process=on_process
             )

@@ -60,6 +60,11 @@ def cuda_index(device: str) -> str | None:
     return device.split(":", 1)[1] if device.startswith("cuda:") else None
 
 
+def runner_device(device: str) -> str:
+    """The device as the runner sees it: ``cuda:0`` for any GPU (only the lane's GPU is visible), else ``cpu``."""
+    return "cuda:0" if device.startswith("cuda") else "cpu"
+
+
 def runner_env(workdir: Path, device: str) -> dict[str, str]:
     """Environment of a tool run: a few system variables, private caches, only the lane's GPU visible."""
     import fibserve

@@ -22,7 +22,7 @@ from typing import Any
 
 from fibserve.serve.models import SanitizerRun
 
-from .process import clip, prepare_candidate, run_tool, runner_argv, write_request
+from .process import clip, prepare_candidate, run_tool, runner_argv, runner_device, write_request
 from .runner import RESULT_PREFIX, runner_request
 
 ERROR_EXIT_CODE = 86
@@ -126,6 +126,40 @@ def run_sanitizer(
             f"compute-sanitizer needs a CUDA GPU, but this server's lane runs on {device}; "
             "send /sanitize to a server with a GPU"
         )
+    return sanitize_candidate(
+        executable=tool_path,
+        solution=solution,
+        definition=definition,
+        workloads=workloads,
+        catalog=catalog,
+        tools=tools,
+        device=device,
+        timeout_s=timeout_s,
+        scratch=scratch,
+        on_process=on_process,
+        check=check,
+    )
+
+
+def sanitize_candidate(
+    *,
+    executable: Path,
+    solution: Any,
+    definition: Any,
+    workloads: list[Any],
+    catalog: Any,
+    tools: list[str],
+    device: str,
+    timeout_s: float,
+    scratch: Path,
+    on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
+    check: Callable[[], None] | None = None,
+) -> list[SanitizerRun]:
+    """The runs of :func:`run_sanitizer` after its availability checks (same arguments, ``executable`` given).
+
+    Raises:
+        ToolInfrastructureError: the candidate could not be prepared for reasons that are not its own.
+    """
     scratch.mkdir(parents=True, exist_ok=True)
     try:
         prepared = prepare_candidate(
@@ -151,11 +185,16 @@ def run_sanitizer(
                     )
                     continue
                 request = runner_request(
-                    definition, workload, prepared.load, device="cuda:0", calls=1, roots=catalog.roots
+                    definition,
+                    workload,
+                    prepared.load,
+                    device=runner_device(device),
+                    calls=1,
+                    roots=catalog.roots,
                 )
                 path = write_request(scratch, f"{tool}-{workload.uuid}", request)
                 result = run_tool(
-                    sanitizer_argv(tool_path, tool, path),
+                    sanitizer_argv(executable, tool, path),
                     workdir=scratch,
                     device=device,
                     timeout_s=timeout_s,
