@@ -19,36 +19,20 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from fibserve.trace import Definition, Environment, Evaluation, EvaluationStatus, Solution, Trace, Workload
+from fibserve.trace import Definition, Solution, Workload
 
-from . import candidate as cand
-from .buffers import BufferError
-from .config import EvalConfig, resolve_config
-from .device import library_versions, snapshot
-from .inputs import InputError, generate_inputs
-from .plausibility import check_plausibility
-from .reference import ReferenceCache, ReferenceError, reference_key, run_reference
+from .config import resolve_config
+from .device import snapshot
+from .reference import ReferenceCache
 from .report import DeviceInfo, EvaluationReport
-from .run import (
-    CandidateFailure,
-    WorkloadData,
-    allocate_slots,
-    check_correctness,
-    measure,
-    untimed_performance,
-)
-from .sandbox import WorkerError, WorkerPool, WorkerProcess
-
-Progress = Callable[[str, dict[str, Any]], None]
-"""``progress(event, info)``; events: ``build``, ``workload`` (info: index, total, uuid), ``phase`` (uuid,
-phase), ``result`` (uuid, status)."""
+from .sandbox import WorkerPool
+from .session import EvaluationRun, Progress
 
 SECRET_ENV = "FIBSERVE_INPUT_SECRET"
 """Hex string used as the input-seed secret when none is passed (a random one per process otherwise)."""
@@ -58,10 +42,6 @@ _ACCELERATOR_ERRORS: tuple[type[BaseException], ...] = tuple(
     t for t in (getattr(torch, "AcceleratorError", None),) if isinstance(t, type)
 )
 """Exception types of a failed CUDA context (torch >= 2.8 raises ``torch.AcceleratorError``)."""
-
-
-class _TaskError(Exception):
-    """A harness failure for one workload (reported in ``workload_errors``)."""
 
 
 class Evaluator:
@@ -174,7 +154,9 @@ class Evaluator:
                     # references may allocate on "the current device": make it ours in whatever thread calls us
                     scope = torch.cuda.device(self.device) if not self.cpu_mode else contextlib.nullcontext()
                     with scope:
-                        _Run(self, report, definition, solution, list(workloads), progress, roots).execute()
+                        EvaluationRun(
+                            self, report, definition, solution, list(workloads), progress, roots
+                        ).execute()
             except Exception as exc:  # the serving process never dies from an evaluation
                 report.task_error = f"internal error in the evaluator: {exc!r}"
                 if isinstance(exc, _ACCELERATOR_ERRORS):
@@ -187,335 +169,6 @@ class Evaluator:
             report.device.end = snapshot(self.device)
             report.timings_s["total"] = time.monotonic() - started
             return report
-
-
-class _Run:
-    """The state of one ``evaluate`` call (kept off the Evaluator so calls cannot leak into each other)."""
-
-    def __init__(self, ev: Evaluator, report: EvaluationReport, definition: Definition, solution: Solution,
-                 workloads: list[Workload], progress: Progress | None, roots: Sequence[Path] | None):  # fmt: skip
-        self.ev = ev
-        self.report = report
-        self.config: EvalConfig = report.config
-        self.definition = definition
-        self.solution = solution
-        self.workloads = workloads
-        self.progress = progress or (lambda event, info: None)
-        self.roots = list(roots) if roots is not None else ev.roots
-        self.worker: WorkerProcess | None = None
-        self.load: dict[str, Any] | None = None
-        self.environment = Environment(hardware=ev._name, libs=library_versions())
-
-    def _time(self, key: str, seconds: float) -> None:
-        self.report.timings_s[key] = self.report.timings_s.get(key, 0.0) + seconds
-
-    def _trace(self, workload: Workload, evaluation: Evaluation | None) -> None:
-        self.report.traces.append(
-            Trace(
-                definition=self.definition.name,
-                workload=workload,
-                solution=self.solution.name,
-                evaluation=evaluation,
-            )
-        )
-        if evaluation is not None:
-            self.progress("result", {"uuid": workload.uuid, "status": evaluation.status.value})
-
-    def _evaluation(
-        self, status: EvaluationStatus, log: str = "", correctness=None, performance=None
-    ) -> Evaluation:
-        return Evaluation(
-            status=status,
-            environment=self.environment,
-            timestamp=datetime.now(UTC).isoformat(),
-            log=log[-20000:],
-            correctness=correctness,
-            performance=performance,
-        )
-
-    def _fail_all(self, status: EvaluationStatus, log: str) -> None:
-        for workload in self.workloads:
-            self._trace(workload, self._evaluation(status, log))
-
-    def execute(self) -> None:
-        report, solution, definition = self.report, self.solution, self.definition
-        problem = cand.check_solution(definition, solution)
-        if problem:
-            report.task_error = problem
-            return
-        bad = {w.uuid: "; ".join(p) for w in self.workloads if (p := definition.check_workload(w))}
-        if bad:
-            report.workload_errors.update(bad)
-            report.task_error = f"{len(bad)} workload(s) do not fit {definition.name!r}: " + "; ".join(
-                bad.values()
-            )
-            self.workloads = [w for w in self.workloads if w.uuid not in bad]
-        if not self.workloads and not bad:
-            report.task_error = f"no workloads given for {definition.name!r}"
-            return
-        language = solution.spec.language.value
-        compiled = language in ("cuda", "cpp")
-        arch = cand.cuda_arch(self.ev._capability)
-        if compiled:
-            t0 = time.monotonic()
-            report.analysis = _static_analysis(solution, definition, arch, self.config.timeouts.build)
-            self._time("analysis", time.monotonic() - t0)
-        rejected = (
-            cand.policy_problems(solution, report.analysis) if self.config.enforce_source_policy else []
-        )
-        if rejected:
-            self._fail_all(
-                EvaluationStatus.COMPILE_ERROR, "source policy / ABI check failed:\n" + "\n".join(rejected)
-            )
-            return
-        if self.ev.cpu_mode and language == "triton":
-            unsupported = sorted(
-                {
-                    s.dtype.value
-                    for s in [*definition.inputs.values(), *definition.outputs.values()]
-                    if s.dtype.is_floating_point and s.dtype.value != "float32"
-                }
-            )
-            if unsupported:
-                report.task_error = (
-                    f"CPU mode cannot evaluate this Triton candidate: the Triton interpreter computes only float32 "
-                    f"correctly (bfloat16 tl.dot gives wrong results) and {definition.name!r} uses {unsupported}; "
-                    "evaluate it on a GPU"
-                )
-                report.notes.append("not executed: unsupported dtype for the Triton CPU interpreter")
-                return
-        self.progress("build", {"language": language})
-        prepared = cand.prepare(
-            definition,
-            solution,
-            arch=arch,
-            timeout=self.config.timeouts.build,
-            scratch=self.ev.scratch / solution.hash()[:16],
-        )
-        self._time("build", prepared.seconds)
-        report.build = (
-            {**prepared.summary, "log": prepared.log[-8000:]} if prepared.summary or prepared.log else None
-        )
-        if prepared.task_error:
-            report.task_error = prepared.task_error
-            return
-        if prepared.status is not None:
-            self._fail_all(prepared.status, prepared.log)
-            return
-        if compiled and self.ev.cpu_mode:
-            report.executed = False
-            report.notes.append(
-                "not executed: no GPU on this machine; the CUDA candidate was built and analysed statically only "
-                "(evaluation is null for every workload, and no status is claimed)"
-            )
-            for workload in self.workloads:
-                self._trace(workload, None)
-            return
-        if self.ev.cpu_mode:
-            report.notes.append(
-                "CPU mode: correctness only (Triton under TRITON_INTERPRET=1); nothing is timed and no speedup is reported"
-            )
-        self.load = prepared.load
-        try:
-            for index, workload in enumerate(self.workloads):
-                self.progress(
-                    "workload", {"index": index, "total": len(self.workloads), "uuid": workload.uuid}
-                )
-                try:
-                    evaluation = self._workload(workload)
-                except _TaskError as exc:
-                    report.workload_errors[workload.uuid] = str(exc)
-                    self._trace(workload, None)
-                    continue
-                self._trace(workload, evaluation)
-        finally:
-            self._discard()
-        if report.workload_errors and report.task_error is None:
-            report.task_error = "; ".join(f"{u}: {m}" for u, m in report.workload_errors.items())
-
-    def _discard(self, reason: str | None = None) -> None:
-        """Retire the worker: killed at once after a failure (``reason``), else asked to exit gracefully."""
-        if self.worker is not None:
-            self.worker.kill(graceful=reason is None)
-            self.worker = None
-            if reason:
-                self.report.notes.append(f"worker replaced after {reason}")
-
-    def _ensure_worker(self) -> WorkerProcess | Evaluation:
-        """A worker with the candidate loaded, or the Evaluation that loading produced (candidate's fault).
-
-        Raises:
-            _TaskError: the worker did not start (infrastructure).
-        """
-        if self.worker is not None and self.worker.alive:
-            return self.worker
-        self._discard()
-        t0 = time.monotonic()
-        try:
-            worker = self.ev.pool.acquire(self.config.timeouts.load)
-        except WorkerError as exc:
-            if not self.ev.pool.use_bwrap:
-                raise _TaskError(f"sandbox worker failed to start ({exc}): {exc.log[-2000:]}") from None
-            # bubblewrap may be installed but unusable here (no user namespaces): degrade, with a note.
-            self.ev.pool.disable_bwrap(f"a worker inside bubblewrap did not start ({exc}): {exc.log[-300:]}")
-            try:
-                worker = self.ev.pool.acquire(self.config.timeouts.load)
-            except WorkerError as again:
-                raise _TaskError(f"sandbox worker failed to start ({again}): {again.log[-2000:]}") from None
-        self._time("worker_start", time.monotonic() - t0)
-        t0 = time.monotonic()
-        self.report.executed = True
-        try:
-            reply = worker.request({"op": "load", **(self.load or {})}, self.config.timeouts.load)
-        except WorkerError as exc:
-            worker.kill()
-            status = EvaluationStatus.TIMEOUT if exc.kind == "timeout" else EvaluationStatus.RUNTIME_ERROR
-            return self._evaluation(status, f"loading the candidate: {exc}\n{exc.log}")
-        finally:
-            self._time("load", time.monotonic() - t0)
-        if not reply.get("ok"):
-            worker.kill()
-            return self._evaluation(
-                EvaluationStatus.COMPILE_ERROR, f"loading the candidate failed: {reply.get('error')}"
-            )
-        self.worker = worker
-        return worker
-
-    def _data(self, workload: Workload) -> WorkloadData:
-        definition, device = self.definition, self.ev.device
-        t0 = time.monotonic()
-        try:
-            sets = [
-                generate_inputs(
-                    definition, workload, k, secret=self.ev.secret, device=device, roots=self.roots
-                )
-                for k in range(self.config.num_input_sets)
-            ]
-        except InputError as exc:
-            raise _TaskError(f"cannot generate inputs: {exc}") from None
-        self._time("inputs", time.monotonic() - t0)
-        axes = definition.axis_values(workload.axes)
-        shapes = {n: definition.resolve_shape(n, axes) or () for n in definition.outputs}
-        t0 = time.monotonic()
-        refs = []
-        for k, inputs in enumerate(sets):
-            key = (reference_key(definition), workload.uuid, str(k), str(device), self.ev.secret.hex()[:8])
-            cached = self.ev.references.get(key)
-            if cached is None:
-                try:
-                    cached = run_reference(definition, inputs, shapes)
-                except ReferenceError as exc:
-                    raise _TaskError(str(exc)) from None
-                self.ev.references.put(key, cached)
-            refs.append(cached)
-        self._time("reference", time.monotonic() - t0)
-        from .inputs import torch_dtype
-
-        return WorkloadData(
-            inputs=sets,
-            references=refs,
-            output_shapes=shapes,
-            output_dtypes={n: torch_dtype(s.dtype) for n, s in definition.outputs.items()},
-            scalar_positions={
-                n: i for i, n in enumerate(definition.inputs) if not isinstance(sets[0][n], torch.Tensor)
-            },
-        )
-
-    def _workload(self, workload: Workload) -> Evaluation:
-        data = self._data(workload)
-        loaded = self._ensure_worker()
-        if isinstance(loaded, Evaluation):
-            return loaded
-        worker = loaded
-        device = self.ev.device
-        slot_count = max(1, min(self.config.num_input_sets, len(data.inputs)))
-        try:
-            slots = allocate_slots(worker, data, slot_count, device, self.config.timeouts.load)
-        except (WorkerError, BufferError) as exc:
-            self._discard(f"a buffer allocation failure ({exc})")
-            if not self.ev.pool.use_bwrap:
-                raise _TaskError(f"could not share buffers with the worker: {exc}") from None
-            # CUDA IPC may not cross the bubblewrap boundary on some drivers: degrade, with a note.
-            self.ev.pool.disable_bwrap(f"sharing buffers with a worker inside bubblewrap failed ({exc})")
-            loaded = self._ensure_worker()
-            if isinstance(loaded, Evaluation):
-                return loaded
-            worker = loaded
-            try:
-                slots = allocate_slots(worker, data, slot_count, device, self.config.timeouts.load)
-            except (WorkerError, BufferError) as again:
-                self._discard(f"a buffer allocation failure ({again})")
-                raise _TaskError(f"could not share buffers with the worker: {again}") from None
-        try:
-            self.progress("phase", {"uuid": workload.uuid, "phase": "correctness"})
-            t0 = time.monotonic()
-            result, call_ms = check_correctness(worker, slots, data, self.config, device)
-            self._time("correctness", time.monotonic() - t0)
-            from .run import _correctness_of
-
-            correctness = _correctness_of(result, self.config, {"input_sets": len(data.inputs)})
-            if self.ev.cpu_mode:
-                performance = untimed_performance("CPU mode: nothing is timed without a GPU", call_ms)
-                return self._evaluation(
-                    EvaluationStatus.PASSED, correctness=correctness, performance=performance
-                )
-            self.progress("phase", {"uuid": workload.uuid, "phase": "timing"})
-            t0 = time.monotonic()
-            before = snapshot(device)
-            performance, validated = measure(worker, slots, data, self.definition, self.config, device)
-            after = snapshot(device)
-            self._time("timing", time.monotonic() - t0)
-            stats = performance.extra or {}
-            self._time("gpu_timed", stats["candidate_ms"]["mean"] * stats["candidate_ms"]["count"] / 1e3)
-            self._time(
-                "gpu_timed_reference", stats["reference_ms"]["mean"] * stats["reference_ms"]["count"] / 1e3
-            )
-            stats["device_start"] = before.model_dump()
-            stats["device_end"] = after.model_dump()
-            correctness.extra["timed_outputs_validated"] = validated
-            if stats.get("timing_basis") != "events":
-                self.report.notes.append(
-                    f"workload {workload.uuid}: the candidate's work outlived its end event by "
-                    f"{stats.get('hidden_work_ms', 0):.3f} ms (work on another stream?); both sides were timed "
-                    "by the device-synchronized bound instead"
-                )
-            if self.config.plausibility:
-                axes = self.definition.axis_values(workload.axes)
-                verdict = check_plausibility(
-                    self.ev._name,
-                    performance.latency_ms,
-                    self.definition,
-                    axes,
-                    data.inputs[0],
-                    data.references[0],
-                )
-                if verdict is not None:
-                    correctness.extra["plausibility"] = verdict
-                    if verdict["flagged"]:
-                        self.report.notes.append(
-                            f"workload {workload.uuid}: {performance.latency_ms:.4g} ms is faster than the "
-                            f"{verdict['device_model']} roofline floor {verdict['floor_ms']:.4g} ms: implausible, check the kernel"
-                        )
-            return self._evaluation(EvaluationStatus.PASSED, correctness=correctness, performance=performance)
-        except CandidateFailure as failure:
-            if failure.worker_dead:
-                self._discard(f"{failure.status.value} on workload {workload.uuid}")
-            return self._evaluation(failure.status, failure.log, correctness=failure.correctness)
-        finally:
-            del slots
-
-
-def _static_analysis(solution: Solution, definition: Definition, arch: str, timeout: float) -> Any:
-    """``fibserve.check`` (policy, build, PTX/SASS families, resources, ABI) as JSON-able data, or a dict with
-    ``error`` when the analysis package is unavailable or fails (never fatal to the evaluation)."""
-    try:
-        import fibserve
-
-        result = fibserve.check(solution, definition=definition, arch=arch, timeout_s=timeout)
-    except Exception as exc:
-        return {"error": f"static analysis unavailable: {exc!r}"}
-    dump = getattr(result, "model_dump", None)
-    return dump(mode="json") if dump else result
 
 
 def evaluate(
