@@ -1,5 +1,5 @@
 // A kernel that never finishes (spins on clock64). Expected: TIMEOUT within the limit; the worker is replaced.
-// A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16. A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16.
+// A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16 (C = A @ B.T).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <tvm/ffi/container/tensor.h>

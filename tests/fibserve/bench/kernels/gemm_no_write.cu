@@ -1,5 +1,5 @@
 // Computes the product but never stores it. Expected: caught by poisoning (INCORRECT_NUMERICAL, outputs untouched).
-// A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16. A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16.
+// A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16 (C = A @ B.T).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <tvm/ffi/container/tensor.h>

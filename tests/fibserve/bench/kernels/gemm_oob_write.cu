@@ -1,5 +1,5 @@
-// Out-of-bounds GEMM: also writes 2^36 elements past C (an illegal address). Expected: RUNTIME_ERROR,
-// A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16. and the next evaluation on the same device still PASSES (the worker is replaced).
+// Out-of-bounds GEMM: one thread also writes far before C, at device address 64. Expected: RUNTIME_ERROR, and
+// the next evaluation on the same device still PASSES (the worker is replaced). A: [M, K], B: [N, K], C: [M, N] bf16.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <tvm/ffi/container/tensor.h>
@@ -15,7 +15,11 @@ __global__ void gemm_naive(const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_
   float acc = 0.f;
   for (int64_t k = 0; k < K; ++k) acc += __bfloat162float(A[row * K + k]) * __bfloat162float(B[col * K + k]);
   C[row * N + col] = __float2bfloat16(acc);
-  if (row == M - 1 && col == N - 1) C[row * N + col + (int64_t(1) << 36)] = __float2bfloat16(acc);
+  // Index relative to C that lands on device address 64: never mapped, so the write always faults.
+  if (row == M - 1 && col == N - 1) {
+    const int64_t to_page_zero = -static_cast<int64_t>(reinterpret_cast<uintptr_t>(C) / sizeof(__nv_bfloat16)) + 32;
+    C[to_page_zero] = __float2bfloat16(acc);
+  }
 }
 
 void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C) {

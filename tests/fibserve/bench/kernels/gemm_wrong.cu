@@ -1,5 +1,5 @@
 // Wrong GEMM for gemm_n7168_k5120: accumulates only the first half of K. Expected: INCORRECT_NUMERICAL.
-// A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16. A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16.
+// A: [M, K] bf16, B: [N, K] bf16, C: [M, N] bf16 (C = A @ B.T).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <tvm/ffi/container/tensor.h>
