@@ -22,7 +22,7 @@ import datetime as _dt
 import os
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +30,9 @@ from .demo import DEMO_DEFINITION, DEMO_MODEL_NAME
 from .runs import DEFAULT_OUTPUT_ROOT, RunLayout, RunPlan, RunSummary, default_prompt_tag, utc_stamp
 from .task import TaskConfig
 from .trajectory import write_json
+
+if TYPE_CHECKING:
+    from .quickstart_report import QuickstartResult
 
 QUICKSTART_DEFINITION = DEMO_DEFINITION
 QUICKSTART_WORKLOAD = "94920358-01a8-4c5b-9209-3103fd490e94"
@@ -235,7 +238,7 @@ DEMO_BANNER = (
 )
 
 
-def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> tuple[Path, Any]:
+def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> tuple[Path, QuickstartResult]:
     """Run the quickstart; returns the run directory and its :class:`QuickstartResult` (also written to disk).
 
     The run never raises for a service or model API failure: those end the run (exit status
@@ -347,7 +350,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     return run_dir, result
 
 
-def report(run_dir: Path) -> Any:
+def report(run_dir: Path) -> QuickstartResult:
     """Rebuild (and rewrite) ``quickstart-result.json`` of ``run_dir`` from its files; returns the result.
 
     Raises:
