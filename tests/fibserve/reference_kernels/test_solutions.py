@@ -118,11 +118,6 @@ def test_triton_solution_passes_the_source_policy(bundled: TraceSet) -> None:
     assert analysis.executed is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fibserve.static_check.check_arity counts run's defaulted 'variant' parameter (4 != 3); the sandbox "
-    "worker's arity rule (required <= passed <= positional) accepts it. Remove this marker once check_arity does too.",
-)
 def test_triton_solution_abi_matches_the_definition(bundled: TraceSet, definition: Definition) -> None:
     import fibserve
 

@@ -188,6 +188,7 @@ def check_arity(solution: Solution, definition: Definition) -> list[str]:
     symbol = solution.spec.entry_symbol
     source = solution.entry_source().content
     found: int | None = None
+    required: int | None = None  # parameters without a default value (Python); None = all of them
     if solution.spec.language.value in ("python", "triton"):
         try:
             tree = ast.parse(source)
@@ -198,6 +199,7 @@ def check_arity(solution: Solution, definition: Definition) -> list[str]:
                 if node.args.vararg is not None:
                     return []
                 found = len(node.args.posonlyargs) + len(node.args.args)
+                required = found - len(node.args.defaults)
     else:
         code = strip_c_source(source).code
         match = re.search(rf"\b{re.escape(symbol)}\s*\(([^()]*)\)\s*\{{", code)
@@ -206,7 +208,7 @@ def check_arity(solution: Solution, definition: Definition) -> list[str]:
             found = 0 if params in ("", "void") else params.count(",") + 1
     if found is None:
         return [f"could not find the entry function {symbol!r} in {solution.spec.entry_file}"]
-    if found != expected:
+    if not (required if required is not None else found) <= expected <= found:
         return [
             f"{symbol} takes {found} parameters but definition {definition.name!r} calls it with {expected} "
             f"({', '.join(names)}{'; outputs preallocated' if solution.spec.destination_passing_style else ''})"
