@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Download, into .whl/ (git-ignored via .git/info/exclude), the wheels that the lent H200 lacks, for its
-# Python 3.12 on x86_64. The GPU image already has torch, triton, numpy, rich, typer, httpx, pyyaml,
-# safetensors and filelock; everything else fibserve and the agent import on the GPU path travels here.
+# Python 3.12 on x86_64. The GPU image already has torch, triton, numpy, httpx, pyyaml, safetensors,
+# filelock and jinja2; everything else fibserve and the agent import on the GPU path travels here (typer,
+# click and rich too, so the command line behaves as in CI whatever versions the image has).
 # Versions follow uv.lock so the GPU run uses what CI tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,8 @@ versions=$(python3 - <<'PY'
 import tomllib
 lock = tomllib.load(open("uv.lock", "rb"))
 want = ["pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions",
-        "fastapi", "starlette", "annotated-doc", "uvicorn", "h11", "apache-tvm-ffi", "anyio", "click"]
+        "fastapi", "starlette", "annotated-doc", "uvicorn", "h11", "apache-tvm-ffi", "anyio", "click",
+        "mini-swe-agent", "python-dotenv", "platformdirs", "typer", "rich", "shellingham"]
 have = {p["name"]: p["version"] for p in lock["package"]}
 print(" ".join(f"{n}=={have[n]}" for n in want if n in have))
 PY
