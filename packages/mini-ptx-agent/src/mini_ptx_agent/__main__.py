@@ -1,0 +1,3 @@
+from mini_ptx_agent.cli import main
+
+main()

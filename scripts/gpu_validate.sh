@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The whole GPU validation of PTXBench in one command, written for the lent H200 (device tool):
+#
+#   bash scripts/device_wheels.sh                 # here, once: fills .whl/ (git-ignored)
+#   device run, carry [".whl"]:  bash scripts/gpu_validate.sh [STEP...]
+#
+# It installs the carried wheels into /tmp/site, unpacks bubblewrap from its .deb, puts both packages'
+# sources on PYTHONPATH (nothing is built or installed from the checkout), then runs each STEP (default: all)
+# under its own time limit. Every step writes its log and files under $OUT/raw/<step>/; at the end they are
+# packed into $OUT/gpu-results.tar.gz, and $OUT/summary.md holds one row per step (exit code, seconds).
+# The device tool returns at most 8 files, so only those two (and the summary's copy on stdout) come back.
+#
+# Steps:
+#   env         nvidia-smi, versions, python imports
+#   pytest      every test marked `gpu`
+#   suite       scripts/gpu_suite.py: the evaluation-integrity scenarios of issue 4
+#   refgemm     benchmarks/hopper_gemm/fibserve_timing.py: reference kernels vs torch.matmul through FIBServe
+#   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
+#   overhead    benchmarks/eval_overhead.py: per-evaluation overhead and memory over repeated evaluations
+#   serve       benchmarks/serve_throughput.py: `fibserve serve` on the GPU, 200 evaluate requests
+#   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-results}
+RAW=$OUT/raw
+mkdir -p "$RAW"
+
+SITE=/tmp/site
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
+        || { echo "wheel install failed"; exit 2; }
+fi
+for deb in .whl/bubblewrap_*.deb; do
+    [ -f "$deb" ] && dpkg -x "$deb" /tmp/bwrap-root && export PATH=/tmp/bwrap-root/usr/bin:$PATH
+done
+export PYTHONPATH=$SITE:$ROOT/packages/fibserve/src:$ROOT/packages/mini-ptx-agent/src${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+export FIBSERVE_CACHE_DIR=/tmp/fibserve-cache
+export PTXBENCH_DATA_ROOT=$RAW/quickstart/data
+# A lent GPU is shared infrastructure: keep NVLink multicast off (device README).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+SUMMARY=$OUT/summary.md
+{
+    echo "# GPU validation, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo
+    echo "| step | exit | seconds | log |"
+    echo "| --- | --- | --- | --- |"
+} >"$SUMMARY"
+
+# run_step NAME LIMIT_S COMMAND...: run with a time limit, log to $RAW/NAME/log.txt, add a summary row.
+run_step() {
+    local name=$1 limit=$2
+    shift 2
+    mkdir -p "$RAW/$name"
+    local start rc
+    start=$(date +%s)
+    echo ">>> $name (limit ${limit}s): $*"
+    OUT=$RAW/$name timeout -k 15 "$limit" "$@" >"$RAW/$name/log.txt" 2>&1
+    rc=$?
+    echo "| $name | $rc | $(($(date +%s) - start)) | raw/$name/log.txt |" >>"$SUMMARY"
+    tail -n 25 "$RAW/$name/log.txt"
+}
+
+step_env() {
+    nvidia-smi
+    python3 -c "import sys, torch, triton, pydantic, fastapi, tvm_ffi, minisweagent; \
+print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0)); \
+print('triton', triton.__version__, 'pydantic', pydantic.VERSION, 'tvm_ffi', tvm_ffi.__version__)"
+    nvcc --version | tail -n 2
+    command -v bwrap && bwrap --version
+    command -v compute-sanitizer ncu cuobjdump
+}
+
+quickstart() {
+    local language
+    for language in cuda triton; do
+        python3 -m mini_ptx_agent quickstart --run --language "$language" --output-root "$OUT/runs" || echo "quickstart $language exit $?"
+    done
+    for dir in "$OUT"/runs/*/; do
+        python3 -m mini_ptx_agent quickstart --report "$dir" || echo "report $dir exit $?"
+    done
+}
+
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(env pytest suite refgemm stability overhead serve quickstart)
+for step in "${steps[@]}"; do
+    case $step in
+        env) run_step env 60 step_env ;;
+        pytest) run_step pytest 900 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 900 tests ;;
+        suite) run_step suite 900 python3 scripts/gpu_suite.py --skip-pytest ;;
+        refgemm) run_step refgemm 600 python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
+        stability) run_step stability 600 python3 benchmarks/eval_stability.py ;;
+        overhead) run_step overhead 600 python3 benchmarks/eval_overhead.py ;;
+        serve) run_step serve 600 python3 benchmarks/serve_throughput.py ;;
+        quickstart) run_step quickstart 900 quickstart ;;
+        *) echo "unknown step: $step" >&2; exit 2 ;;
+    esac
+done
+
+tar -czf "$OUT/gpu-results.tar.gz" -C "$OUT" raw summary.md
+echo
+cat "$SUMMARY"
