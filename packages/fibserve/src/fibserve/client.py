@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter
@@ -144,15 +145,15 @@ class FIBServeClient:
 
     def definition(self, name: str) -> Definition:
         """``GET /definitions/{name}``. Raises APIError 404 (with close matches) when unknown."""
-        return Definition.model_validate(self._request("GET", f"/definitions/{name}"))
+        return Definition.model_validate(self._request("GET", f"/definitions/{_q(name)}"))
 
     def workloads(self, name: str) -> list[Workload]:
         """``GET /definitions/{name}/workloads``."""
-        return _WORKLOADS.validate_python(self._request("GET", f"/definitions/{name}/workloads"))
+        return _WORKLOADS.validate_python(self._request("GET", f"/definitions/{_q(name)}/workloads"))
 
     def workload(self, uuid: str) -> Workload:
         """``GET /workloads/{uuid}``."""
-        return Workload.model_validate(self._request("GET", f"/workloads/{uuid}"))
+        return Workload.model_validate(self._request("GET", f"/workloads/{_q(uuid)}"))
 
     # -- submitting ---------------------------------------------------------------------------------------
 
@@ -231,7 +232,7 @@ class FIBServeClient:
 
     def task(self, task_id: str, timeout: float = 0.0) -> TaskAnswer:
         """``GET /tasks/{id}?timeout=S``: waits up to ``timeout`` seconds on the server for the task to finish."""
-        data = self._request("GET", f"/tasks/{task_id}", params={"timeout": timeout}, wait_s=timeout)
+        data = self._request("GET", f"/tasks/{_q(task_id)}", params={"timeout": timeout}, wait_s=timeout)
         return TaskAnswer.model_validate(data)
 
     def batch(self, task_ids: list[str], timeout: float = 0.0) -> list[TaskAnswer]:
@@ -243,7 +244,7 @@ class FIBServeClient:
 
     def cancel(self, task_id: str) -> TaskAnswer:
         """``DELETE /tasks/{id}``: a pending task fails at once (code ``cancelled``); a running one is stopped."""
-        return TaskAnswer.model_validate(self._request("DELETE", f"/tasks/{task_id}"))
+        return TaskAnswer.model_validate(self._request("DELETE", f"/tasks/{_q(task_id)}"))
 
     def wait(
         self, task_id: str, timeout: float | None = None, *, poll_s: float = 30.0, reconnect_s: float = 60.0
@@ -294,6 +295,11 @@ class FIBServeClient:
     ) -> TaskAnswer:
         """Submit an evaluation and wait for its answer (``options``: timeout, atol, rtol)."""
         return self.wait(self.submit_evaluate(solution, workload_uuids, **options), timeout=wait_timeout)
+
+
+def _q(segment: str) -> str:
+    """``segment`` quoted as one URL path segment (a name with ``/`` or ``?`` cannot change the route)."""
+    return quote(segment, safe="")
 
 
 def _solution_json(solution: Solution | dict[str, Any]) -> dict[str, Any]:

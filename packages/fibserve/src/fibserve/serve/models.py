@@ -72,7 +72,9 @@ class _SolutionRequest(_Request):
     )
     """Workloads to run, all of the definition's workloads when absent."""
     timeout: Timeout | None = None
-    """Time limit in seconds for the whole task on its lane (the server's default when absent)."""
+    """Time limit in seconds: for /evaluate, of each correctness and timing phase of a workload (it
+    overrides ``timeouts.correctness`` and ``timeouts.timing`` of the evaluation config); for /sanitize and
+    /profile, of each tool run. The server's default when absent."""
 
 
 class EvaluateRequest(_SolutionRequest):

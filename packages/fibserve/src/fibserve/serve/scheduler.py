@@ -158,12 +158,13 @@ class Lane:
 
     def _run(self, task: TaskRecord) -> None:
         sched = self.scheduler
+        if task.cancel_requested:  # cancelled while running before a restart: do not start it again
+            self._finish(task, _cancelled())
+            return
         ctx = RunContext(self, task)
         self.ctx = ctx
-        if task.cancel_requested:
-            ctx.interrupt("cancelled")
         try:
-            outcome = sched.runner(task, ctx)
+            outcome: Outcome | None = sched.runner(task, ctx)
         except TaskInterrupted:
             outcome = None
         except Exception as exc:
@@ -177,20 +178,27 @@ class Lane:
             )
         finally:
             self.ctx = None
-        if sched.stopping.is_set():
-            return  # already re-queued by stop(); the store refuses late results anyway
-        if outcome is None or (ctx.interrupted and sched.store.cancel_requested(task.id)):
-            outcome = Outcome(
-                TaskStatus.FAILED,
-                error={
-                    "code": "cancelled",
-                    "message": "the task was cancelled by a DELETE request while running",
-                },
-            )
+        if ctx.interrupted or outcome is None:
+            if not sched.store.cancel_requested(task.id):
+                return  # interrupted by shutdown: stop() has put it back in the queue
+            outcome = _cancelled()
+        # A task that finished while the server was stopping is recorded unless stop() re-queued it first
+        # (then the store refuses the result and the next server runs it again).
+        self._finish(task, outcome)
+
+    def _finish(self, task: TaskRecord, outcome: Outcome) -> None:
+        sched = self.scheduler
         if sched.store.finish(
             task.id, task.attempt, outcome.status, result=outcome.result, error=outcome.error
         ):
             sched.notify_finished(task.id)
+
+
+def _cancelled() -> Outcome:
+    return Outcome(
+        TaskStatus.FAILED,
+        error={"code": "cancelled", "message": "the task was cancelled by a DELETE request while running"},
+    )
 
 
 class Scheduler:
