@@ -196,11 +196,12 @@ def test_tools_refuse_clearly_when_absent_or_without_a_gpu(trace_set: TraceSet, 
 FAKE_TOOL = """#!{python}
 # Stand-in for compute-sanitizer / ncu on a machine without a GPU: runs the candidate runner it was given
 # (everything from the interpreter on) and prints what the real tool prints around it.
-import subprocess, sys
+import os, subprocess, sys
 
 args = sys.argv[1:]
 start = args.index("-m") - 1
 print({before!r}, flush=True)
+print("torch caching allocator off:", os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING"), flush=True)
 code = subprocess.call(args[start:])
 print({after!r}, flush=True)
 if code == 0 and {finding!r} and "--error-exitcode" in args:
@@ -248,6 +249,7 @@ def test_sanitize_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_
     (clean,) = sanitize_candidate(executable=clean_tool, **common)
     assert clean.verdict == "clean" and clean.passed and clean.error_count == 0, clean.output
     assert "COMPUTE-SANITIZER" not in clean.output
+    assert "torch caching allocator off: 1" in clean.output  # so memcheck sees each tensor's own bounds
     bad_tool = _fake_tool(
         tmp_path / "tools2",
         "========= Invalid __global__ write of size 4 bytes",

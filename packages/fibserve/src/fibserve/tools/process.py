@@ -114,13 +114,14 @@ def run_tool(
     device: str,
     timeout_s: float,
     on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> ToolRun:
     """Run ``argv`` (a tool command ending in the runner) in its own process group, sandboxed when possible.
 
-    If bubblewrap is installed but cannot start here (no user namespaces), the run is repeated without it
-    and the output says so.
+    ``extra_env`` is added to the minimal environment. If bubblewrap is installed but cannot start here (no
+    user namespaces), the run is repeated without it and the output says so.
     """
-    env = runner_env(workdir, device)
+    env = {**runner_env(workdir, device), **(extra_env or {})}
     sandbox = _bwrap_argv(workdir)
     result = _run_once((sandbox or []) + argv, workdir, env, timeout_s, on_process)
     result.sandboxed = sandbox is not None

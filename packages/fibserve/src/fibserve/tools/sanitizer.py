@@ -31,6 +31,10 @@ ERROR_EXIT_CODE = 86
 PRINT_LIMIT = 50
 """Most errors printed per run (``--print-limit``); the summary still counts all of them."""
 
+SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+"""Every torch tensor gets its own ``cudaMalloc``: memcheck checks accesses against allocations, and inside
+the caching allocator's large segments a write past the end of a small tensor would look legal."""
+
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s+(\d+)\s+error")
 _NOISE = (
     re.compile(r"^=+ COMPUTE-SANITIZER\s*$"),
@@ -199,6 +203,7 @@ def sanitize_candidate(
                     device=device,
                     timeout_s=timeout_s,
                     on_process=on_process,
+                    extra_env=SANITIZER_ENV,
                 )
                 runs.append(
                     SanitizerRun(
