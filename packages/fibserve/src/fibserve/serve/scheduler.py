@@ -155,6 +155,16 @@ class Lane:
                         sched.wakeup.wait(timeout=sched.idle_poll_s)
                 continue
             self._run(task)
+            if getattr(self.resources, "healthy", True) is False:
+                # The Evaluator's own CUDA context failed: that is sticky for this process, so the lane stops
+                # taking tasks (they wait for other lanes, or for a restarted server) instead of failing them all.
+                self.healthy = False
+                self.detail = (
+                    f"the evaluator's CUDA context on {self.device} failed; this lane takes no more tasks until "
+                    "the server is restarted (queued tasks are kept)"
+                )
+                log.error("lane %s: %s", self.name, self.detail)
+                return
 
     def _run(self, task: TaskRecord) -> None:
         sched = self.scheduler
