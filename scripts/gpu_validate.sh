@@ -2,7 +2,7 @@
 # The whole GPU validation of PTXBench in one command, written for the lent H200 (device tool):
 #
 #   bash scripts/device_wheels.sh                 # here, once: fills .whl/ (git-ignored)
-#   device run, carry [".whl"]:  bash scripts/gpu_validate.sh [STEP...]
+#   device run, carry [".whl"]:  bash scripts/gpu_validate.sh [STEP[:LIMIT_S]...]
 #
 # It installs the carried wheels into /tmp/site, unpacks bubblewrap from its .deb, puts both packages'
 # sources on PYTHONPATH (nothing is built or installed from the checkout), then runs each STEP (default: all)
@@ -16,7 +16,7 @@
 #   suite       scripts/gpu_suite.py: the evaluation-integrity scenarios of issue 4
 #   refgemm     benchmarks/hopper_gemm/fibserve_timing.py: reference kernels vs torch.matmul through FIBServe
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
-#   overhead    benchmarks/eval_overhead.py: per-evaluation overhead and memory over repeated evaluations
+#   overhead    benchmarks/eval_overhead.py: per-evaluation overhead and memory over 100 evaluations
 #   serve       benchmarks/serve_throughput.py: `fibserve serve` on the GPU, 200 evaluate requests
 #   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
 set -uo pipefail
@@ -85,16 +85,19 @@ quickstart() {
 
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(env pytest suite refgemm stability overhead serve quickstart)
-for step in "${steps[@]}"; do
+for item in "${steps[@]}"; do
+    step=${item%%:*}
+    limit=600
+    [ "$item" != "$step" ] && limit=${item#*:}
     case $step in
-        env) run_step env 60 step_env ;;
-        pytest) run_step pytest 900 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 900 tests ;;
-        suite) run_step suite 900 python3 scripts/gpu_suite.py --skip-pytest ;;
-        refgemm) run_step refgemm 600 python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
-        stability) run_step stability 600 python3 benchmarks/eval_stability.py ;;
-        overhead) run_step overhead 600 python3 benchmarks/eval_overhead.py ;;
-        serve) run_step serve 600 python3 benchmarks/serve_throughput.py ;;
-        quickstart) run_step quickstart 900 quickstart ;;
+        env) run_step env "$limit" step_env ;;
+        pytest) run_step pytest "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider --timeout "$limit" tests ;;
+        suite) run_step suite "$limit" python3 scripts/gpu_suite.py --skip-pytest ;;
+        refgemm) run_step refgemm "$limit" python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
+        stability) run_step stability "$limit" python3 benchmarks/eval_stability.py ;;
+        overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations 100 ;;
+        serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py ;;
+        quickstart) run_step quickstart "$limit" quickstart ;;
         *) echo "unknown step: $step" >&2; exit 2 ;;
     esac
 done
