@@ -56,6 +56,7 @@ run_step() {
     mkdir -p "$RAW/$name"
     local start rc
     start=$(date +%s)
+    [ "$(type -t "$1")" = function ] && set -- bash -c "$(declare -f "$1"); $1"
     echo ">>> $name (limit ${limit}s): $*"
     OUT=$RAW/$name timeout -k 15 "$limit" "$@" >"$RAW/$name/log.txt" 2>&1
     rc=$?
@@ -64,6 +65,7 @@ run_step() {
 }
 
 step_env() {
+    set -x
     nvidia-smi
     python3 -c "import sys, torch, triton, pydantic, fastapi, tvm_ffi, minisweagent; \
 print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0)); \

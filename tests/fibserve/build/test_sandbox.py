@@ -99,3 +99,17 @@ def test_compile_log_cannot_leak_the_environment_or_home_files(
         assert "HOME_SECRET_4242" not in result.log and "No such file" in result.log
     else:
         assert "HOME_SECRET_4242" in result.log  # the leak the sandbox closes
+
+
+def test_only_paths_hidden_by_a_tmpfs_are_bound_again(tmp_path: Path) -> None:
+    """A readable directory outside /tmp and the home is already visible; binding it again broke builds on
+    the H200, where /usr/local/cuda is a symbolic link and bwrap could not create the mount point."""
+    from fibserve.build.sandbox import under_hidden_roots
+
+    real = tmp_path / "cuda-13.0" / "bin"
+    real.mkdir(parents=True)
+    link = tmp_path / "cuda"
+    link.symlink_to(tmp_path / "cuda-13.0")
+    outside = Path(__file__).resolve().parent
+    kept = under_hidden_roots([link / "bin", real, outside, tmp_path / "missing"], [tmp_path])
+    assert kept == [real.resolve()]

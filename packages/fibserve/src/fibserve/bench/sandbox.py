@@ -66,6 +66,17 @@ def _python_paths() -> list[str]:
     return [root, *[p for p in sys.path if p and p != root]]
 
 
+def _rebind_hidden_tmp() -> list[str]:
+    """Read-only binds for the Python path entries and the build cache that the private /tmp would hide."""
+    from fibserve.build.cache import default_cache_dir
+    from fibserve.build.sandbox import under_hidden_roots
+
+    argv: list[str] = []
+    for path in under_hidden_roots([*_python_paths(), default_cache_dir()], [Path("/tmp")]):
+        argv += ["--ro-bind", str(path), str(path)]
+    return argv
+
+
 class WorkerProcess:
     """One sandbox worker child process (see the module docstring)."""
 
@@ -109,6 +120,7 @@ class WorkerProcess:
                 "--dev-bind", "/dev", "/dev",
                 "--proc", "/proc",
                 "--tmpfs", "/tmp",
+                *_rebind_hidden_tmp(),
                 "--bind", str(self.workdir), str(self.workdir),
                 "--unshare-net",
                 "--die-with-parent",

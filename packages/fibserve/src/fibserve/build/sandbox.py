@@ -110,11 +110,28 @@ def _bwrap_prefix(writable: list[Path], readable: list[Path]) -> list[str]:
     if home != Path("/"):
         argv += ["--tmpfs", str(home)]
     # Paths under /tmp or the home vanish behind the tmpfs mounts; bind them back (read-only unless writable).
-    for path in readable:
+    # Everything else is already visible through the read-only root, and binding it again would fail where a
+    # parent is a symbolic link (bwrap cannot create the mount point: seen with /usr/local/cuda on the H200).
+    hidden = [Path("/tmp"), *([home] if home != Path("/") else [])]
+    for path in under_hidden_roots(readable, hidden):
         argv += ["--ro-bind", str(path), str(path)]
     for path in writable:
         argv += ["--bind", str(path), str(path)]
     return argv
+
+
+def under_hidden_roots(paths: Sequence[Path | str], hidden: Sequence[Path]) -> list[Path]:
+    """The existing ``paths`` (resolved, deduplicated, in order) that lie under one of the ``hidden`` roots.
+
+    Used to re-expose, inside a bubblewrap sandbox, the few directories that a tmpfs over ``/tmp`` or the home
+    directory would otherwise hide (a build cache or a site-packages directory placed there).
+    """
+    kept: list[Path] = []
+    for raw in paths:
+        path = Path(raw).resolve()
+        if path.exists() and path not in kept and any(path.is_relative_to(root) for root in hidden):
+            kept.append(path)
+    return kept
 
 
 _ENV_KEPT = ("PATH", "LANG", "LC_ALL", "TMPDIR", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "HOME")
