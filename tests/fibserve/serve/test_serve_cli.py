@@ -58,3 +58,13 @@ def test_a_missing_trace_set_root_is_refused(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "nope" in result.stderr
+
+
+def test_a_broken_evaluation_config_is_refused_at_start(tmp_path: Path) -> None:
+    config = tmp_path / "eval.yaml"
+    config.write_text("defaults:\n  atol: -1\n")
+    result = _serve(
+        "--config", str(config), "--devices", "cpu", "--state-dir", str(tmp_path / "s"), cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert "atol" in result.stderr

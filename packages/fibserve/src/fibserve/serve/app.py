@@ -87,11 +87,15 @@ def create_app(
 
     Raises:
         fibserve.trace.problems.TraceSetError: a trace-set root has errors.
-        ValueError: a requested device does not exist.
+        ValueError: a requested device does not exist, or the evaluation config file is invalid.
         RuntimeError: the task store cannot be opened.
     """
     from . import work
 
+    if settings.eval_config is not None:
+        from fibserve.bench.config import resolve_config
+
+        resolve_config(None, config_path=settings.eval_config)  # a broken file fails here, not in every task
     tools = ToolPaths.discover()
     catalog = catalog or Catalog.load(settings.roots)
     devices = resolve_devices(settings.devices)
