@@ -71,8 +71,11 @@ def _rebind_hidden_tmp() -> list[str]:
     from fibserve.build.cache import default_cache_dir
     from fibserve.build.sandbox import under_hidden_roots
 
+    cache = default_cache_dir()
+    # A warm spare may start before the first build creates the cache: create it now so the bind exists.
+    cache.mkdir(parents=True, exist_ok=True)
     argv: list[str] = []
-    for path in under_hidden_roots([*_python_paths(), default_cache_dir()], [Path("/tmp")]):
+    for path in under_hidden_roots([*_python_paths(), cache], [Path("/tmp")]):
         argv += ["--ro-bind", str(path), str(path)]
     return argv
 
