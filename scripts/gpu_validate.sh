@@ -12,7 +12,7 @@
 #
 # Steps:
 #   env         nvidia-smi, versions, python imports
-#   pytest      every test marked `gpu`
+#   pytest      every test marked `gpu` (under $PYTEST_PATHS, default tests/)
 #   suite       scripts/gpu_suite.py: the evaluation-integrity scenarios of issue 4
 #   refgemm     benchmarks/hopper_gemm/fibserve_timing.py: reference kernels vs torch.matmul through FIBServe
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
@@ -93,7 +93,7 @@ for item in "${steps[@]}"; do
     [ "$item" != "$step" ] && limit=${item#*:}
     case $step in
         env) run_step env "$limit" step_env ;;
-        pytest) run_step pytest "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider --timeout "$limit" tests ;;
+        pytest) run_step pytest "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider --timeout "$limit" ${PYTEST_PATHS:-tests} ;;
         suite) run_step suite "$limit" python3 scripts/gpu_suite.py --skip-pytest ;;
         refgemm) run_step refgemm "$limit" python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
         stability) run_step stability "$limit" python3 benchmarks/eval_stability.py ;;
