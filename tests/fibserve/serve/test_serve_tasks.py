@@ -159,3 +159,17 @@ def test_cancel_stops_a_running_evaluation(shared_server) -> None:
     # The evaluator reports progress between phases (worker start takes seconds here), so the cancel lands.
     assert answer.status == "failed", answer.traces
     assert answer.error is not None and answer.error.code == "cancelled"
+
+
+def test_long_polls_return_at_the_deadline_or_as_soon_as_the_task_finishes(shared_server) -> None:
+    with FIBServeClient(shared_server.url) as client:
+        slow = client.submit("evaluate", python_add("slow"), workload_uuids=[VECTOR_ADD_SMALL]).task_id
+        fast = client.submit("evaluate", broken(7), workload_uuids=[VECTOR_ADD_SMALL]).task_id
+        started = time.monotonic()
+        early = client.task(slow, timeout=1.0)
+        waited = time.monotonic() - started
+        assert early.status in ("pending", "running") and 0.9 <= waited < 5
+        started = time.monotonic()
+        done = client.task(fast, timeout=110)  # queued behind `slow`: answers when it finishes, not at 110 s
+        assert done.status == "completed" and time.monotonic() - started < 100
+        assert client.task(slow).status == "completed"  # one lane: `slow` ran first
