@@ -80,6 +80,26 @@ def _rebind_hidden_tmp() -> list[str]:
     return argv
 
 
+def gpu_bwrap_prefix(workdir: Path) -> list[str]:
+    """bubblewrap arguments for a process that runs candidate code on the GPU (the worker, the tool runner).
+
+    Read-only root, ``/dev`` bound for the GPU, a private ``/tmp`` (with the Python path and build cache that
+    it would hide bound back read-only), no network, and only ``workdir`` writable. The caller appends its
+    own options, then ``--`` and the command.
+    """
+    return [
+        bwrap_path() or "bwrap",
+        "--ro-bind", "/", "/",
+        "--dev-bind", "/dev", "/dev",
+        "--proc", "/proc",
+        "--tmpfs", "/tmp",
+        *_rebind_hidden_tmp(),
+        "--bind", str(workdir), str(workdir),
+        "--unshare-net",
+        "--die-with-parent",
+    ]  # fmt: skip
+
+
 class WorkerProcess:
     """One sandbox worker child process (see the module docstring)."""
 
@@ -117,20 +137,7 @@ class WorkerProcess:
             device,
         ]
         if use_bwrap:
-            argv = [
-                bwrap_path() or "bwrap",
-                "--ro-bind", "/", "/",
-                "--dev-bind", "/dev", "/dev",
-                "--proc", "/proc",
-                "--tmpfs", "/tmp",
-                *_rebind_hidden_tmp(),
-                "--bind", str(self.workdir), str(self.workdir),
-                "--unshare-net",
-                "--die-with-parent",
-                "--new-session",
-                "--",
-                *argv,
-            ]  # fmt: skip
+            argv = [*gpu_bwrap_prefix(self.workdir), "--new-session", "--", *argv]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 argv,

@@ -89,22 +89,11 @@ def runner_env(workdir: Path, device: str) -> dict[str, str]:
 
 
 def _bwrap_argv(workdir: Path) -> list[str] | None:
-    if os.environ.get("FIBSERVE_TOOLS_SANDBOX", "1") == "0":
+    if os.environ.get("FIBSERVE_TOOLS_SANDBOX", "1") == "0" or shutil.which("bwrap") is None:
         return None
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return None
-    return [
-        bwrap,
-        "--ro-bind", "/", "/",
-        "--dev-bind", "/dev", "/dev",
-        "--proc", "/proc",
-        "--tmpfs", "/tmp",
-        "--bind", str(workdir), str(workdir),
-        "--unshare-net",
-        "--die-with-parent",
-        "--",
-    ]  # fmt: skip
+    from fibserve.bench.sandbox import gpu_bwrap_prefix
+
+    return [*gpu_bwrap_prefix(workdir), "--"]
 
 
 def run_tool(
