@@ -16,8 +16,8 @@
 #   suite       scripts/gpu_suite.py: the evaluation-integrity scenarios of issue 4
 #   refgemm     benchmarks/hopper_gemm/fibserve_timing.py: reference kernels vs torch.matmul through FIBServe
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
-#   overhead    benchmarks/eval_overhead.py: per-evaluation overhead and memory over 100 evaluations
-#   serve       benchmarks/serve_throughput.py: `fibserve serve` on the GPU, 200 evaluate requests
+#   overhead    benchmarks/eval_overhead.py: overhead, and memory over $OVERHEAD_EVALUATIONS (100) evaluations
+#   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
 #   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -97,8 +97,9 @@ for item in "${steps[@]}"; do
         suite) run_step suite "$limit" python3 scripts/gpu_suite.py --skip-pytest ;;
         refgemm) run_step refgemm "$limit" python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
         stability) run_step stability "$limit" python3 benchmarks/eval_stability.py ;;
-        overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations 100 ;;
-        serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py ;;
+        overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations "${OVERHEAD_EVALUATIONS:-100}" ;;
+        serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py --devices cuda:0 --settle-s 3 \
+            --requests "${SERVE_REQUESTS:-200}" --max-wall-s "$((limit - 60))" ;;
         quickstart) run_step quickstart "$limit" quickstart ;;
         *) echo "unknown step: $step" >&2; exit 2 ;;
     esac
