@@ -1,6 +1,6 @@
 """Timing primitives shared by the trusted process (references) and the sandbox worker (candidates).
 
-One timed call (GPU): overwrite the cold-L2 buffer, ``torch.cuda.synchronize()`` (device-wide), record a
+One timed call (GPU): ``torch.cuda.synchronize()`` (device-wide), overwrite the cold-L2 buffer, record a
 start event, call, record an end event, synchronize, read ``elapsed_time`` in ms. On CPU the same sequence uses
 ``time.perf_counter`` (and is never reported as a GPU speedup). Statistics use linear-interpolated percentiles
 (the same definition as ``numpy.percentile``'s default).
@@ -97,8 +97,11 @@ class ColdL2:
 def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> tuple[float, float]:
     """Run ``fn`` once, timed; returns ``(ms, bound_ms)`` in milliseconds.
 
-    GPU: flush L2 (if ``flush``), device-wide synchronize, record a start event, call ``fn``, record an end
-    event, device-wide synchronize again, record a third event. ``ms`` is start -> end on the current stream
+    GPU: device-wide synchronize, enqueue the L2 overwrite (if ``flush``), record a start event, call ``fn``,
+    record an end event, device-wide synchronize again, record a third event. The overwrite is enqueued
+    *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is still busy: host launch
+    latency shorter than the overwrite is then not timed as GPU work (benchmarks/launch_latency.py measures
+    the difference; longer host work still is). ``ms`` is start -> end on the current stream
     (the latency); ``bound_ms`` is start -> third event, an upper bound that also covers work the call
     launched on *other* streams (plus one host synchronisation, a few microseconds). A kernel that hides its
     work on a side stream has ``ms`` near zero but a large ``bound_ms``; the caller compares the two.
@@ -109,9 +112,9 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
         fn()
         ms = (time.perf_counter() - start) * 1e3
         return ms, ms
+    torch.cuda.synchronize(device)
     if flush is not None:
         flush.flush()
-    torch.cuda.synchronize(device)
     begin = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
     done = torch.cuda.Event(enable_timing=True)
