@@ -19,7 +19,9 @@ definition's reference called the way the evaluator calls it. Results are record
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
 import sys
 
 import torch
@@ -48,14 +50,11 @@ def timed(fn, flush: ColdL2, *, flush_first: bool) -> float:
     return begin.elapsed_time(end)
 
 
-def main() -> int:
-    if not torch.cuda.is_available():
-        print("no GPU", file=sys.stderr)
-        return 2
+def measure(sizes: tuple[int, ...], label: str) -> None:
+    """Print one row per (M, call, way) for this process."""
     definition = TraceSet.load(default_root()).definition("gemm_n7168_k5120")
     flush = ColdL2(torch.device("cuda:0"))
-    print(f"{'M':>5} {'call':<10} {'way':<12} {'median ms':>10} {'p10':>8} {'p90':>8}")
-    for m in (70, 8192):
+    for m in sizes:
         a = torch.randn(m, 5120, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(7168, 5120, device="cuda", dtype=torch.bfloat16)
         calls = {
@@ -69,7 +68,35 @@ def main() -> int:
                 ms = sorted(timed(fn, flush, flush_first=flush_first) for _ in range(CALLS))
                 way = "flush-first" if flush_first else "sync-first"
                 p10, p90 = ms[len(ms) // 10], ms[(9 * len(ms)) // 10]
-                print(f"{m:>5} {name:<10} {way:<12} {statistics.median(ms):>10.4f} {p10:>8.4f} {p90:>8.4f}")
+                print(
+                    f"{label:<14} {m:>5} {name:<10} {way:<12} {statistics.median(ms):>10.4f} {p10:>8.4f} {p90:>8.4f}",
+                    flush=True,
+                )
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("no GPU", file=sys.stderr)
+        return 2
+    if "--child" in sys.argv:
+        measure((8192,), sys.argv[-1])
+        return 0
+    print(f"{'process':<14} {'M':>5} {'call':<10} {'way':<12} {'median ms':>10} {'p10':>8} {'p90':>8}")
+    measure((70, 8192), "this")
+    # The same measurement in a child process with the sandbox worker's minimal environment, to tell a
+    # per-process difference (environment, allocator state) from the ordering effect.
+    keep = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "PYTHONPATH")
+    minimal = {k: os.environ[k] for k in keep if k in os.environ}
+    for label, env in (("child-full-env", dict(os.environ)), ("child-min-env", minimal)):
+        subprocess.run([sys.executable, __file__, "--child", label], env=env, check=False)
+    print(
+        "environment:",
+        {
+            k: v
+            for k, v in os.environ.items()
+            if k.startswith(("CUDA", "CUBLAS", "PYTORCH", "TORCH", "NVIDIA"))
+        },
+    )
     return 0
 
 
