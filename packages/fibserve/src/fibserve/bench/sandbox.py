@@ -263,9 +263,12 @@ class WorkerProcess:
             self._req.close()
         with contextlib.suppress(OSError):
             os.close(self._rep)
-        for leftover in glob.glob(f"/dev/shm/torch_{self.proc.pid}_*"):
-            with contextlib.suppress(OSError):
-                os.unlink(leftover)
+        # Under bubblewrap self.proc is bwrap itself; the Python worker is its child and reported its own pid.
+        pids = {self.proc.pid, (self.ready or {}).get("pid")} - {None}
+        for pid in pids:
+            for leftover in glob.glob(f"/dev/shm/torch_{pid}_*"):
+                with contextlib.suppress(OSError):
+                    os.unlink(leftover)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
