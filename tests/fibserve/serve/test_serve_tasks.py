@@ -150,13 +150,15 @@ def test_graceful_shutdown_requeues_running_work_and_finished_answers_survive(st
 
 def test_cancel_stops_a_running_evaluation(shared_server) -> None:
     with FIBServeClient(shared_server.url) as client:
-        task_id = client.submit(
-            "evaluate", python_add("to cancel"), workload_uuids=[VECTOR_ADD_SMALL]
-        ).task_id
+        slow = python_add("to cancel")
+        # Importing the candidate takes 5 s, so the cancel surely arrives while the task runs (a warm spare
+        # worker makes an ordinary evaluation finish before a cancel could land).
+        slow["sources"][0]["content"] = "import time\n\ntime.sleep(5)\n\n\n" + PYTHON_ADD
+        task_id = client.submit("evaluate", slow, workload_uuids=[VECTOR_ADD_SMALL]).task_id
         _wait_running(client)
         client.cancel(task_id)
         answer = client.wait(task_id, timeout=120)
-    # The evaluator reports progress between phases (worker start takes seconds here), so the cancel lands.
+    # The evaluator reports progress between phases, so the cancel lands after the load.
     assert answer.status == "failed", answer.traces
     assert answer.error is not None and answer.error.code == "cancelled"
 
