@@ -233,7 +233,8 @@ def check_command(
 @app.command("evaluate")
 def evaluate_command(
     kernel: Annotated[
-        str | None, typer.Argument(help="kernel.cu / kernel.cpp (tvm-ffi) or kernel.py (Triton); or use --solution.")
+        str | None,
+        typer.Argument(help="kernel.cu / kernel.cpp (tvm-ffi) or kernel.py (Triton); or use --solution."),
     ] = None,
     definition: Annotated[str, typer.Option("--definition", help="Definition name.")] = ...,  # type: ignore[assignment]
     solution: Annotated[str | None, typer.Option("--solution", help="Solution JSON file.")] = None,
@@ -242,16 +243,23 @@ def evaluate_command(
     ] = "all",
     local: Annotated[
         list[str] | None,
-        typer.Option("--local", help="Trace-set root (repeat it); default: DATASET_ROOTS, else the bundled set."),
+        typer.Option(
+            "--local", help="Trace-set root (repeat it); default: DATASET_ROOTS, else the bundled set."
+        ),
     ] = None,
     device: Annotated[
-        str | None, typer.Option("--device", help="cpu or cuda:N [default: cuda:0 when a GPU is visible, else cpu].")
+        str | None,
+        typer.Option("--device", help="cpu or cuda:N [default: cuda:0 when a GPU is visible, else cpu]."),
     ] = None,
     language: Annotated[
         str | None, typer.Option("--language", help="For a .py KERNEL: triton (default) or python.")
     ] = None,
-    atol: Annotated[float | None, typer.Option("--atol", help="Absolute tolerance (request override).")] = None,
-    rtol: Annotated[float | None, typer.Option("--rtol", help="Relative tolerance (request override).")] = None,
+    atol: Annotated[
+        float | None, typer.Option("--atol", help="Absolute tolerance (request override).")
+    ] = None,
+    rtol: Annotated[
+        float | None, typer.Option("--rtol", help="Relative tolerance (request override).")
+    ] = None,
     config: Annotated[
         str | None, typer.Option("--config", help="Evaluation config YAML laid over the packaged defaults.")
     ] = None,
