@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fibserve.datasets import default_root
+from fibserve.tools.candidate_runs import CandidateJob
 from fibserve.tools.ncu import ProfilerUnavailable, clean_report, kernel_names, ncu_argv, run_profile
 from fibserve.tools.process import prepare_candidate, run_tool, runner_argv, write_request
 from fibserve.tools.runner import runner_request
@@ -183,14 +184,13 @@ def test_tools_refuse_clearly_when_absent_or_without_a_gpu(trace_set: TraceSet, 
         "timeout_s": 10,
         "scratch": tmp_path,
     }
+    on_gpu = CandidateJob(device="cuda:0", **common)
     with pytest.raises(SanitizerUnavailable, match="compute-sanitizer not available on this server"):
-        run_sanitizer(tool_path=None, tools=["memcheck"], device="cuda:0", **common)
+        run_sanitizer(on_gpu, tool_path=None, tools=["memcheck"])
     with pytest.raises(SanitizerUnavailable, match="needs a CUDA GPU"):
-        run_sanitizer(tool_path=Path("/bin/true"), tools=["memcheck"], device="cpu", **common)
+        run_sanitizer(CandidateJob(device="cpu", **common), tool_path=Path("/bin/true"), tools=["memcheck"])
     with pytest.raises(ProfilerUnavailable, match=r"ncu .* not available on this server"):
-        run_profile(
-            tool_path=None, ncu_set=None, sections=[], metrics=[], page="details", device="cuda:0", **common
-        )
+        run_profile(on_gpu, tool_path=None, ncu_set=None, sections=[], metrics=[], page="details")
 
 
 FAKE_TOOL = """#!{python}
@@ -233,20 +233,19 @@ def test_sanitize_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_
     from fibserve.tools.sanitizer import sanitize_candidate
 
     scratch = tmp_path / "scratch"  # the tool must live where the sandbox can see it
-    common = {
-        "solution": _solution(PYTHON_ADD, "python"),
-        "definition": trace_set.definition("vector_add_f32"),
-        "workloads": trace_set.workloads_for("vector_add_f32")[:1],
-        "catalog": _Roots(),
-        "tools": ["memcheck"],
-        "device": "cpu",
-        "timeout_s": 240,
-        "scratch": scratch,
-    }
+    job = CandidateJob(
+        solution=_solution(PYTHON_ADD, "python"),
+        definition=trace_set.definition("vector_add_f32"),
+        workloads=trace_set.workloads_for("vector_add_f32")[:1],
+        catalog=_Roots(),
+        device="cpu",
+        timeout_s=240,
+        scratch=scratch,
+    )
     clean_tool = _fake_tool(
         tmp_path / "tools", "========= COMPUTE-SANITIZER", "========= ERROR SUMMARY: 0 errors"
     )
-    (clean,) = sanitize_candidate(executable=clean_tool, **common)
+    (clean,) = sanitize_candidate(job, executable=clean_tool, tools=["memcheck"])
     assert clean.verdict == "clean" and clean.passed and clean.error_count == 0, clean.output
     assert "COMPUTE-SANITIZER" not in clean.output
     assert "torch caching allocator off: 1" in clean.output  # so memcheck sees each tensor's own bounds
@@ -256,7 +255,7 @@ def test_sanitize_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_
         "========= ERROR SUMMARY: 1 error",
         True,
     )
-    (bad,) = sanitize_candidate(executable=bad_tool, **common)
+    (bad,) = sanitize_candidate(job, executable=bad_tool, tools=["memcheck"])
     assert bad.verdict == "errors" and not bad.passed and bad.exit_code == ERROR_EXIT_CODE
     assert bad.error_count == 1 and "Invalid __global__ write" in bad.output
     assert not scratch.exists()  # a task's run directory is removed afterwards
@@ -267,19 +266,17 @@ def test_profile_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_p
 
     header = "  _add (1, 1, 1)x(1024, 1, 1), Context 1, Stream 7, Device 0, CC 9.0\n    Section: GPU Speed Of Light Throughput"
     tool = _fake_tool(tmp_path / "tools", "==PROF== Connected to process 1", header)
-    (run,) = profile_candidate(
-        executable=tool,
+    job = CandidateJob(
         solution=_solution(PYTHON_ADD, "python"),
         definition=trace_set.definition("vector_add_f32"),
         workloads=trace_set.workloads_for("vector_add_f32")[:1],
         catalog=_Roots(),
-        ncu_set=None,
-        sections=["SpeedOfLight"],
-        metrics=[],
-        page="details",
         device="cpu",
         timeout_s=240,
         scratch=tmp_path / "scratch",
+    )
+    (run,) = profile_candidate(
+        job, executable=tool, ncu_set=None, sections=["SpeedOfLight"], metrics=[], page="details"
     )
     assert run.ok and run.exit_code == 0, (run.note, run.report)
     assert run.kernels == ["_add"] and "Speed Of Light" in run.report and "Connected" not in run.report

@@ -8,6 +8,7 @@ with an error code that says which (DESIGN section 4.10).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,66 +107,84 @@ class TaskWork:
 
     def sanitize(self, task: TaskRecord, ctx: RunContext, definition: Definition, workloads: list) -> Outcome:
         """Run compute-sanitizer over the candidate, once per (tool, workload)."""
-        from fibserve.tools.sanitizer import SanitizerUnavailable, ToolInfrastructureError, run_sanitizer
+        from fibserve.tools.sanitizer import SanitizerUnavailable, run_sanitizer
 
         request = SanitizeRequest.model_validate(task.request)
-        try:
-            runs = run_sanitizer(
-                tool_path=self.tools.compute_sanitizer,
-                solution=request.solution,
-                definition=definition,
-                workloads=workloads,
-                catalog=self.catalog,
-                tools=request.sanitizer_types,
-                device=ctx.device,
-                timeout_s=request.timeout or self.settings.tool_timeout_s,
-                scratch=self.settings.state_dir / "runs" / task.id,
-                on_process=ctx.register,
-                check=ctx.check,
-            )
-        except SanitizerUnavailable as exc:
-            return _failed("tool_unavailable", str(exc))
-        except ToolInfrastructureError as exc:
-            return _failed("tool_infrastructure", str(exc))
-        logs = "\n\n".join(
-            f"== {r.tool} on {r.workload}: {'passed' if r.passed else 'FAILED'}\n{r.output}" for r in runs
-        )
-        return Outcome(
-            TaskStatus.COMPLETED,
-            result={"sanitizer": [r.model_dump(mode="json") for r in runs], "logs": logs},
+        job = self._job(task, ctx, request, definition, workloads)
+        return _tool_outcome(
+            lambda: run_sanitizer(job, tool_path=self.tools.compute_sanitizer, tools=request.sanitizer_types),
+            SanitizerUnavailable,
+            "sanitizer",
+            lambda r: f"== {r.tool} on {r.workload}: {'passed' if r.passed else 'FAILED'}\n{r.output}",
         )
 
     def profile(self, task: TaskRecord, ctx: RunContext, definition: Definition, workloads: list) -> Outcome:
         """Run Nsight Compute over one warm-up and one measured call per workload."""
         from fibserve.tools.ncu import ProfilerUnavailable, run_profile
-        from fibserve.tools.sanitizer import ToolInfrastructureError
 
         request = ProfileRequest.model_validate(task.request)
-        try:
-            runs = run_profile(
+        job = self._job(task, ctx, request, definition, workloads)
+        return _tool_outcome(
+            lambda: run_profile(
+                job,
                 tool_path=self.tools.ncu,
-                solution=request.solution,
-                definition=definition,
-                workloads=workloads,
-                catalog=self.catalog,
                 ncu_set=request.set,
                 sections=request.sections,
                 metrics=request.metrics,
                 page=request.page,
-                device=ctx.device,
-                timeout_s=request.timeout or self.settings.tool_timeout_s,
-                scratch=self.settings.state_dir / "runs" / task.id,
-                on_process=ctx.register,
-                check=ctx.check,
-            )
-        except ProfilerUnavailable as exc:
-            return _failed("tool_unavailable", str(exc))
-        except ToolInfrastructureError as exc:
-            return _failed("tool_infrastructure", str(exc))
-        logs = "\n\n".join(f"== ncu on {r.workload} (exit {r.exit_code})\n{r.report}" for r in runs)
-        return Outcome(
-            TaskStatus.COMPLETED, result={"profile": [r.model_dump(mode="json") for r in runs], "logs": logs}
+            ),
+            ProfilerUnavailable,
+            "profile",
+            lambda r: f"== ncu on {r.workload} (exit {r.exit_code})\n{r.report}",
         )
+
+    def _job(
+        self,
+        task: TaskRecord,
+        ctx: RunContext,
+        request: SanitizeRequest | ProfileRequest,
+        definition: Definition,
+        workloads: list,
+    ) -> Any:
+        """The :class:`fibserve.tools.candidate_runs.CandidateJob` of a sanitize or profile task on this lane."""
+        from fibserve.tools.candidate_runs import CandidateJob
+
+        return CandidateJob(
+            solution=request.solution,
+            definition=definition,
+            workloads=workloads,
+            catalog=self.catalog,
+            device=ctx.device,
+            timeout_s=request.timeout or self.settings.tool_timeout_s,
+            scratch=self.settings.state_dir / "runs" / task.id,
+            on_process=ctx.register,
+            check=ctx.check,
+        )
+
+
+def _tool_outcome(
+    run: Callable[[], list[Any]],
+    unavailable: type[Exception],
+    key: str,
+    log_entry: Callable[[Any], str],
+) -> Outcome:
+    """The outcome of a tool task: its runs under ``key`` and their logs, or why the service could not run it.
+
+    ``unavailable`` (the tool is missing or the lane has no GPU) fails the task with ``tool_unavailable``,
+    :class:`fibserve.tools.candidate_runs.ToolInfrastructureError` with ``tool_infrastructure``.
+    """
+    from fibserve.tools.candidate_runs import ToolInfrastructureError
+
+    try:
+        runs = run()
+    except unavailable as exc:
+        return _failed("tool_unavailable", str(exc))
+    except ToolInfrastructureError as exc:
+        return _failed("tool_infrastructure", str(exc))
+    logs = "\n\n".join(log_entry(r) for r in runs)
+    return Outcome(
+        TaskStatus.COMPLETED, result={key: [r.model_dump(mode="json") for r in runs], "logs": logs}
+    )
 
 
 def evaluation_result(report: Any) -> dict[str, Any]:

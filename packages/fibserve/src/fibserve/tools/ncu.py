@@ -10,17 +10,15 @@ pattern (:mod:`fibserve.serve.models`), and the ncu executable is the server's o
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fibserve.serve.models import ProfileRun
 
-from .process import clip, prepare_candidate, run_tool, runner_argv, runner_device, write_request
-from .runner import DEFAULT_NVTX_RANGE, RESULT_PREFIX, runner_request
-from .sanitizer import ToolInfrastructureError
+from .candidate_runs import CandidateJob, require_tool, run_each
+from .candidate_runs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
+from .process import ToolRun, clip, runner_argv
+from .runner import DEFAULT_NVTX_RANGE, RESULT_PREFIX
 
 # "  kernel_name(args) (128, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"
 _KERNEL_HEADER = re.compile(r"^\s{0,4}(\S.*?)\s+\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), Context \d+, Stream \d+")
@@ -80,134 +78,92 @@ def clean_report(text: str) -> str:
 
 
 def run_profile(
+    job: CandidateJob,
     *,
     tool_path: Path | None,
-    solution: Any,
-    definition: Any,
-    workloads: list[Any],
-    catalog: Any,
     ncu_set: str | None,
     sections: list[str],
     metrics: list[str],
     page: str,
-    device: str,
-    timeout_s: float,
-    scratch: Path,
-    on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
-    check: Callable[[], None] | None = None,
 ) -> list[ProfileRun]:
-    """Profile the candidate on each workload with ncu on ``device``.
+    """Profile the candidate of ``job`` on each workload with ncu on ``job.device``.
+
+    Args:
+        job: the candidate, its workloads, the lane's device, the time limit of one run (seconds), the
+            scratch directory (deleted afterwards), and the process/stop callbacks.
+        tool_path: the server's ncu (None when absent).
+        ncu_set, sections, metrics, page: ncu's ``--set``, ``--section``, ``--metrics`` and ``--page``.
 
     Raises:
-        ProfilerUnavailable: no ncu here, or ``device`` is not a GPU.
+        ProfilerUnavailable: no ncu here, or ``job.device`` is not a GPU.
         ToolInfrastructureError: the candidate could not be prepared for reasons that are not its own.
     """
-    if tool_path is None:
-        raise ProfilerUnavailable(
+    executable = require_tool(
+        tool_path,
+        job.device,
+        ProfilerUnavailable,
+        missing=(
             "ncu (Nsight Compute) not available on this server: install Nsight Compute (ncu on PATH or in "
             "/usr/local/cuda/bin) and restart fibserve serve"
-        )
-    if not device.startswith("cuda"):
-        raise ProfilerUnavailable(
-            f"ncu needs a CUDA GPU, but this server's lane runs on {device}; send /profile to a server with a GPU"
-        )
+        ),
+        no_gpu=(
+            f"ncu needs a CUDA GPU, but this server's lane runs on {job.device}; send /profile to a server with a GPU"
+        ),
+    )
     return profile_candidate(
-        executable=tool_path,
-        solution=solution,
-        definition=definition,
-        workloads=workloads,
-        catalog=catalog,
-        ncu_set=ncu_set,
-        sections=sections,
-        metrics=metrics,
-        page=page,
-        device=device,
-        timeout_s=timeout_s,
-        scratch=scratch,
-        on_process=on_process,
-        check=check,
+        job, executable=executable, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page
     )
 
 
 def profile_candidate(
+    job: CandidateJob,
     *,
     executable: Path,
-    solution: Any,
-    definition: Any,
-    workloads: list[Any],
-    catalog: Any,
     ncu_set: str | None,
     sections: list[str],
     metrics: list[str],
     page: str,
-    device: str,
-    timeout_s: float,
-    scratch: Path,
-    on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
-    check: Callable[[], None] | None = None,
 ) -> list[ProfileRun]:
-    """The runs of :func:`run_profile` after its availability checks (same arguments, ``executable`` given).
+    """The runs of :func:`run_profile` after its availability checks (``executable`` given).
 
     Raises:
         ToolInfrastructureError: the candidate could not be prepared for reasons that are not its own.
     """
-    scratch.mkdir(parents=True, exist_ok=True)
-    try:
-        prepared = prepare_candidate(
-            definition, solution, device=device, timeout_s=timeout_s, scratch=scratch
+
+    def not_built(workload: Any, _variant: str, log: str) -> ProfileRun:
+        return ProfileRun(
+            workload=workload.uuid, ok=False, exit_code=None, note="the candidate did not build", report=log
         )
-        if prepared.infrastructure_error:
-            raise ToolInfrastructureError(prepared.infrastructure_error)
-        runs: list[ProfileRun] = []
-        for workload in workloads:
-            if check is not None:
-                check()
-            if prepared.load is None:
-                runs.append(
-                    ProfileRun(
-                        workload=workload.uuid,
-                        ok=False,
-                        exit_code=None,
-                        note="the candidate did not build",
-                        report=clip(prepared.not_built or ""),
-                    )
-                )
-                continue
-            request = runner_request(
-                definition,
-                workload,
-                prepared.load,
-                device=runner_device(device),
-                calls=2,
-                roots=catalog.roots,
-                nvtx_range=DEFAULT_NVTX_RANGE,
-            )
-            path = write_request(scratch, f"profile-{workload.uuid}", request)
-            argv = ncu_argv(executable, path, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page)
-            result = run_tool(
-                argv, workdir=scratch, device=device, timeout_s=timeout_s, on_process=on_process
-            )
-            names = kernel_names(result.output)
-            note = None
-            if result.timed_out:
-                note = f"ncu was killed after {timeout_s:g} s"
-            elif result.runner is not None and not result.runner.get("ok"):
-                note = f"the candidate failed: {result.runner.get('error')}"
-            elif result.exit_code != 0:
-                note = f"ncu exited with status {result.exit_code}"
-            elif not names:
-                note = f"no kernel was launched inside the NVTX range {DEFAULT_NVTX_RANGE!r}"
-            runs.append(
-                ProfileRun(
-                    workload=workload.uuid,
-                    ok=note is None,
-                    exit_code=result.exit_code,
-                    timed_out=result.timed_out,
-                    note=note,
-                    kernels=names,
-                    report=clean_report(result.output),
-                )
-            )
-        return runs
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+    def finished(workload: Any, _variant: str, result: ToolRun) -> ProfileRun:
+        names = kernel_names(result.output)
+        note = None
+        if result.timed_out:
+            note = f"ncu was killed after {job.timeout_s:g} s"
+        elif result.runner is not None and not result.runner.get("ok"):
+            note = f"the candidate failed: {result.runner.get('error')}"
+        elif result.exit_code != 0:
+            note = f"ncu exited with status {result.exit_code}"
+        elif not names:
+            note = f"no kernel was launched inside the NVTX range {DEFAULT_NVTX_RANGE!r}"
+        return ProfileRun(
+            workload=workload.uuid,
+            ok=note is None,
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            note=note,
+            kernels=names,
+            report=clean_report(result.output),
+        )
+
+    return run_each(
+        job,
+        variants=["profile"],
+        calls=2,
+        nvtx_range=DEFAULT_NVTX_RANGE,
+        argv=lambda _variant, request_path: ncu_argv(
+            executable, request_path, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page
+        ),
+        not_built=not_built,
+        finished=finished,
+    )

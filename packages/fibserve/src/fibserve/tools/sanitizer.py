@@ -14,16 +14,15 @@ fails its run (the runner raises or the tool's kernel checks catch the consequen
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fibserve.serve.models import SanitizerRun
 
-from .process import clip, prepare_candidate, run_tool, runner_argv, runner_device, write_request
-from .runner import RESULT_PREFIX, runner_request
+from .candidate_runs import CandidateJob, require_tool, run_each
+from .candidate_runs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
+from .process import ToolRun, clip, runner_argv
+from .runner import RESULT_PREFIX
 
 ERROR_EXIT_CODE = 86
 """Exit status compute-sanitizer is told to use when it found errors (``--error-exitcode``)."""
@@ -44,10 +43,6 @@ _NOISE = (
 
 class SanitizerUnavailable(RuntimeError):
     """compute-sanitizer cannot run here (not installed, or the lane has no GPU)."""
-
-
-class ToolInfrastructureError(RuntimeError):
-    """The service could not prepare the run (e.g. the build toolchain failed); not the candidate's fault."""
 
 
 def sanitizer_argv(executable: Path, tool: str, request_path: Path) -> list[str]:
@@ -92,131 +87,65 @@ def verdict(exit_code: int | None, timed_out: bool) -> str:
     return "crashed"
 
 
-def run_sanitizer(
-    *,
-    tool_path: Path | None,
-    solution: Any,
-    definition: Any,
-    workloads: list[Any],
-    catalog: Any,
-    tools: list[str],
-    device: str,
-    timeout_s: float,
-    scratch: Path,
-    on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
-    check: Callable[[], None] | None = None,
-) -> list[SanitizerRun]:
-    """Run each of ``tools`` over the candidate on each workload, on ``device``.
+def run_sanitizer(job: CandidateJob, *, tool_path: Path | None, tools: list[str]) -> list[SanitizerRun]:
+    """Run each of ``tools`` over the candidate of ``job`` on each workload, on ``job.device``.
 
     Args:
+        job: the candidate, its workloads, the lane's device, the time limit of one run (seconds), the
+            scratch directory (deleted afterwards), and the process/stop callbacks.
         tool_path: the server's compute-sanitizer (None when absent).
-        catalog: :class:`fibserve.serve.catalog.Catalog` (trace-set roots for safetensors inputs).
-        timeout_s: limit of one run (seconds).
-        scratch: a fresh directory for this task (deleted afterwards).
-        on_process: called with each started process (so a cancel can kill its group).
-        check: called between runs; raises to stop early.
+        tools: sanitizer tools (``memcheck``, ``racecheck``, ``initcheck``, ``synccheck``).
 
     Raises:
-        SanitizerUnavailable: no compute-sanitizer here, or ``device`` is not a GPU.
+        SanitizerUnavailable: no compute-sanitizer here, or ``job.device`` is not a GPU.
         ToolInfrastructureError: the candidate could not be prepared for reasons that are not its own.
     """
-    if tool_path is None:
-        raise SanitizerUnavailable(
+    executable = require_tool(
+        tool_path,
+        job.device,
+        SanitizerUnavailable,
+        missing=(
             "compute-sanitizer not available on this server: install the CUDA toolkit (compute-sanitizer on "
             "PATH or in /usr/local/cuda/bin) and restart fibserve serve"
-        )
-    if not device.startswith("cuda"):
-        raise SanitizerUnavailable(
-            f"compute-sanitizer needs a CUDA GPU, but this server's lane runs on {device}; "
+        ),
+        no_gpu=(
+            f"compute-sanitizer needs a CUDA GPU, but this server's lane runs on {job.device}; "
             "send /sanitize to a server with a GPU"
-        )
-    return sanitize_candidate(
-        executable=tool_path,
-        solution=solution,
-        definition=definition,
-        workloads=workloads,
-        catalog=catalog,
-        tools=tools,
-        device=device,
-        timeout_s=timeout_s,
-        scratch=scratch,
-        on_process=on_process,
-        check=check,
+        ),
     )
+    return sanitize_candidate(job, executable=executable, tools=tools)
 
 
-def sanitize_candidate(
-    *,
-    executable: Path,
-    solution: Any,
-    definition: Any,
-    workloads: list[Any],
-    catalog: Any,
-    tools: list[str],
-    device: str,
-    timeout_s: float,
-    scratch: Path,
-    on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
-    check: Callable[[], None] | None = None,
-) -> list[SanitizerRun]:
-    """The runs of :func:`run_sanitizer` after its availability checks (same arguments, ``executable`` given).
+def sanitize_candidate(job: CandidateJob, *, executable: Path, tools: list[str]) -> list[SanitizerRun]:
+    """The runs of :func:`run_sanitizer` after its availability checks (``executable`` given).
 
     Raises:
         ToolInfrastructureError: the candidate could not be prepared for reasons that are not its own.
     """
-    scratch.mkdir(parents=True, exist_ok=True)
-    try:
-        prepared = prepare_candidate(
-            definition, solution, device=device, timeout_s=timeout_s, scratch=scratch
+
+    def not_built(workload: Any, tool: str, log: str) -> SanitizerRun:
+        return SanitizerRun(
+            tool=tool, workload=workload.uuid, passed=False, verdict="not_built", exit_code=None, output=log
         )
-        if prepared.infrastructure_error:
-            raise ToolInfrastructureError(prepared.infrastructure_error)
-        runs: list[SanitizerRun] = []
-        for workload in workloads:
-            for tool in tools:
-                if check is not None:
-                    check()
-                if prepared.load is None:
-                    runs.append(
-                        SanitizerRun(
-                            tool=tool,
-                            workload=workload.uuid,
-                            passed=False,
-                            verdict="not_built",
-                            exit_code=None,
-                            output=clip(prepared.not_built or ""),
-                        )
-                    )
-                    continue
-                request = runner_request(
-                    definition,
-                    workload,
-                    prepared.load,
-                    device=runner_device(device),
-                    calls=1,
-                    roots=catalog.roots,
-                )
-                path = write_request(scratch, f"{tool}-{workload.uuid}", request)
-                result = run_tool(
-                    sanitizer_argv(executable, tool, path),
-                    workdir=scratch,
-                    device=device,
-                    timeout_s=timeout_s,
-                    on_process=on_process,
-                    extra_env=SANITIZER_ENV,
-                )
-                runs.append(
-                    SanitizerRun(
-                        tool=tool,
-                        workload=workload.uuid,
-                        passed=result.exit_code == 0 and not result.timed_out,
-                        verdict=verdict(result.exit_code, result.timed_out),
-                        exit_code=result.exit_code,
-                        error_count=error_count(result.output),
-                        timed_out=result.timed_out,
-                        output=clean_output(result.output),
-                    )
-                )
-        return runs
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+    def finished(workload: Any, tool: str, result: ToolRun) -> SanitizerRun:
+        return SanitizerRun(
+            tool=tool,
+            workload=workload.uuid,
+            passed=result.exit_code == 0 and not result.timed_out,
+            verdict=verdict(result.exit_code, result.timed_out),
+            exit_code=result.exit_code,
+            error_count=error_count(result.output),
+            timed_out=result.timed_out,
+            output=clean_output(result.output),
+        )
+
+    return run_each(
+        job,
+        variants=tools,
+        calls=1,
+        argv=lambda tool, request_path: sanitizer_argv(executable, tool, request_path),
+        not_built=not_built,
+        finished=finished,
+        extra_env=SANITIZER_ENV,
+    )
