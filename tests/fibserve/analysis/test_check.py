@@ -9,9 +9,9 @@ from pathlib import Path
 
 import fibserve
 import pytest
-from conftest import KERNELS, fixture_solution
 from fibserve.analysis.sass import find_cuobjdump
 from fibserve.trace import Definition
+from kernel_fixtures import KERNELS, fixture_solution
 
 needs_cuobjdump = pytest.mark.skipif(
     find_cuobjdump() is None, reason="no cuobjdump on PATH or in the Triton wheel"

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import fixture_solution
 from fibserve.build import BuildStatus, Limits, build_solution, load_python_entry
 from fibserve.build.cuda import trim_compiler_log
 from fibserve.build.sandbox import resolve_mode
 from fibserve.trace import Solution
+from kernel_fixtures import fixture_solution
 
 pytestmark = pytest.mark.nvcc
 
@@ -127,7 +127,7 @@ def test_timeout_kills_the_compiler_and_is_not_cached(tmp_path: Path) -> None:
 
 def _build_in_child(args: tuple[str, str]) -> tuple[bool, float]:
     cache, file_name = args
-    from conftest import fixture_solution as make
+    from kernel_fixtures import fixture_solution as make
 
     result = build_solution(make(file_name), cache_dir=Path(cache))
     return result.cached, result.timings_ms.get("compile", 0.0)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import fixture_solution
 from fibserve.build import PolicyConfig, check_policy
 from fibserve.build.python_policy import check_python_source
 from fibserve.trace import Solution
+from kernel_fixtures import fixture_solution
 
 
 def _cuda(content: str, dependencies: list[str] | None = None) -> Solution:
