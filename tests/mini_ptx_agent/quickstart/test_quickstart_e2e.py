@@ -54,6 +54,10 @@ def cpu_service(tmp_path_factory):
     """One CPU-mode FIBServe shared by the --check and Triton tests (each embedded start costs ~20-40 s)."""
     log = tmp_path_factory.mktemp("service") / "fibserve.log"
     with EmbeddedService(devices=["cpu"], log_path=log) as service:
+        import httpx
+
+        # start() waits for the lanes, so the first /health a caller reads is already "ok", not "degraded".
+        assert httpx.get(f"{service.url}/health", timeout=10).json()["status"] == "ok"
         yield service.url
 
 

@@ -113,25 +113,29 @@ def check_toolchain(settings: QuickstartSettings, service_tools: dict[str, Any] 
 
 
 def _service_lines(
-    settings: QuickstartSettings, url: str, embedded: bool, token: str | None
+    settings: QuickstartSettings, url: str, embedded: bool, token: str | None, lanes_timeout_s: float
 ) -> list[CheckLine]:
+    """``service``, ``definition``, ``nvcc`` and ``gpu`` lines; waits up to ``lanes_timeout_s`` (s) for lanes."""
     from fibserve.client import APIError, FIBServeClient, FIBServeError
+
+    from .service import unhealthy_lanes, wait_lanes_ready
 
     where = "embedded FIBServe" if embedded else f"FIBServe at {url}"
     lines: list[CheckLine] = []
+    # A lane is unhealthy ("starting") until its evaluator is built: judge /health only once the lanes had time.
+    wait_lanes_ready(url, lanes_timeout_s, token=token)
     with FIBServeClient(url, token=token, timeout=30.0) as client:
         try:
             health = client.health()
         except FIBServeError as exc:
             return [CheckLine(name="service", ok=False, detail=f"{where}: {exc}")]
         lanes = [w.device for w in health.workers]
-        lines.append(
-            CheckLine(
-                name="service",
-                ok=health.status == "ok",
-                detail=f"{where}: /health {health.status}, fibserve {health.version}, lanes {', '.join(lanes)}",
-            )
-        )
+        detail = f"{where}: /health {health.status}, fibserve {health.version}, lanes {', '.join(lanes)}"
+        if health.status != "ok":
+            waited = f" after waiting {lanes_timeout_s:g} s" if lanes_timeout_s > 0 else ""
+            why = "; ".join(unhealthy_lanes(health.model_dump(mode="json")))
+            detail += f"; unhealthy{waited}: {why}"
+        lines.append(CheckLine(name="service", ok=health.status == "ok", detail=detail))
         try:
             client.definition(QUICKSTART_DEFINITION)
             uuids = {w.uuid for w in client.workloads(QUICKSTART_DEFINITION)}
@@ -183,15 +187,19 @@ def run_checks(settings: QuickstartSettings) -> list[CheckLine]:
     """Verify every live dependency; starts (and stops) an embedded FIBServe when no service URL is set.
 
     Lines: ``model``, ``service``, ``definition``, ``nvcc``, ``gpu`` (``service`` alone when it is down).
+    ``/health`` is judged only after every lane is healthy or :data:`~mini_ptx_agent.service.LANES_READY_TIMEOUT_S`
+    has passed; a ``service`` FAIL then names each unhealthy lane and its reason.
     """
-    from .service import ServiceStartError, service_url
+    from . import service as _service
 
     lines = [check_model(settings)]
     try:
-        with service_url(settings.service_url, roots=settings.dataset_roots) as (url, embedded):
+        with _service.service_url(settings.service_url, roots=settings.dataset_roots) as (url, embedded):
             token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
-            lines += _service_lines(settings, url, embedded, token)
-    except ServiceStartError as exc:
+            # An embedded service's start() has already waited for its lanes; a remote one gets the wait here.
+            wait_s = 0.0 if embedded else _service.LANES_READY_TIMEOUT_S
+            lines += _service_lines(settings, url, embedded, token, wait_s)
+    except _service.ServiceStartError as exc:
         lines.append(CheckLine(name="service", ok=False, detail=f"embedded FIBServe did not start: {exc}"))
         lines.append(check_toolchain(settings))
     return lines

@@ -18,12 +18,19 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 SERVICE_URL_ENV = "SERVICE_URL"
 """Environment variable naming a running FIBServe (``http://host:port``)."""
 
 STARTUP_TIMEOUT_S = 120.0
 """Longest wait for the embedded server's ``/health`` to answer (s); importing torch dominates it."""
+
+
+LANES_READY_TIMEOUT_S = 60.0
+"""Longest wait for every lane of a FIBServe to report healthy (s). A lane answers ``healthy: false`` (detail
+``starting``) until it has built its evaluator (and, on a GPU, its warm spare), so ``/health`` says ``degraded``
+for a while after the server first answers; on a cold machine that can take tens of seconds."""
 
 
 class ServiceStartError(RuntimeError):
@@ -74,6 +81,49 @@ def wait_healthy(
         time.sleep(0.2)
 
 
+def wait_lanes_ready(
+    url: str, timeout_s: float = LANES_READY_TIMEOUT_S, *, token: str | None = None, poll_s: float = 0.5
+) -> dict[str, Any] | None:
+    """Poll ``GET {url}/health`` until its ``status`` is ``ok`` (every lane healthy) or ``timeout_s`` passes.
+
+    FIBServe's ``/health`` is ``degraded`` while any lane is unhealthy: still starting its evaluator, retrying a
+    failed start, or stopped (``fibserve.serve.scheduler.Lane``); each lane's ``detail`` says which. Never raises
+    for a degraded or unreachable service: the caller judges the returned answer.
+
+    Returns:
+        The last ``/health`` answer (JSON object), or None when it never answered 200 within ``timeout_s``.
+    """
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    deadline = time.monotonic() + timeout_s
+    last: dict[str, Any] | None = None
+    while True:
+        try:
+            response = httpx.get(f"{url}/health", timeout=5.0, headers=headers)
+            if response.status_code == 200:
+                last = response.json()
+                if last.get("status") == "ok":
+                    return last
+        except (httpx.HTTPError, ValueError):
+            pass
+        if time.monotonic() >= deadline:
+            return last
+        time.sleep(poll_s)
+
+
+def unhealthy_lanes(health: dict[str, Any]) -> list[str]:
+    """``"<lane>: <why>"`` for each unhealthy lane of a ``/health`` answer (``no lanes`` when it has none)."""
+    workers = health.get("workers") or []
+    if not workers:
+        return ["no lanes: the server runs no worker lane"]
+    return [
+        f"{w.get('device', '?')}: {w.get('detail') or 'unhealthy (no detail given)'}"
+        for w in workers
+        if not w.get("healthy")
+    ]
+
+
 class EmbeddedService:
     """A ``fibserve serve`` child process. Use as a context manager; ``url`` is set once it is healthy."""
 
@@ -84,14 +134,17 @@ class EmbeddedService:
         devices: Sequence[str] | None = None,
         log_path: Path | None = None,
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
+        lanes_timeout_s: float = LANES_READY_TIMEOUT_S,
         extra_env: dict[str, str] | None = None,
     ):
         """``roots``: trace-set roots (default: the server's, i.e. DATASET_ROOTS or the bundled set);
-        ``devices``: lanes such as ``["cpu"]`` (default: the server's choice, every GPU or cpu)."""
+        ``devices``: lanes such as ``["cpu"]`` (default: the server's choice, every GPU or cpu);
+        ``lanes_timeout_s``: how long :meth:`start` waits for every lane to be healthy (s)."""
         self.roots = [Path(r) for r in roots]
         self.devices = list(devices) if devices else None
         self.log_path = log_path
         self.startup_timeout_s = startup_timeout_s
+        self.lanes_timeout_s = lanes_timeout_s
         self.extra_env = dict(extra_env or {})
         self.url: str | None = None
         self.process: subprocess.Popen | None = None
@@ -108,7 +161,10 @@ class EmbeddedService:
         return argv
 
     def start(self) -> str:
-        """Start the server and wait until healthy; returns its URL.
+        """Start the server, wait until ``/health`` answers, then until its lanes are healthy; returns its URL.
+
+        The lane wait is bounded by ``lanes_timeout_s`` and does not raise: a lane still unhealthy after it is
+        reported by ``/health`` (tasks queue until a lane takes them), so callers that judge health read it.
 
         Raises:
             ServiceStartError: it did not come up (the message quotes its log).
@@ -132,6 +188,7 @@ class EmbeddedService:
             )
         try:
             wait_healthy(url, self.startup_timeout_s, self.process, log_path)
+            wait_lanes_ready(url, self.lanes_timeout_s)
         except BaseException:
             self.stop()
             raise
