@@ -228,12 +228,9 @@ def _fake_tool(directory: Path, before: str, after: str, finding: bool = False) 
     return path
 
 
-def test_sanitize_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_path: Path) -> None:
-    """prepare -> request -> tool process -> runner -> verdict, with a stand-in for compute-sanitizer."""
-    from fibserve.tools.sanitizer import sanitize_candidate
-
-    scratch = tmp_path / "scratch"  # the tool must live where the sandbox can see it
-    job = CandidateJob(
+def _cpu_job(trace_set: TraceSet, scratch: Path) -> CandidateJob:
+    """The Python vector-add candidate on the first vector_add_f32 workload, on the CPU."""
+    return CandidateJob(
         solution=_solution(PYTHON_ADD, "python"),
         definition=trace_set.definition("vector_add_f32"),
         workloads=trace_set.workloads_for("vector_add_f32")[:1],
@@ -242,6 +239,14 @@ def test_sanitize_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_
         timeout_s=240,
         scratch=scratch,
     )
+
+
+def test_sanitize_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_path: Path) -> None:
+    """prepare -> request -> tool process -> runner -> verdict, with a stand-in for compute-sanitizer."""
+    from fibserve.tools.sanitizer import sanitize_candidate
+
+    scratch = tmp_path / "scratch"  # the tool must live where the sandbox can see it
+    job = _cpu_job(trace_set, scratch)
     clean_tool = _fake_tool(
         tmp_path / "tools", "========= COMPUTE-SANITIZER", "========= ERROR SUMMARY: 0 errors"
     )
@@ -266,15 +271,7 @@ def test_profile_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_p
 
     header = "  _add (1, 1, 1)x(1024, 1, 1), Context 1, Stream 7, Device 0, CC 9.0\n    Section: GPU Speed Of Light Throughput"
     tool = _fake_tool(tmp_path / "tools", "==PROF== Connected to process 1", header)
-    job = CandidateJob(
-        solution=_solution(PYTHON_ADD, "python"),
-        definition=trace_set.definition("vector_add_f32"),
-        workloads=trace_set.workloads_for("vector_add_f32")[:1],
-        catalog=_Roots(),
-        device="cpu",
-        timeout_s=240,
-        scratch=tmp_path / "scratch",
-    )
+    job = _cpu_job(trace_set, tmp_path / "scratch")
     (run,) = profile_candidate(
         job, executable=tool, ncu_set=None, sections=["SpeedOfLight"], metrics=[], page="details"
     )

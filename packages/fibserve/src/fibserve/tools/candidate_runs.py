@@ -51,18 +51,37 @@ class CandidateJob:
 
 
 def require_tool(
-    tool_path: Path | None, device: str, unavailable: type[RuntimeError], *, missing: str, no_gpu: str
+    tool_path: Path | None,
+    device: str,
+    unavailable: type[RuntimeError],
+    *,
+    name: str,
+    title: str,
+    install: str,
+    endpoint: str,
 ) -> Path:
     """``tool_path`` when the tool can run on ``device``.
 
+    Args:
+        name: the executable's name (``ncu``).
+        title: how the tool is named in the messages (``ncu (Nsight Compute)``).
+        install: what to install for it (``Nsight Compute``).
+        endpoint: the server route that runs it (``/profile``).
+
     Raises:
-        unavailable: with ``missing`` when ``tool_path`` is None, else with ``no_gpu`` when ``device`` is not
-            a CUDA device.
+        unavailable: when ``tool_path`` is None (what to install), else when ``device`` is not a CUDA device
+            (where to send the request instead).
     """
     if tool_path is None:
-        raise unavailable(missing)
+        raise unavailable(
+            f"{title} not available on this server: install {install} ({name} on PATH or in "
+            "/usr/local/cuda/bin) and restart fibserve serve"
+        )
     if not device.startswith("cuda"):
-        raise unavailable(no_gpu)
+        raise unavailable(
+            f"{name} needs a CUDA GPU, but this server's lane runs on {device}; send {endpoint} to a server "
+            "with a GPU"
+        )
     return tool_path
 
 

@@ -102,13 +102,10 @@ def run_profile(
         tool_path,
         job.device,
         ProfilerUnavailable,
-        missing=(
-            "ncu (Nsight Compute) not available on this server: install Nsight Compute (ncu on PATH or in "
-            "/usr/local/cuda/bin) and restart fibserve serve"
-        ),
-        no_gpu=(
-            f"ncu needs a CUDA GPU, but this server's lane runs on {job.device}; send /profile to a server with a GPU"
-        ),
+        name="ncu",
+        title="ncu (Nsight Compute)",
+        install="Nsight Compute",
+        endpoint="/profile",
     )
     return profile_candidate(
         job, executable=executable, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page

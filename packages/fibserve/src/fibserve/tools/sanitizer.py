@@ -104,14 +104,10 @@ def run_sanitizer(job: CandidateJob, *, tool_path: Path | None, tools: list[str]
         tool_path,
         job.device,
         SanitizerUnavailable,
-        missing=(
-            "compute-sanitizer not available on this server: install the CUDA toolkit (compute-sanitizer on "
-            "PATH or in /usr/local/cuda/bin) and restart fibserve serve"
-        ),
-        no_gpu=(
-            f"compute-sanitizer needs a CUDA GPU, but this server's lane runs on {job.device}; "
-            "send /sanitize to a server with a GPU"
-        ),
+        name="compute-sanitizer",
+        title="compute-sanitizer",
+        install="the CUDA toolkit",
+        endpoint="/sanitize",
     )
     return sanitize_candidate(job, executable=executable, tools=tools)
 
