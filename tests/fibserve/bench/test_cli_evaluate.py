@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,10 @@ KERNELS = Path(__file__).resolve().parent / "kernels"
 FIBSERVE = str(Path(sys.executable).parent / "fibserve")
 
 
-def _run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([FIBSERVE, "evaluate", *args], capture_output=True, text=True, timeout=timeout)
+def _run(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [FIBSERVE, "evaluate", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 @pytest.mark.slow
@@ -41,6 +44,25 @@ def test_unknown_definition_is_a_usage_error_naming_it():
     result = _run(str(KERNELS / "add_correct.py"), "--definition", "no_such_definition", timeout=120)
     assert result.returncode == 2
     assert "no_such_definition" in result.stderr and "vector_add_f32" in result.stderr
+
+
+def test_cuda_device_without_a_gpu_is_one_line_and_exit_2():
+    # CUDA_VISIBLE_DEVICES="" hides every GPU, so this is "a machine without a GPU" on GPU hosts too.
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    result = _run(
+        str(KERNELS / "add_correct.py"), "--definition", "vector_add_f32", "--device", "cuda:0", env=env
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "fibserve evaluate: no CUDA device is visible here; use --device cpu (Triton float32 runs under the "
+        "interpreter, CUDA candidates get static analysis only)"
+    ]
+
+
+def test_malformed_device_is_a_usage_error():
+    result = _run(str(KERNELS / "add_correct.py"), "--definition", "vector_add_f32", "--device", "gpu0")
+    assert result.returncode == 2 and "unknown device 'gpu0': use cpu or cuda:N" in result.stderr
 
 
 def test_unknown_workload_is_a_usage_error():

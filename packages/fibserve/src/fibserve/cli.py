@@ -276,7 +276,14 @@ def evaluate_command(
     from pydantic import ValidationError
     from rich.console import Console
 
-    from fibserve.bench.offline import LookupProblem, exit_code, print_report, run_offline, select
+    from fibserve.bench.offline import (
+        LookupProblem,
+        exit_code,
+        print_report,
+        resolve_device,
+        run_offline,
+        select,
+    )
     from fibserve.static_check import solution_from_path
 
     if (kernel is None) == (solution is None):
@@ -285,6 +292,7 @@ def evaluate_command(
     roots = [part for value in local or [] for part in value.split(os.pathsep) if part]
     try:
         definition_model, workloads, root_paths = select(roots, definition, workload)
+        device = resolve_device(device)
         candidate = solution_from_path(Path(solution or kernel), definition)
         if kernel and language:
             spec = candidate.spec.model_copy(update={"language": language})

@@ -25,6 +25,43 @@ class LookupProblem(ValueError):
     """The request names something that does not exist (a usage error, exit code 2)."""
 
 
+class DeviceProblem(ValueError):
+    """The requested device is malformed or not visible on this machine (a usage error, exit code 2)."""
+
+
+def resolve_device(device: str | None) -> str:
+    """``device`` checked against this machine: ``cpu`` or ``cuda[:N]``; None picks ``cuda:0`` when a GPU is
+    visible, else ``cpu``.
+
+    Raises:
+        DeviceProblem: not ``cpu``/``cuda[:N]``, or a CUDA device that torch cannot see (the message says what
+            ``--device cpu`` still does).
+    """
+    import torch
+
+    if device is None:
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise DeviceProblem(f"unknown device {device!r}: use cpu or cuda:N") from None
+    if parsed.type == "cpu":
+        return device
+    if parsed.type != "cuda":
+        raise DeviceProblem(f"unknown device {device!r}: use cpu or cuda:N")
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible == 0:
+        raise DeviceProblem(
+            "no CUDA device is visible here; use --device cpu (Triton float32 runs under the interpreter, "
+            "CUDA candidates get static analysis only)"
+        )
+    if parsed.index is not None and parsed.index >= visible:
+        raise DeviceProblem(
+            f"{device} is not visible here: {visible} CUDA device(s), cuda:0 to cuda:{visible - 1}"
+        )
+    return device
+
+
 def select(
     roots: Sequence[str | Path], definition: str, workload: str | None
 ) -> tuple[Definition, list[Workload], list[Path]]:
@@ -70,12 +107,14 @@ def run_offline(
     config_path: str | None,
     console: Console | None,
 ) -> EvaluationReport:
-    """Evaluate with a fresh Evaluator (no warm spare: one candidate), showing progress on ``console``."""
-    import torch
+    """Evaluate with a fresh Evaluator (no warm spare: one candidate), showing progress on ``console``.
 
+    Raises:
+        DeviceProblem: ``device`` is malformed or not visible (see :func:`resolve_device`).
+    """
     from .evaluator import Evaluator
 
-    device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    device = resolve_device(device)
     with Evaluator(device, warm_spare=False, roots=roots, config_path=config_path) as evaluator:
         if console is None:
             return evaluator.evaluate(definition, solution, workloads, overrides=overrides)
