@@ -65,6 +65,25 @@ def test_malformed_device_is_a_usage_error():
     assert result.returncode == 2 and "unknown device 'gpu0': use cpu or cuda:N" in result.stderr
 
 
+@pytest.mark.slow
+def test_failure_lines_render_markup_and_escape_the_candidates_text(tmp_path: Path):
+    kernel = tmp_path / "add[bold]x.py"
+    kernel.write_text('def run(x, y, z):\n    raise RuntimeError("[red]boom[/red] from the candidate")\n')
+    result = _run(
+        str(kernel),
+        *("--definition", "vector_add_f32", "--workload", "1e6b0d78", "--device", "cpu"),
+        *("--language", "python"),
+        env={**os.environ, "COLUMNS": "200", "TERM": "dumb"},
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    out = result.stdout
+    # Our markup is rendered (no literal tags); the candidate's own brackets are printed as written.
+    assert "1e6b0d78 RUNTIME_ERROR: " in out and "[bold]1e6b0d78" not in out
+    assert "RuntimeError: [red]boom[/red] from the candidate" in out
+    assert "add[bold]x on vector_add_f32" in out
+    assert "PydanticSerializationUnexpectedValue" not in result.stderr
+
+
 def test_unknown_workload_is_a_usage_error():
     result = _run(
         str(KERNELS / "add_correct.py"), "--definition", "vector_add_f32", "--workload", "zzzz", timeout=120

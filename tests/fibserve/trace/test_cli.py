@@ -100,3 +100,13 @@ def test_validate_without_roots_uses_dataset_roots(tmp_path: Path) -> None:
     assert result.returncode == 1
     report = json.loads(result.stdout)
     assert report["roots"] == [str(root)] and report["problems"][0]["line"] == 1
+
+
+def test_validate_prints_paths_with_brackets_as_written(tmp_path: Path) -> None:
+    root = make_root(
+        tmp_path / "set[red]x", definitions={"g.json": GEMM_DEFINITION}, workloads={"g.jsonl": "{bad\n"}
+    )
+    result = fibserve("validate", str(root))
+    assert result.returncode == 1
+    out = "".join(result.stdout.split())  # rich may wrap long paths
+    assert "set[red]x/workloads/g.jsonl:1" in out

@@ -158,6 +158,7 @@ def validate_command(
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         console = Console(highlight=False, soft_wrap=True)
@@ -171,7 +172,8 @@ def validate_command(
             console.print(line, style="yellow", markup=False)
         for problem in report.problems:
             color = "red" if problem.severity == "error" else "yellow"
-            console.print(f"[{color}]{problem.severity}[/{color}] {problem.location}: ", end="", markup=True)
+            location = escape(problem.location)
+            console.print(f"[{color}]{problem.severity}[/{color}] {location}: ", end="", markup=True)
             console.print(problem.message, markup=False)
         verdict = (
             "[green]valid[/green]" if report.ok else f"[red]invalid: {report.counts['errors']} error(s)[/red]"
@@ -295,8 +297,9 @@ def evaluate_command(
         device = resolve_device(device)
         candidate = solution_from_path(Path(solution or kernel), definition)
         if kernel and language:
-            spec = candidate.spec.model_copy(update={"language": language})
-            candidate = candidate.model_validate({**candidate.model_dump(), "spec": spec.model_dump()})
+            # Re-validate rather than model_copy(update=...): the str must become a Language enum.
+            spec = {**candidate.spec.model_dump(), "language": language}
+            candidate = candidate.model_validate({**candidate.model_dump(), "spec": spec})
     except (LookupProblem, OSError, ValueError, ValidationError) as exc:
         typer.secho(f"fibserve evaluate: {exc}", err=True, fg=typer.colors.RED)
         raise typer.Exit(2) from None

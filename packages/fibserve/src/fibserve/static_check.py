@@ -274,18 +274,20 @@ def load_policy(path: Path) -> PolicyConfig:
 def print_analysis(analysis: Analysis, console: object | None = None) -> None:
     """Human-readable rendering of ``analysis`` with rich (what ``fibserve check`` prints)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     out = console if isinstance(console, Console) else Console(width=max(Console().width, 140))
     style = "green" if analysis.ok else "red"
     target = f" for {analysis.arch}" if analysis.arch else ""
     out.print(
-        f"[bold]{analysis.solution}[/] ({analysis.language}{target}): [bold {style}]{analysis.status}[/]"
+        f"[bold]{escape(analysis.solution)}[/] ({analysis.language}{target}): [bold {style}]{analysis.status}[/]"
     )
     for violation in analysis.policy:
-        out.print(f"  [red]{violation.rule}[/] {violation.file}:{violation.line}: {violation.message}")
+        where = escape(f"{violation.file}:{violation.line}: {violation.message}")
+        out.print(f"  [red]{escape(violation.rule)}[/] {where}", highlight=False)
     for problem in analysis.abi:
-        out.print(f"  [yellow]abi[/] {problem}")
+        out.print(f"  [yellow]abi[/] {escape(problem)}", highlight=False)
     build = analysis.build
     if build is not None and not build.ok:
         out.print(f"[bold]build {build.status.value}[/]:")
@@ -298,7 +300,7 @@ def print_analysis(analysis: Analysis, console: object | None = None) -> None:
             res = kernel.resources
             spills = f"{res.spill_store_bytes}/{res.spill_load_bytes}" if res else "-"
             table.add_row(
-                kernel.display_name[:60],
+                escape(kernel.display_name[:60]),
                 str(res.registers) if res and res.registers is not None else "-",
                 str(res.shared_bytes) if res else "-",
                 spills,
@@ -307,11 +309,11 @@ def print_analysis(analysis: Analysis, console: object | None = None) -> None:
             )
         out.print(table)
     if analysis.verdict is not None:
-        out.print(f"[bold]verdict[/] {analysis.verdict.summary}")
+        out.print(f"[bold]verdict[/] {escape(analysis.verdict.summary)}")
         for note in analysis.verdict.notes:
             out.print(f"  note: {note}", markup=False)
     for note in analysis.notes:
-        out.print(f"[dim]{note}[/]")
+        out.print(f"[dim]{escape(note)}[/]")
     timings = ", ".join(f"{k} {v:.0f} ms" for k, v in analysis.timings_ms.items())
     cached = " (build cached)" if build is not None and build.cached else ""
     out.print(f"[dim]timings: {timings}{cached}[/]")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -146,23 +147,25 @@ def _num(value: float | None, fmt: str) -> str:
 def print_report(report: EvaluationReport, console: Console) -> None:
     """A summary table (one row per workload) followed by notes and errors."""
     table = Table(
-        title=f"{report.solution} on {report.definition} ({report.device.name}, sandbox {report.sandbox})"
+        title=escape(
+            f"{report.solution} on {report.definition} ({report.device.name}, sandbox {report.sandbox})"
+        )
     )
     for column in ("workload", "axes", "status", "ms", "ref ms", "speedup", "abs err", "rel err", "matched"):
         table.add_column(column, justify="left" if column in ("workload", "axes", "status") else "right")
     for trace in report.traces:
         ev = trace.evaluation
-        axes = " ".join(f"{k}={v}" for k, v in trace.workload.axes.items())
+        axes = escape(" ".join(f"{k}={v}" for k, v in trace.workload.axes.items()))
         if ev is None:
             error = report.workload_errors.get(trace.workload.uuid)
             status = "[red]TASK ERROR[/red]" if error else "[yellow]NOT EXECUTED[/yellow]"
-            table.add_row(trace.workload.uuid[:8], axes, status, *["-"] * 6)
+            table.add_row(escape(trace.workload.uuid[:8]), axes, status, *["-"] * 6)
             continue
         color = "green" if ev.status.value == "PASSED" else "red"
         perf, corr = ev.performance, ev.correctness
         timed = perf is not None and (perf.extra or {}).get("measured_on") == "gpu"
         table.add_row(
-            trace.workload.uuid[:8],
+            escape(trace.workload.uuid[:8]),
             axes,
             f"[{color}]{ev.status.value}[/{color}]",
             _num(perf.latency_ms, ".4f") if timed else "-",
@@ -176,14 +179,13 @@ def print_report(report: EvaluationReport, console: Console) -> None:
     for trace in report.traces:
         ev = trace.evaluation
         if ev is not None and ev.status.value != "PASSED" and ev.log:
-            console.print(
-                f"[bold]{trace.workload.uuid[:8]} {ev.status.value}[/bold]: {ev.log.strip()[:1500]}",
-                markup=False,
-            )
+            log = escape(ev.log.strip()[:1500])
+            head = escape(f"{trace.workload.uuid[:8]} {ev.status.value}")
+            console.print(f"[bold]{head}[/bold]: {log}", highlight=False)
     for note in report.notes:
-        console.print(f"note: {note}", markup=False)
+        console.print(f"note: {note}", markup=False, highlight=False)
     if report.task_error:
-        console.print(f"[red]task error:[/red] {report.task_error}")
+        console.print(f"[red]task error:[/red] {escape(report.task_error)}", highlight=False)
     passed = sum(1 for s in report.statuses if s is not None and s.value == "PASSED")
     console.print(f"{passed}/{len(report.traces)} workloads passed; executed: {report.executed}")
 

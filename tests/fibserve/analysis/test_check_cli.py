@@ -1,0 +1,31 @@
+"""`fibserve check` as a newcomer runs it on a Triton kernel: real subprocesses, the bundled trace set.
+
+Triton kernels are policy-checked and "built" (imported) without nvcc or a GPU, so these run everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FIBSERVE = str(Path(sys.executable).parent / "fibserve")
+
+# rmsnorm_f32 (bundled) calls run(x, weight, eps, y): inputs, then the preallocated output.
+# The bodies do nothing: a torch call on a tensor would be a source-policy violation for a Triton kernel.
+RIGHT_ARITY = "def run(x, weight, eps, y):\n    pass\n"
+
+
+def _check(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FIBSERVE_CACHE_DIR": str(cache), "COLUMNS": "200", "TERM": "dumb"}
+    env.pop("DATASET_ROOTS", None)
+    return subprocess.run([FIBSERVE, "check", *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_kernel_names_with_brackets_are_printed_not_read_as_markup(tmp_path: Path, build_cache: Path) -> None:
+    kernel = tmp_path / "k[red]x.py"
+    kernel.write_text(RIGHT_ARITY)
+    result = _check(str(kernel), "--definition", "rmsnorm_f32", cache=build_cache)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "k[red]x (triton): clean" in result.stdout
