@@ -83,7 +83,11 @@ def test_cpu_run_writes_every_file(cuda_run):
 def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
     _, run = cuda_run
     result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
-    assert result["schema_version"] == "ptxbench.quickstart/1"
+    assert result["schema_version"] == "ptxbench.quickstart/2"
+    # Nothing was executed: the files say "unknown" (null), as the console does, not false.
+    assert result["kernel_correct"] is None and [t["correct"] for t in result["turns"]] == [None] * 3
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    assert summary["kernel_correct"] is None and summary["schema_version"] == "ptxbench.run/2"
     assert result["demo"] is True and result["language"] == "cuda"
     assert result["service"] == {**result["service"], "kind": "embedded", "gpu": False, "lanes": ["cpu"]}
     assert result["runner_completed"] is True and result["runner"]["exit_status"] == "LimitsExceeded"

@@ -103,3 +103,57 @@ def test_no_correct_kernel(tmp_path):
 def test_not_a_run_directory(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"plan\.json is missing"):
         build_result(tmp_path)
+
+
+def _cpu_run(tmp_path: Path, statuses: list[str]) -> Path:
+    """A CPU-mode run: the evaluator results say each kernel was built (or not) but nothing was executed."""
+    run = _gpu_run(tmp_path, [None] * len(statuses))
+    for turn, status in enumerate(statuses, start=1):
+        report = EvaluationReport(
+            status=ReportStatus(status), definition="gemm_n7168_k5120", language="cuda", all_passed=False,
+            target_speedup=1.0, executed_on_gpu=False, workloads=[],
+        ).model_dump(mode="json")  # fmt: skip
+        _write(RunLayout(run).experiment_dir / "evaluations" / f"turn_{turn:03d}.json", report)
+    _write(
+        run / CONTEXT_FILE, {"demo": True, "service": {"kind": "embedded", "lanes": ["cpu"], "gpu": False}}
+    )
+    return run
+
+
+def test_not_executed_kernels_are_unknown_in_the_file_as_on_the_console(tmp_path):
+    run = _cpu_run(tmp_path, ["NOT_EXECUTED"] * 3)
+    result = build_result(run)
+    written = json.loads(result.model_dump_json())
+    assert written["schema_version"] == "ptxbench.quickstart/2"
+    assert written["kernel_correct"] is None
+    assert [t["correct"] for t in written["turns"]] == [None, None, None]
+    assert (written["correct"], written["not_executed"]) == (0, 3)
+    assert "A kernel was correct:  unknown" in _text(result, run)
+
+
+def test_a_failed_build_is_not_correct_but_one_unexecuted_kernel_keeps_it_unknown(tmp_path):
+    result = build_result(_cpu_run(tmp_path, ["COMPILE_ERROR", "NOT_EXECUTED"]))
+    assert [t.correct for t in result.turns] == [False, None]
+    assert result.kernel_correct is None
+
+
+def test_kernel_correct_is_a_definite_answer_when_kernels_were_executed(tmp_path):
+    assert build_result(_gpu_run(tmp_path / "a", [None, None, None])).kernel_correct is False
+    assert build_result(_gpu_run(tmp_path / "b", [None, 0.5, None])).kernel_correct is True
+
+
+def test_summary_kernel_correct_is_null_when_nothing_was_executed(tmp_path):
+    from mini_ptx_agent.runs import evaluation_statuses, kernel_correctness, summarize
+
+    run = _cpu_run(tmp_path, ["NOT_EXECUTED"] * 3)
+    statuses = evaluation_statuses(RunLayout(run))
+    assert statuses == ["NOT_EXECUTED"] * 3
+    trajectory = {"messages": [], "info": {"ptxbench": {"turns": 3, "versions": []}}}
+    summary = summarize(
+        run.name, {"exit_status": "LimitsExceeded"}, trajectory, resumed=False, statuses=statuses
+    )
+    dumped = summary.model_dump(mode="json")
+    assert dumped["kernel_correct"] is None and dumped["schema_version"] == "ptxbench.run/2"
+    assert kernel_correctness([], ["COMPILE_ERROR", "INCORRECT_NUMERICAL"]) is False
+    assert kernel_correctness([2], ["NOT_EXECUTED", "PASSED"]) is True
+    assert kernel_correctness([], []) is False

@@ -17,9 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .demo import DEMO_MODEL_NAME
 from .feedback import trim
-from .runs import RunLayout
+from .runs import NOT_EXECUTED, RunLayout, kernel_correctness
 
-RESULT_SCHEMA = "ptxbench.quickstart/1"
+RESULT_SCHEMA = "ptxbench.quickstart/2"
+"""/2: ``turns[].correct`` is null for a kernel that was not executed (/1 wrote false) and ``kernel_correct``
+(true, false or null) is the "A kernel was correct" verdict people see."""
 RESULT_FILE = "quickstart-result.json"
 CONTEXT_FILE = "logs/quickstart-context.json"
 """What the quickstart knew at start: ``{service: ServiceInfo, demo, demo_trajectory, refused}``."""
@@ -55,7 +57,8 @@ class TurnRow(_Model):
     status: str
     """The evaluator's verdict (PASSED, NOT_EXECUTED, COMPILE_ERROR, ...) or FORMAT_ERROR."""
     compiled: bool | None = None
-    correct: bool = False
+    correct: bool | None = False
+    """Passed every workload; null (unknown) when the kernel was not executed (``NOT_EXECUTED``, no GPU lane)."""
     min_speedup: float | None = None
     """Minimum speedup over the workloads (x); GPU timings only when ``executed_on_gpu``."""
     latency_ms: float | None = None
@@ -83,7 +86,7 @@ class ExperimentPaths(_Model):
 class QuickstartResult(_Model):
     """Everything a person or a program needs to judge one quickstart run (``quickstart-result.json``)."""
 
-    schema_version: Literal["ptxbench.quickstart/1"] = RESULT_SCHEMA
+    schema_version: Literal["ptxbench.quickstart/2"] = RESULT_SCHEMA
     run_id: str
     created_at: str
     model: str
@@ -104,6 +107,9 @@ class QuickstartResult(_Model):
     """Kernels that built (CUDA: nvcc and static analysis succeeded)."""
     correct: int
     """Kernels that passed every workload."""
+    kernel_correct: bool | None = False
+    """The "A kernel was correct" verdict: true when one passed, null (unknown) when none passed and some were
+    not executed (no GPU lane), false otherwise (every evaluated kernel failed, or none was evaluated)."""
     not_executed: int
     """Kernels built and analysed but never run (CUDA without a GPU)."""
     target_achieved: int
@@ -131,11 +137,12 @@ def _turn_row(turn: int, report: dict[str, Any], rel: str) -> TurnRow:
     references = [
         w.get("reference_latency_ms") for w in workloads if w.get("reference_latency_ms") is not None
     ]
+    status = str(report.get("status"))
     return TurnRow(
         turn=turn,
-        status=str(report.get("status")),
+        status=status,
         compiled=analysis.get("compiled"),
-        correct=bool(report.get("all_passed")),
+        correct=None if status == NOT_EXECUTED else bool(report.get("all_passed")),
         min_speedup=report.get("min_speedup"),
         latency_ms=max(latencies) if latencies else None,
         reference_latency_ms=max(references) if references else None,
@@ -226,7 +233,8 @@ def build_result(run_dir: Path) -> QuickstartResult:
         generated=len(rows),
         compiled=sum(1 for r in rows if r.compiled),
         correct=len(correct),
-        not_executed=sum(1 for r in rows if r.status == "NOT_EXECUTED"),
+        kernel_correct=kernel_correctness([r.turn for r in correct], [r.status for r in rows]),
+        not_executed=sum(1 for r in rows if r.status == NOT_EXECUTED),
         target_achieved=sum(1 for r in rows if r.target_met),
         best_speedup=best.min_speedup if best else None,
         best_turn=best.turn if best else None,
@@ -293,9 +301,9 @@ def _speed(value: float | None, on_gpu: bool) -> str:
 def _verdicts(result: QuickstartResult) -> list[tuple[str, str]]:
     runner = result.runner
     ran = f"{runner['exit_status']} after {runner['turns']} of {result.num_turns} turns"
-    if result.correct:
+    if result.kernel_correct:
         correct = f"{_yes_no(True)}: {result.correct} of {result.generated} kernels passed every workload"
-    elif result.not_executed:
+    elif result.kernel_correct is None:
         correct = (
             f"[yellow]unknown[/]: {result.not_executed} of {result.generated} kernels compiled and analysed, "
             "not executed (no GPU)"

@@ -11,7 +11,8 @@ One run directory holds one experiment (``exp_000``) of one definition (DESIGN Â
     <run>/logs/fibserve.log              the embedded FIBServe's log (when this run started one)
 
 The summary keeps three facts apart: the runner completed (no infrastructure failure), a kernel was correct,
-and the target was achieved (on a GPU).
+and the target was achieved (on a GPU). "A kernel was correct" is ``null`` (unknown) when no version passed and
+some kernel was built but never executed (CUDA on a service without a GPU lane): see :func:`kernel_correctness`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import datetime as _dt
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +32,12 @@ from .trajectory import load_trajectory, write_json
 
 EXPERIMENT = "exp_000"
 RUN_SCHEMA = "ptxbench.run/1"
+"""Schema of ``plan.json`` (unchanged, so older runs can still be resumed)."""
+SUMMARY_SCHEMA = "ptxbench.run/2"
+"""Schema of ``summary.json``. /2: ``kernel_correct`` may be null (unknown: built, never executed); /1 wrote
+false there."""
+NOT_EXECUTED = "NOT_EXECUTED"
+"""Evaluator status of a kernel that was built and analysed but not run (no GPU lane)."""
 DEFAULT_OUTPUT_ROOT = Path("data") / "eval_runs"
 """Default parent of run directories, relative to ``$PTXBENCH_DATA_ROOT`` or the working directory."""
 
@@ -104,15 +112,17 @@ class RunPlan(_Model):
 class RunSummary(_Model):
     """What happened (``summary.json``)."""
 
-    schema_version: Literal["ptxbench.run/1"] = RUN_SCHEMA
+    schema_version: Literal["ptxbench.run/2"] = SUMMARY_SCHEMA
     run_id: str
     exit_status: str
     """Submitted, LimitsExceeded, TimeExceeded, RepeatedFormatError, InfrastructureError, or an exception name."""
     exit_message: str = ""
     runner_completed: bool
     """The loop ended by its own rules (not by an infrastructure failure or a crash)."""
-    kernel_correct: bool
-    """At least one version passed every workload."""
+    kernel_correct: bool | None
+    """True: at least one version passed every workload. None (unknown): none passed and at least one kernel was
+    built but not executed (``NOT_EXECUTED``: CUDA without a GPU lane). False: none passed otherwise (each
+    evaluated kernel failed, or no kernel was evaluated)."""
     target_met: bool
     """A version passed every workload on a GPU at or above the target speedup."""
     turns: int
@@ -143,10 +153,38 @@ def default_prompt_tag(task: TaskConfig) -> str:
     return DEFAULT_PROMPT_TAGS.get((task.language, task.arch), "hopper-no-hint")
 
 
+def kernel_correctness(versions: Sequence[int], statuses: Sequence[str]) -> bool | None:
+    """Whether a kernel was correct: True when ``versions`` (correct turns) is not empty, None (unknown) when
+    some evaluated kernel has status ``NOT_EXECUTED``, else False. ``statuses``: evaluator status per turn."""
+    if versions:
+        return True
+    return None if NOT_EXECUTED in statuses else False
+
+
+def evaluation_statuses(layout: RunLayout) -> list[str]:
+    """The evaluator status of each evaluated turn (``exp_000/evaluations/turn_NNN.json``), in turn order."""
+    statuses = []
+    for path in sorted((layout.experiment_dir / "evaluations").glob("turn_*.json")):
+        try:
+            statuses.append(str(json.loads(path.read_text(encoding="utf-8")).get("status")))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return statuses
+
+
 def summarize(
-    run_id: str, result: dict[str, Any], trajectory: dict[str, Any], *, resumed: bool
+    run_id: str,
+    result: dict[str, Any],
+    trajectory: dict[str, Any],
+    *,
+    resumed: bool,
+    statuses: Sequence[str] = (),
 ) -> RunSummary:
-    """Build the summary from the agent's final message and the saved trajectory's ``info.ptxbench``."""
+    """Build the summary from the agent's final message and the saved trajectory's ``info.ptxbench``.
+
+    ``statuses``: the evaluator status of each evaluated turn (:func:`evaluation_statuses`); they decide whether
+    "no correct version" means False or unknown (:func:`kernel_correctness`).
+    """
     state = trajectory.get("info", {}).get("ptxbench", {})
     last = trajectory["messages"][-1] if trajectory.get("messages") else {}
     status = str(result.get("exit_status") or "")
@@ -157,7 +195,7 @@ def summarize(
         exit_status=status,
         exit_message=str(last.get("content", "")) if last.get("role") == "exit" else "",
         runner_completed=status in ("Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError"),
-        kernel_correct=bool(state.get("versions")),
+        kernel_correct=kernel_correctness(list(state.get("versions", [])), statuses),
         target_met=status == "Submitted",
         turns=int(state.get("turns", 0)),
         correct_versions=list(state.get("versions", [])),
@@ -263,12 +301,16 @@ def run_experiment(
         # A bug, not a verdict: DefaultAgent recorded it as the exit message; keep a summary, then re-raise.
         trajectory = agent.save(layout.trajectory_path)
         summary = summarize(
-            plan.run_id, trajectory["messages"][-1].get("extra", {}), trajectory, resumed=resume
+            plan.run_id,
+            trajectory["messages"][-1].get("extra", {}),
+            trajectory,
+            resumed=resume,
+            statuses=evaluation_statuses(layout),
         )
         write_json(layout.summary_path, summary.model_dump(mode="json"))
         raise
     trajectory = agent.save(layout.trajectory_path)
-    summary = summarize(plan.run_id, result, trajectory, resumed=resume)
+    summary = summarize(plan.run_id, result, trajectory, resumed=resume, statuses=evaluation_statuses(layout))
     write_json(layout.summary_path, summary.model_dump(mode="json"))
     return summary
 
