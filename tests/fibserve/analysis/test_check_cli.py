@@ -29,3 +29,14 @@ def test_kernel_names_with_brackets_are_printed_not_read_as_markup(tmp_path: Pat
     result = _check(str(kernel), "--definition", "rmsnorm_f32", cache=build_cache)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "k[red]x (triton): clean" in result.stdout
+
+
+def test_misspelled_definition_suggests_the_close_name(tmp_path: Path, build_cache: Path) -> None:
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(RIGHT_ARITY)
+    result = _check(str(kernel), "--definition", "rmsnorm_f3", cache=build_cache)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "fibserve check: unknown definition 'rmsnorm_f3'; did you mean 'rmsnorm_f32'? "
+        "(22 definitions; list them with `fibserve definitions`)"
+    )

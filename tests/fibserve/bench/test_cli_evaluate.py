@@ -43,7 +43,15 @@ def test_evaluate_triton_kernel_on_cpu_prints_the_report_as_json():
 def test_unknown_definition_is_a_usage_error_naming_it():
     result = _run(str(KERNELS / "add_correct.py"), "--definition", "no_such_definition", timeout=120)
     assert result.returncode == 2
-    assert "no_such_definition" in result.stderr and "vector_add_f32" in result.stderr
+    assert "unknown definition 'no_such_definition'" in result.stderr
+    assert "22 definitions; list them with `fibserve definitions`" in result.stderr
+
+
+def test_misspelled_definition_suggests_the_close_name():
+    result = _run(str(KERNELS / "add_correct.py"), "--definition", "rmsnorm_f3", timeout=120)
+    assert result.returncode == 2
+    assert "unknown definition 'rmsnorm_f3'; did you mean 'rmsnorm_f32'?" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_cuda_device_without_a_gpu_is_one_line_and_exit_2():

@@ -323,7 +323,11 @@ def evaluate_command(
 
 
 def _load_definition(name_or_path: str):
-    """A Definition from a JSON file path, or by name from DATASET_ROOTS / the bundled trace set."""
+    """A Definition from a JSON file path, or by name from DATASET_ROOTS / the bundled trace set.
+
+    Raises:
+        fibserve.bench.offline.LookupProblem: unknown name (the message suggests close matches).
+    """
     from pathlib import Path
 
     from fibserve.trace import Definition
@@ -331,9 +335,10 @@ def _load_definition(name_or_path: str):
     candidate = Path(name_or_path)
     if candidate.suffix == ".json" and candidate.is_file():
         return Definition.model_validate_json(candidate.read_text())
+    from fibserve.bench.offline import find_definition
     from fibserve.trace.trace_set import TraceSet
 
-    return TraceSet.from_env(strict=False).definition(name_or_path)
+    return find_definition(TraceSet.from_env(strict=False), name_or_path)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fibserve.trace import Definition, Solution, Workload
+from fibserve.trace import Definition, Solution, TraceSet, Workload
 
 from .report import EvaluationReport
 
@@ -28,6 +28,30 @@ class LookupProblem(ValueError):
 
 class DeviceProblem(ValueError):
     """The requested device is malformed or not visible on this machine (a usage error, exit code 2)."""
+
+
+def find_definition(trace_set: TraceSet, name: str) -> Definition:
+    """The definition ``name`` of ``trace_set``, or a :class:`LookupProblem` a newcomer can act on.
+
+    The close matches come from the server's :class:`fibserve.serve.catalog.Catalog` (difflib, cutoff 0.6),
+    so ``fibserve check``, ``fibserve evaluate`` and ``POST /evaluate`` suggest the same names.
+
+    Raises:
+        LookupProblem: unknown name; the message suggests close matches and says how to list every name.
+    """
+    from fibserve.serve.catalog import Catalog, NotFound
+
+    try:
+        return Catalog(trace_set).definition(name)
+    except NotFound as exc:
+        quoted = [repr(match) for match in exc.close_matches]
+        if len(quoted) > 1:
+            quoted = [", ".join(quoted[:-1]), quoted[-1]]
+        suggestion = f"did you mean {' or '.join(quoted)}? " if quoted else ""
+        raise LookupProblem(
+            f"unknown definition {name!r}; {suggestion}({len(trace_set.definitions)} definitions; "
+            "list them with `fibserve definitions`)"
+        ) from None
 
 
 def resolve_device(device: str | None) -> str:
@@ -76,12 +100,8 @@ def select(
     Raises:
         LookupProblem: unknown definition or workload, or a definition without workloads.
     """
-    from fibserve.trace.trace_set import TraceSet
-
     ts = TraceSet.load(list(roots), strict=False) if roots else TraceSet.from_env(strict=False)
-    if definition not in ts.definitions:
-        known = ", ".join(sorted(ts.definitions)[:60])
-        raise LookupProblem(f"unknown definition {definition!r}; known: {known}")
+    chosen_definition = find_definition(ts, definition)
     workloads = ts.workloads_for(definition)
     if workload and workload != "all":
         chosen = [w for w in workloads if w.uuid == workload] or [
@@ -94,7 +114,7 @@ def select(
         workloads = chosen
     if not workloads:
         raise LookupProblem(f"definition {definition!r} has no workloads in these trace sets")
-    return ts.definition(definition), workloads, list(ts.roots)
+    return chosen_definition, workloads, list(ts.roots)
 
 
 def run_offline(
