@@ -110,3 +110,55 @@ def test_validate_prints_paths_with_brackets_as_written(tmp_path: Path) -> None:
     assert result.returncode == 1
     out = "".join(result.stdout.split())  # rich may wrap long paths
     assert "set[red]x/workloads/g.jsonl:1" in out
+
+
+def test_validate_a_folder_that_is_not_a_trace_set_fails(tmp_path: Path) -> None:
+    (tmp_path / "kernels").mkdir()  # a folder, but none of definitions/, workloads/, solutions/, traces/
+    result = fibserve("validate", "--json", str(tmp_path))
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["counts"]["errors"] == 1
+    (problem,) = report["problems"]
+    assert problem["path"] == str(tmp_path)
+    assert problem["message"] == (
+        "has none of definitions/, workloads/, solutions/, traces/: is this a trace-set root?"
+    )
+    human = fibserve("validate", str(tmp_path))
+    assert human.returncode == 1 and "invalid: 1 error(s)" in human.stdout
+
+
+def test_validate_a_root_with_only_definitions_is_a_trace_set(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "r", definitions={"g.json": GEMM_DEFINITION})
+    result = fibserve("validate", "--json", str(root))
+    assert result.returncode == 0, result.stdout
+    assert json.loads(result.stdout)["counts"]["definitions"] == 1
+
+
+def test_definitions_lists_names_and_the_run_signature() -> None:
+    from fibserve.datasets import default_root
+
+    result = fibserve("definitions", "--json", str(default_root()))
+    assert result.returncode == 0, result.stderr
+    listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    assert len(listed) == 22
+    rmsnorm = listed["rmsnorm_f32"]
+    assert rmsnorm["op_type"] == "rmsnorm" and rmsnorm["workloads"] == 3
+    assert rmsnorm["signature"] == (
+        "run(x: float32[M, H], weight: float32[H], eps: float32 scalar, y: float32[M, H] (output))"
+    )
+    assert [(a["name"], a["role"], a["shape"]) for a in rmsnorm["arguments"]] == [
+        ("x", "input", ["M", "H"]),
+        ("weight", "input", ["H"]),
+        ("eps", "input", None),
+        ("y", "output", ["M", "H"]),
+    ]
+    human = fibserve("definitions", str(default_root()))
+    assert human.returncode == 0
+    assert "rmsnorm_f32  rmsnorm, 3 workload(s)" in human.stdout
+    assert "eps: float32 scalar" in " ".join(human.stdout.split())
+
+
+def test_definitions_of_a_folder_that_is_not_a_trace_set_exits_1(tmp_path: Path) -> None:
+    result = fibserve("definitions", str(tmp_path))
+    assert result.returncode == 1 and result.stdout == ""
+    assert "is this a trace-set root?" in result.stderr

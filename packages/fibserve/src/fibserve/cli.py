@@ -182,6 +182,51 @@ def validate_command(
     raise typer.Exit(0 if report.ok else 1)
 
 
+@app.command("definitions")
+def definitions_command(
+    roots: Annotated[
+        list[str] | None,
+        typer.Argument(help="Trace-set roots; default: $DATASET_ROOTS, else the bundled default trace set."),
+    ] = None,
+    legacy: Annotated[
+        bool, typer.Option("--legacy", help="Migrate the 2025 public snapshot format while loading.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List the definitions a candidate can implement: name, op_type, workloads and the run(...) signature.
+
+    run(...) is what the harness calls: inputs, then the preallocated outputs (destination passing style).
+    Exit code: 0 listed; 1 the roots have load errors or no definitions (`fibserve validate` says which).
+    """
+    import json
+
+    from fibserve.trace.validate import default_roots, describe_definitions
+
+    summaries, errors = describe_definitions(roots or default_roots(), legacy=legacy)
+    if as_json:
+        typer.echo(json.dumps([summary.to_dict() for summary in summaries], indent=2))
+    else:
+        from rich.console import Console
+        from rich.markup import escape
+
+        console = Console(highlight=False)
+        for summary in summaries:
+            console.print(
+                f"[bold]{escape(summary.name)}[/bold]  {escape(summary.op_type)}, {summary.workloads} workload(s)"
+            )
+            console.print(f"  {escape(summary.signature)}")
+    for problem in errors[:5]:
+        typer.secho(f"fibserve definitions: {problem}", err=True, fg=typer.colors.RED)
+    if errors or not summaries:
+        what = f"{len(errors)} load error(s)" if errors else "no definitions found"
+        typer.secho(
+            f"fibserve definitions: {what}; `fibserve validate` lists every problem",
+            err=True,
+            fg=typer.colors.RED,
+        )
+        raise typer.Exit(1)
+
+
 @app.command("check")
 def check_command(
     path: Annotated[

@@ -1,14 +1,16 @@
-"""Validate trace-set roots: the library function behind ``fibserve validate``."""
+"""Validate and describe trace-set roots: the library functions behind ``fibserve validate`` and
+``fibserve definitions``."""
 
 from __future__ import annotations
 
 import os
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .definition import Definition
 from .legacy import LegacyMigrationWarning
 from .problems import LoadProblem
 from .trace_set import DATASET_ROOTS_ENV, TraceSet
@@ -57,12 +59,89 @@ def validate_roots(roots: Sequence[str | Path], *, legacy: bool = False) -> Vali
         warnings.simplefilter("always", LegacyMigrationWarning)
         trace_set = TraceSet.load(expanded, migrate_legacy=legacy, strict=False)
     migrations = [str(w.message) for w in caught if issubclass(w.category, LegacyMigrationWarning)]
+    not_trace_sets = [_not_a_trace_set(Path(root)) for root in expanded]
+    extra = [problem for problem in not_trace_sets if problem is not None]
+    counts = trace_set.counts()
+    counts["errors"] += len(extra)
     return ValidationReport(
         roots=[str(r) for r in roots],
-        counts=trace_set.counts(),
-        problems=trace_set.problems,
+        counts=counts,
+        problems=extra + trace_set.problems,
         migrations=migrations,
     )
+
+
+TRACE_SET_FOLDERS = ("definitions", "workloads", "solutions", "traces")
+"""Sub-folders a trace-set root has (at least one of them); see DESIGN section 2."""
+
+
+def _not_a_trace_set(root: Path) -> LoadProblem | None:
+    """An error for an existing folder with none of :data:`TRACE_SET_FOLDERS` (a typo'd or wrong root would
+    otherwise validate as an empty, valid trace set). Missing roots are reported by the loader itself."""
+    if not root.is_dir() or any((root / name).is_dir() for name in TRACE_SET_FOLDERS):
+        return None
+    folders = ", ".join(f"{name}/" for name in TRACE_SET_FOLDERS)
+    return LoadProblem(path=str(root), message=f"has none of {folders}: is this a trace-set root?")
+
+
+@dataclass
+class DefinitionSummary:
+    """What a newcomer needs to implement a definition: its name, kind and the ``run`` calling convention."""
+
+    name: str
+    """Definition name (what ``--definition`` takes)."""
+    op_type: str
+    """Operation family (gemm, rmsnorm, ...)."""
+    workloads: int
+    """Number of workloads of this definition in the loaded roots."""
+    signature: str
+    """``run(...)`` as the harness calls it (destination passing style): inputs, then the preallocated
+    outputs; each argument with its dtype and axis names, or ``scalar`` for a Python number."""
+    arguments: list[dict[str, Any]]
+    """One entry per argument in call order: ``name``, ``role`` (input/output), ``dtype``, ``shape`` (axis
+    names, or None for a scalar)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (one element of what ``fibserve definitions --json`` prints)."""
+        return asdict(self)
+
+
+def describe_definition(definition: Definition, workloads: int = 0) -> DefinitionSummary:
+    """The :class:`DefinitionSummary` of ``definition`` (``workloads``: how many it has)."""
+    arguments: list[dict[str, Any]] = []
+    rendered: list[str] = []
+    for role, specs in (("input", definition.inputs), ("output", definition.outputs)):
+        for name, spec in specs.items():
+            dtype = spec.dtype.value
+            arguments.append({"name": name, "role": role, "dtype": dtype, "shape": spec.shape})
+            kind = f"{dtype} scalar" if spec.shape is None else f"{dtype}[{', '.join(spec.shape)}]"
+            rendered.append(f"{name}: {kind}" + (" (output)" if role == "output" else ""))
+    return DefinitionSummary(
+        name=definition.name,
+        op_type=definition.op_type,
+        workloads=workloads,
+        signature=f"run({', '.join(rendered)})",
+        arguments=arguments,
+    )
+
+
+def describe_definitions(
+    roots: Sequence[str | Path], *, legacy: bool = False
+) -> tuple[list[DefinitionSummary], list[LoadProblem]]:
+    """Every definition in ``roots`` (loaded together, as ``validate_roots`` does), sorted by name, and the
+    load errors (a root with errors still lists the definitions that loaded)."""
+    report_roots: list[str] = []
+    for root in roots:
+        report_roots.extend(_split(root))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LegacyMigrationWarning)  # `fibserve validate --legacy` reports them
+        trace_set = TraceSet.load(report_roots, migrate_legacy=legacy, strict=False)
+    summaries = [
+        describe_definition(trace_set.definitions[name], len(trace_set.workloads_for(name)))
+        for name in sorted(trace_set.definitions)
+    ]
+    errors = [p for p in map(_not_a_trace_set, map(Path, report_roots)) if p is not None]
+    return summaries, errors + trace_set.errors
 
 
 def default_roots() -> list[str]:
