@@ -24,6 +24,14 @@ def python_add(name: str = "python add") -> dict:
     return solution
 
 
+def slow_python_add(name: str) -> dict:
+    """:func:`python_add` whose import takes 5 s, so a test can act while it surely runs (with a warm spare
+    worker an ordinary evaluation can finish in under a second, before a cancel or a 1 s long poll)."""
+    solution = python_add(name)
+    solution["sources"][0]["content"] = "import time\n\ntime.sleep(5)\n\n\n" + PYTHON_ADD
+    return solution
+
+
 def broken(i: int) -> dict:
     """A Triton solution that does not parse: the Evaluator answers COMPILE_ERROR without starting a worker."""
     return triton_add_solution(name=f"broken {i}", body=f"# variant {i}\ndef run(x, y, z:\n")
@@ -150,11 +158,9 @@ def test_graceful_shutdown_requeues_running_work_and_finished_answers_survive(st
 
 def test_cancel_stops_a_running_evaluation(shared_server) -> None:
     with FIBServeClient(shared_server.url) as client:
-        slow = python_add("to cancel")
-        # Importing the candidate takes 5 s, so the cancel surely arrives while the task runs (a warm spare
-        # worker makes an ordinary evaluation finish before a cancel could land).
-        slow["sources"][0]["content"] = "import time\n\ntime.sleep(5)\n\n\n" + PYTHON_ADD
-        task_id = client.submit("evaluate", slow, workload_uuids=[VECTOR_ADD_SMALL]).task_id
+        task_id = client.submit(
+            "evaluate", slow_python_add("to cancel"), workload_uuids=[VECTOR_ADD_SMALL]
+        ).task_id
         _wait_running(client)
         client.cancel(task_id)
         answer = client.wait(task_id, timeout=120)
@@ -165,7 +171,7 @@ def test_cancel_stops_a_running_evaluation(shared_server) -> None:
 
 def test_long_polls_return_at_the_deadline_or_as_soon_as_the_task_finishes(shared_server) -> None:
     with FIBServeClient(shared_server.url) as client:
-        slow = client.submit("evaluate", python_add("slow"), workload_uuids=[VECTOR_ADD_SMALL]).task_id
+        slow = client.submit("evaluate", slow_python_add("slow"), workload_uuids=[VECTOR_ADD_SMALL]).task_id
         fast = client.submit("evaluate", broken(7), workload_uuids=[VECTOR_ADD_SMALL]).task_id
         started = time.monotonic()
         early = client.task(slow, timeout=1.0)
