@@ -171,7 +171,30 @@ def test_triton_run_without_a_gpu_is_refused_with_a_clear_report(cpu_service, tm
     assert result["runner_completed"] is False and result["runner"]["exit_status"] == "Refused"
     assert result["generated"] == 0 and result["service"]["kind"] == "remote"
     assert "Triton quickstart needs a GPU" in result["exit_message"]
-    assert "Triton quickstart needs a GPU" in done.stdout
+    # Said once (not as a note and again as "why:"), and nothing claims a replay that never happened.
+    assert done.stdout.count("Triton quickstart needs a GPU") == 1, done.stdout
+    assert "replayed" not in done.stdout + done.stderr and "DEMO REPLAY" not in done.stdout + done.stderr
+
+
+def test_triton_run_without_service_or_gpu_is_refused_before_anything_starts(tmp_path):
+    import time
+
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "mini_ptx_agent.cli", "quickstart", "--run", "--language", "triton",
+         "--output-root", str(tmp_path / "runs")],
+        capture_output=True, text=True, timeout=300,
+        env={**_env(), "CUDA_VISIBLE_DEVICES": ""},  # no GPU visible to torch, even on a GPU machine
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert not (tmp_path / "runs").exists(), "no run directory may be created for an up-front refusal"
+    assert "starting the embedded FIBServe" not in out and "replayed" not in out and "DEMO REPLAY" not in out
+    assert "refused:" in done.stderr and "Triton quickstart needs a GPU" in done.stderr
+    assert "--language cuda" in done.stderr and "SERVICE_URL" in done.stderr
+    assert done.stderr.count("Triton quickstart needs a GPU") == 1
+    assert elapsed < 60, f"an up-front refusal took {elapsed:.1f} s"
 
 
 def test_run_against_an_unreachable_service_reports_an_infrastructure_error(tmp_path):

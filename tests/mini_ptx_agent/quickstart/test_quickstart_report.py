@@ -157,3 +157,31 @@ def test_summary_kernel_correct_is_null_when_nothing_was_executed(tmp_path):
     assert kernel_correctness([], ["COMPILE_ERROR", "INCORRECT_NUMERICAL"]) is False
     assert kernel_correctness([2], ["NOT_EXECUTED", "PASSED"]) is True
     assert kernel_correctness([], []) is False
+
+
+def test_a_refused_demo_run_says_why_once_and_claims_no_replay(tmp_path):
+    from mini_ptx_agent.quickstart import TRITON_ALTERNATIVES, TRITON_NEEDS_GPU
+
+    run = tmp_path / "quickstart-20260101T000000Z-triton-gemm"
+    layout = RunLayout(run)
+    plan = RunPlan(
+        run_id=run.name, created_at="2026-01-01T00:00:00+00:00", task=quickstart_task("triton"),
+        model="ptxbench-demo-replay", prompt_tag="triton-hopper", num_turns=3, service="http://gpu-less:1",
+    )  # fmt: skip
+    refused = f"{TRITON_NEEDS_GPU}. {TRITON_ALTERNATIVES}"
+    _write(layout.plan_path, plan.model_dump(mode="json"))
+    summary = RunSummary(
+        run_id=run.name, exit_status="Refused", exit_message=refused, runner_completed=False,
+        kernel_correct=False, target_met=False, turns=0, elapsed_s=0.1,
+    )  # fmt: skip
+    _write(layout.summary_path, summary.model_dump(mode="json"))
+    _write(
+        run / CONTEXT_FILE,
+        {"demo": True, "refused": refused, "service": {"kind": "remote", "lanes": ["cpu"], "gpu": False}},
+    )
+    result = build_result(run)
+    text = _text(result, run)
+    assert text.count(TRITON_NEEDS_GPU) == 1, text
+    assert "replayed" not in text and "DEMO REPLAY" not in text
+    assert not any("replayed" in note for note in result.notes)
+    assert "Runner completed:      no (Refused after 0 of 3 turns)" in text

@@ -46,6 +46,19 @@ class QuickstartError(RuntimeError):
     """The quickstart cannot start (bad option, model misconfigured); the message says what to fix."""
 
 
+class QuickstartRefused(QuickstartError):
+    """The run is refused before anything is started (no service, no run directory); the message says why."""
+
+
+TRITON_NEEDS_GPU = (
+    "the Triton quickstart needs a GPU: gemm_n7168_k5120 is bfloat16 and the Triton CPU interpreter computes "
+    "bfloat16 tl.dot wrongly, so FIBServe refuses to evaluate it in CPU mode"
+)
+TRITON_ALTERNATIVES = (
+    "Run --language cuda (compiled and analysed on CPU), or set SERVICE_URL to a FIBServe with a GPU."
+)
+
+
 class QuickstartSettings(BaseModel):
     """Options and environment of one quickstart invocation, resolved once."""
 
@@ -114,6 +127,31 @@ def dataset_roots(env: dict[str, str] | os._Environ) -> list[Path]:
             path = Path(entry.strip())
             roots.append(base / path if base is not None and not path.is_absolute() else path)
     return roots
+
+
+def local_gpu_available() -> bool:
+    """Whether an embedded FIBServe on this machine would get a GPU lane.
+
+    The same test as ``fibserve.serve.settings.resolve_devices`` (the embedded server's default lanes):
+    ``torch.cuda.is_available()`` and at least one device; otherwise its only lane is ``cpu``. Imports torch.
+    """
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
+
+
+def refusal_before_start(settings: QuickstartSettings) -> str | None:
+    """Why the run must be refused before anything starts, or None.
+
+    Known up front only for Triton with an embedded service (no ``SERVICE_URL``) on a machine without a GPU;
+    a remote service's lanes are known only from its ``/health``, so that refusal happens during the run.
+    """
+    if settings.language != "triton" or settings.service_url or local_gpu_available():
+        return None
+    return (
+        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU (torch.cuda.is_available() is "
+        f"False), so nothing was started and no run directory was created. {TRITON_ALTERNATIVES}"
+    )
 
 
 def quickstart_task(language: str) -> TaskConfig:
@@ -243,9 +281,11 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
 
     The run never raises for a service or model API failure: those end the run (exit status
     ``InfrastructureError``) and the result says so. A Triton run on a service without GPU lanes is refused
-    (exit status ``Refused``) because the bf16 GEMM cannot be evaluated by the Triton CPU interpreter.
+    because the bf16 GEMM cannot be evaluated by the Triton CPU interpreter: before anything starts when that is
+    known up front (:func:`refusal_before_start`), else with exit status ``Refused`` once ``/health`` shows it.
 
     Raises:
+        QuickstartRefused: refused up front (nothing is started or written then).
         QuickstartError: the model is misconfigured (nothing is written then).
     """
     from fibserve.client import FIBServeError
@@ -260,13 +300,15 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     from .service import service_url as resolve_service
 
     console = console or Console(highlight=False)
+    refusal = refusal_before_start(settings)
+    if refusal is not None:
+        raise QuickstartRefused(refusal)
     started = time.time()
     if settings.model:
         model, model_name = _make_model(settings, None)  # a misconfigured model must not leave a directory
     run_dir = _new_run_dir(settings.output_root, settings.language)
     if not settings.model:
         model, model_name = _make_model(settings, run_dir)
-        console.print(f"[bold black on yellow] {escape(DEMO_BANNER)} [/]")
     layout = RunLayout(run_dir)
     task = quickstart_task(settings.language)
     plan = RunPlan(
@@ -318,16 +360,14 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
                     )
                 )
             if settings.language == "triton" and not gpu:
-                context["refused"] = (
-                    "the Triton quickstart needs a GPU: gemm_n7168_k5120 is bfloat16 and the Triton CPU interpreter "
-                    "computes bfloat16 tl.dot wrongly, so FIBServe refuses to evaluate it in CPU mode. Run "
-                    "--language cuda (compiled and analysed on CPU), or set SERVICE_URL to a FIBServe with a GPU."
-                )
+                context["refused"] = f"{TRITON_NEEDS_GPU}. {TRITON_ALTERNATIVES}"
                 write_json(run_dir / CONTEXT_FILE, context)
                 write_json(layout.plan_path, plan.model_dump(mode="json"))
                 summary = _failed_summary(plan.run_id, "Refused", context["refused"], started)
                 write_json(layout.summary_path, summary.model_dump(mode="json"))
             else:
+                if not settings.model:  # only now is it certain that the demo is replayed
+                    console.print(f"[bold black on yellow] {escape(DEMO_BANNER)} [/]")
                 where = ", ".join(lanes)
                 with Progress(
                     SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
@@ -416,6 +456,9 @@ def quickstart_main(
                     out.print(f"{verdict} {line.name:<10} {escape(line.detail)}")
             return 0 if all(line.ok for line in lines) else 1
         run_dir, result = run_quickstart(settings, console=err if as_json else out)
+    except QuickstartRefused as exc:
+        err.print(f"[red]refused:[/] {escape(str(exc))}")
+        return 2
     except (QuickstartError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
         return 2

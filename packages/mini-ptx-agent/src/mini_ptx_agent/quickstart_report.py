@@ -91,7 +91,8 @@ class QuickstartResult(_Model):
     created_at: str
     model: str
     demo: bool
-    """True when the bundled demo trajectory was replayed: the kernels are not a model's output."""
+    """True in demo mode (no model configured): the kernels, if any turn was made, are the bundled demo's
+    replay, not a model's output. Nothing was replayed when ``runner.turns`` is 0 (see :func:`replayed`)."""
     language: str
     definition: str
     workloads: list[str]
@@ -260,10 +261,14 @@ def build_result(run_dir: Path) -> QuickstartResult:
 def notes_for(result: QuickstartResult, *, refused: str | None = None) -> list[str]:
     """Plain statements for people about what the numbers do and do not mean."""
     notes = []
-    if result.demo:
+    if replayed(result):
         notes.append(
             "DEMO REPLAY: no model was configured (MODEL_NAME unset), so the bundled demo trajectory was replayed. "
             "Its kernels were written by the PTXBench authors; this is not a model's result."
+        )
+    elif result.demo:
+        notes.append(
+            "Demo mode (MODEL_NAME unset): the run stopped before its first turn, so no demo kernel was evaluated."
         )
     if refused:
         notes.append(f"Not run: {refused}")
@@ -277,6 +282,11 @@ def notes_for(result: QuickstartResult, *, refused: str | None = None) -> list[s
             "CPU mode (no GPU lane): Triton kernels ran under the interpreter; CPU timings are not speedups."
         )
     return notes
+
+
+def replayed(result: QuickstartResult) -> bool:
+    """Whether the bundled demo trajectory was actually replayed (demo mode and at least one turn was made)."""
+    return result.demo and (int(result.runner.get("turns") or 0) > 0 or bool(result.turns))
 
 
 def write_result(run_dir: Path, result: QuickstartResult) -> Path:
@@ -338,7 +348,7 @@ def render(result: QuickstartResult, run_dir: Path, console: Any | None = None) 
     from rich.table import Table
 
     console = console or Console(highlight=False)
-    if result.demo:
+    if replayed(result):
         console.print(
             "[bold black on yellow] DEMO REPLAY - NOT A MODEL'S RESULT [/] kernels by the PTXBench authors, "
             "replayed because MODEL_NAME is unset"
@@ -372,6 +382,10 @@ def render(result: QuickstartResult, run_dir: Path, console: Any | None = None) 
         console.print(f"  [bold]{label + ':':<22}[/] {text}")
     for note in result.notes:
         console.print(f"  [yellow]note:[/] {escape(note)}")
-    if result.exit_message and not result.runner_completed:
+    if (
+        result.exit_message
+        and not result.runner_completed
+        and not any(result.exit_message in n for n in result.notes)
+    ):
         console.print(f"  [red]why:[/] {escape(result.exit_message)}")
     console.print(f"run directory: {run_dir}", markup=False)
