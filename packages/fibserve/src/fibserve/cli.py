@@ -252,7 +252,8 @@ def check_command(
 ) -> None:
     """Static check without a GPU: source policy, build, PTX/SASS instruction families, ptxas resources.
 
-    Exit code: 0 clean; 1 the candidate failed (policy violation, compile error, build timeout);
+    Exit code: 0 clean; 1 the candidate failed (policy violation, entry point that does not fit --definition,
+    compile error, build timeout);
     2 usage or infrastructure error (bad file, unknown definition, missing nvcc).
     """
     from pathlib import Path

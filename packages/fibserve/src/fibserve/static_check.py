@@ -33,7 +33,9 @@ from fibserve.build.c_source import strip_c_source
 if TYPE_CHECKING:
     from fibserve.trace import Definition, Solution
 
-CheckStatus = Literal["clean", "policy_violation", "compile_error", "build_timeout", "infra_error"]
+CheckStatus = Literal[
+    "clean", "policy_violation", "abi_mismatch", "compile_error", "build_timeout", "infra_error"
+]
 
 
 class Analysis(BaseModel):
@@ -51,8 +53,9 @@ class Analysis(BaseModel):
     arch: str | None
     """Target architecture of the build (None for Python/Triton)."""
     status: CheckStatus
-    """``clean``; ``policy_violation`` (not built); ``compile_error``; ``build_timeout``; ``infra_error``
-    (the toolchain failed, not the candidate)."""
+    """``clean``; ``policy_violation`` (not built); ``abi_mismatch`` (built, but the entry point does not fit
+    the definition given: see ``abi``; the evaluator would reject it); ``compile_error``; ``build_timeout``;
+    ``infra_error`` (the toolchain failed, not the candidate). Policy and build failures take precedence."""
     executed: bool = False
     """Always False: static analysis never runs the kernel."""
     policy: list[PolicyViolation] = Field(default_factory=list)
@@ -81,7 +84,8 @@ class Analysis(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
-        """Clean policy and a successful build (the verdict may still say the kernel uses nothing special)."""
+        """Clean policy, a successful build and (when a definition was given) an entry point that fits it; the
+        verdict may still say the kernel uses nothing special."""
         return self.status == "clean"
 
 
@@ -98,7 +102,8 @@ def check(
 
     Args:
         solution: the candidate.
-        definition: when given, the entry point's argument count is checked against its inputs and outputs.
+        definition: when given, the entry point's argument count is checked against its inputs and outputs;
+            a mismatch makes an otherwise clean result ``abi_mismatch``.
         arch: target (``sm_90a`` or ``sm_100a``); None (default) uses ``TVM_FFI_CUDA_ARCH_LIST``, else sm_90a.
         policy: source policy (default :class:`PolicyConfig`).
         cache_dir: build cache root (default ``FIBSERVE_CACHE_DIR`` or ``~/.cache/fibserve``).
@@ -148,6 +153,9 @@ def check(
         analysis.notes.append(
             "Triton/Python kernels compile when first launched; their PTX/SASS is not analysed statically"
         )
+    if analysis.status == "clean" and analysis.abi:
+        # The evaluator rejects these before running anything (bench.candidate.policy_problems).
+        analysis.status = "abi_mismatch"
     analysis.notes.append("static analysis only: the kernel was not executed")
     analysis.timings_ms = {**timings, "total": _since(start)}
     return analysis
