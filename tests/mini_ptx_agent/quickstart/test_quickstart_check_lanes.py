@@ -95,10 +95,17 @@ def test_a_lane_that_never_starts_is_named_with_its_reason(broken_lane_service, 
     assert "cpu: could not start the evaluator on cpu" in detail and "evaluator exploded on purpose" in detail
 
 
-def test_wait_lanes_ready_is_bounded_and_unreachable_is_none():
+def test_an_unreachable_service_is_not_waited_on():
     started = time.monotonic()
-    assert wait_lanes_ready(f"http://127.0.0.1:{free_port()}", 1.0, poll_s=0.1) is None
-    assert time.monotonic() - started < 10.0
+    assert wait_lanes_ready(f"http://127.0.0.1:{free_port()}", 30.0, poll_s=0.1) is None
+    assert time.monotonic() - started < 5.0
+
+
+def test_a_degraded_service_is_waited_on_only_until_the_bound(broken_lane_service):
+    started = time.monotonic()
+    health = wait_lanes_ready(broken_lane_service, 1.5, poll_s=0.1)
+    assert health is not None and health["status"] == "degraded"
+    assert 1.5 <= time.monotonic() - started < 10.0
 
 
 def test_unhealthy_lanes_lists_each_unhealthy_lane_with_its_detail():

@@ -87,11 +87,12 @@ def wait_lanes_ready(
     """Poll ``GET {url}/health`` until its ``status`` is ``ok`` (every lane healthy) or ``timeout_s`` passes.
 
     FIBServe's ``/health`` is ``degraded`` while any lane is unhealthy: still starting its evaluator, retrying a
-    failed start, or stopped (``fibserve.serve.scheduler.Lane``); each lane's ``detail`` says which. Never raises
-    for a degraded or unreachable service: the caller judges the returned answer.
+    failed start, or stopped (``fibserve.serve.scheduler.Lane``); each lane's ``detail`` says which. Only a
+    ``degraded`` answer is waited on: an unreachable service or a non-200 answer returns at once (waiting would
+    not change it). Never raises: the caller judges the service itself.
 
     Returns:
-        The last ``/health`` answer (JSON object), or None when it never answered 200 within ``timeout_s``.
+        The last ``/health`` answer (JSON object), or None when it did not answer 200.
     """
     import httpx
 
@@ -101,12 +102,13 @@ def wait_lanes_ready(
     while True:
         try:
             response = httpx.get(f"{url}/health", timeout=5.0, headers=headers)
-            if response.status_code == 200:
-                last = response.json()
-                if last.get("status") == "ok":
-                    return last
+            if response.status_code != 200:
+                return last
+            last = response.json()
         except (httpx.HTTPError, ValueError):
-            pass
+            return last
+        if not isinstance(last, dict) or last.get("status") == "ok":
+            return last if isinstance(last, dict) else None
         if time.monotonic() >= deadline:
             return last
         time.sleep(poll_s)
