@@ -206,3 +206,41 @@ def test_register_spills_are_reported(build_cache: Path) -> None:
     assert any(
         note.startswith("spilling_kernel(") and "spill stores" in note for note in analysis.verdict.notes
     )
+
+
+def test_an_entry_exported_under_another_cpp_name_is_not_an_abi_mismatch() -> None:
+    """TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, host_fn) is a valid tvm-ffi entry; the evaluator rejects a candidate
+    for any ABI problem, so not finding a C++ function named `run` must not be reported as one."""
+    from fibserve.static_check import check_arity
+    from fibserve.trace import Solution
+
+    definition = Definition.model_validate(
+        {
+            "name": "add",
+            "op_type": "elementwise",
+            "axes": {"n": {"type": "var"}},
+            "inputs": {"a": {"shape": ["n"], "dtype": "float32"}},
+            "outputs": {"out": {"shape": ["n"], "dtype": "float32"}},
+            "reference": "def run(a):\n    return a\n",
+        }
+    )
+    source = (
+        "#include <tvm/ffi/function.h>\n"
+        "void host_fn(tvm::ffi::TensorView a, tvm::ffi::TensorView out) {}\n"
+        "TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, host_fn);\n"
+    )
+    solution = Solution.model_validate(
+        {
+            "name": "renamed",
+            "definition": "add",
+            "author": "tests",
+            "spec": {
+                "language": "cuda",
+                "target_hardware": ["sm_90a"],
+                "entry_point": "kernel.cu::run",
+                "binding": "tvm-ffi",
+            },
+            "sources": [{"path": "kernel.cu", "content": source}],
+        }
+    )
+    assert check_arity(solution, definition) == []
