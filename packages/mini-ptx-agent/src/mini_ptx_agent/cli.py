@@ -218,13 +218,18 @@ def run_command(
         typer.echo(f"run directory: {run_dir}")
         typer.echo(
             f"exit status: {summary.exit_status}; turns {summary.turns}; runner completed: {summary.runner_completed}; "
-            f"kernel correct: {summary.kernel_correct}; target met: {summary.target_met}"
+            f"kernel correct: {_yes_no_unknown(summary.kernel_correct)}; target met: {summary.target_met}"
         )
         if summary.infrastructure_error:
             typer.secho(
                 f"infrastructure error: {summary.infrastructure_error}", err=True, fg=typer.colors.RED
             )
     raise typer.Exit(2 if summary.exit_status == "InfrastructureError" else 0)
+
+
+def _yes_no_unknown(value: bool | None) -> str:
+    """A summary verdict for people: None means nothing was executed, so correctness is unknown."""
+    return "unknown (not executed)" if value is None else ("yes" if value else "no")
 
 
 def main() -> None:
