@@ -28,16 +28,6 @@ def _root() -> None:
     """FIBServe command group (the help text above describes it)."""
 
 
-def _not_available(command: str, issue: str) -> None:
-    """Say plainly that a command is planned but not built yet, and exit 2."""
-    typer.secho(
-        f"`fibserve {command}` is not available yet: it is planned ({issue}) but not implemented in this version.",
-        err=True,
-        fg=typer.colors.YELLOW,
-    )
-    raise typer.Exit(2)
-
-
 @app.command("serve")
 def serve_command(
     roots: Annotated[

@@ -24,19 +24,6 @@ app = typer.Typer(
 )
 
 
-def _not_available(command: str, issue: str) -> None:
-    """Say plainly that a command is planned but not built yet, and exit 2."""
-    typer.secho(
-        f"`ptxbench {command}` is not available yet: it is planned ({issue}) but not implemented in this version.",
-        err=True,
-        fg=typer.colors.YELLOW,
-    )
-    raise typer.Exit(2)
-
-
-_PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
 @app.command("quickstart")
 def quickstart_command(
     check: Annotated[
