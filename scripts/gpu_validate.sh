@@ -16,6 +16,7 @@
 #   suite       scripts/gpu_suite.py: the evaluation-integrity scenarios of issue 4
 #   refgemm     benchmarks/hopper_gemm/fibserve_timing.py: reference kernels vs torch.matmul through FIBServe
 #   latency     benchmarks/launch_latency.py: host launch latency in a timed call, two orderings
+#   symmetry    benchmarks/timing_symmetry.py: where the torch.matmul-vs-itself bias comes from
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
 #   overhead    benchmarks/eval_overhead.py: overhead, and memory over $OVERHEAD_EVALUATIONS (100) evaluations
 #   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
@@ -98,6 +99,7 @@ for item in "${steps[@]}"; do
         suite) run_step suite "$limit" python3 scripts/gpu_suite.py --skip-pytest ;;
         refgemm) run_step refgemm "$limit" python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
         latency) run_step latency "$limit" python3 benchmarks/launch_latency.py ;;
+        symmetry) run_step symmetry "$limit" python3 benchmarks/timing_symmetry.py ;;
         stability) run_step stability "$limit" python3 benchmarks/eval_stability.py ;;
         overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations "${OVERHEAD_EVALUATIONS:-100}" ;;
         serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py --devices cuda:0 --settle-s 3 \
