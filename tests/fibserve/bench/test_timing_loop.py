@@ -1,7 +1,7 @@
 """The timing loop (interleaving, input rotation, validation of timed outputs) driven on CPU.
 
-On a GPU the same code times CUDA calls; here the worker times with perf_counter, which is enough to check the
-bookkeeping and the rotation defence without a GPU.
+On a GPU the same code times CUDA calls; here the workers time with perf_counter, which is enough to check the
+bookkeeping, the reference's timing twin and the rotation defence without a GPU.
 """
 
 from __future__ import annotations
@@ -11,8 +11,15 @@ import torch
 from fibserve.bench.candidate import prepare
 from fibserve.bench.config import resolve_config
 from fibserve.bench.inputs import generate_inputs, torch_dtype
-from fibserve.bench.reference import run_reference
-from fibserve.bench.run import CandidateFailure, WorkloadData, allocate_slots, check_correctness, measure
+from fibserve.bench.reference import reference_solution, run_reference
+from fibserve.bench.run import (
+    CandidateFailure,
+    ReferenceTimingError,
+    WorkloadData,
+    allocate_slots,
+    check_correctness,
+    measure,
+)
 from fibserve.bench.sandbox import WorkerPool
 from fibserve.trace import EvaluationStatus
 
@@ -22,7 +29,7 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(scope="module")
 def pool():
-    pool = WorkerPool("cpu", sandbox="none", warm_spare=True, interpret_triton=True)
+    pool = WorkerPool("cpu", sandbox="none", spares=2, interpret_triton=True)
     yield pool
     pool.close()
 
@@ -47,16 +54,30 @@ def _setup(pool, trace_set, make_solution, kernel, tmp_path, language="python"):
     return definition, worker, data, slots
 
 
+def _reference_twin(pool, definition, data, tmp_path):
+    """The reference's timing worker, loaded and with slots laid out like the candidate's."""
+    prepared = prepare(
+        definition, reference_solution(definition), arch="sm_90a", timeout=60, scratch=tmp_path
+    )
+    worker = pool.acquire(120)
+    assert worker.request({"op": "load", **prepared.load}, 60)["ok"]
+    return worker, allocate_slots(worker, data, 3, CPU, 60)
+
+
 def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path):
     definition, worker, data, slots = _setup(
         pool, trace_set, make_solution, "add_correct.py", tmp_path, "triton"
     )
+    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
     config = resolve_config(definition, {"warmup": 1, "iterations": 6, "trials": 2})
     try:
         check_correctness(worker, slots, data, config, CPU)
-        performance, validated = measure(worker, slots, data, definition, config, CPU)
+        performance, validated = measure(slots, twin_slots, data, config, CPU)
+        # the twin ran the definition's reference: the last call of trial 1 on slot 2 used input set (2 + 1) % 3
+        assert torch.equal(twin_slots.outputs[2]["z"], data.references[0]["z"])
     finally:
         worker.kill()
+        twin.kill()
     extra = performance.extra
     assert extra["pairs"] == 12 and validated == 2 * 3
     assert extra["candidate_ms"]["count"] == 12 and extra["reference_ms"]["count"] == 12
@@ -66,11 +87,28 @@ def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path
 
 def test_pointer_cache_survives_one_trial_but_not_the_rotation(pool, trace_set, make_solution, tmp_path):
     definition, worker, data, slots = _setup(pool, trace_set, make_solution, "add_pointer_cache.py", tmp_path)
+    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
     config = resolve_config(definition, {"warmup": 0, "iterations": 3, "trials": 2})
     try:
         with pytest.raises(CandidateFailure) as caught:
-            measure(worker, slots, data, definition, config, CPU)
+            measure(slots, twin_slots, data, config, CPU)
     finally:
         worker.kill()
+        twin.kill()
     assert caught.value.status is EvaluationStatus.INCORRECT_NUMERICAL
     assert "timing trial 1" in caught.value.log
+
+
+def test_a_dead_reference_twin_is_a_harness_error_not_the_candidates(
+    pool, trace_set, make_solution, tmp_path
+):
+    definition, worker, data, slots = _setup(pool, trace_set, make_solution, "add_correct.py", tmp_path)
+    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
+    twin.kill()
+    config = resolve_config(definition, {"warmup": 0, "iterations": 2, "trials": 1})
+    try:
+        with pytest.raises(ReferenceTimingError, match="reference could not be timed"):
+            measure(slots, twin_slots, data, config, CPU)
+        assert worker.alive, "the candidate's worker is not retired for a harness failure"
+    finally:
+        worker.kill()

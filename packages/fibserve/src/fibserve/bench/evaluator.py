@@ -52,7 +52,8 @@ class Evaluator:
         secret: server-side secret mixed into input seeds (default: ``$FIBSERVE_INPUT_SECRET`` hex, else
             32 random bytes for this process).
         sandbox: ``auto`` (bubblewrap when installed), ``bwrap`` or ``none``.
-        warm_spare: keep a spare worker started.
+        warm_spare: keep spare workers started (two on a GPU: the candidate's and the reference's timing
+            twin; one on CPU).
         config_path: operator YAML for :func:`resolve_config`.
         roots: trace-set roots for safetensors inputs.
 
@@ -87,7 +88,7 @@ class Evaluator:
             str(self.device),
             sandbox=sandbox,
             interpret_triton=self.cpu_mode,
-            warm_spare=warm_spare,
+            spares=(1 if self.cpu_mode else 2) if warm_spare else 0,
             root_dir=work_root,
         )
         self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)

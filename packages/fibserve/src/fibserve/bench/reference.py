@@ -1,8 +1,15 @@
-"""Reference runs in the trusted process, and a memory-bounded cache of their outputs.
+"""Reference runs in the trusted process, a memory-bounded cache of their outputs, and the reference's
+timing twin.
 
 The definition's ``reference`` is Python source defining ``run(*inputs)``; it returns one tensor, a tuple (or
-list) in output order, or (legacy FlashInfer Trace) a dict keyed by output name. Reference outputs never leave
-the trusted process.
+list) in output order, or (legacy FlashInfer Trace) a dict keyed by output name. Reference outputs used for
+correctness are computed here and never leave the trusted process.
+
+For *timing*, the reference runs in a worker process built exactly like the candidate's
+(:func:`reference_solution`), so both sides of every timed pair go through the same process kind, messages
+and buffers. Timed in this process instead, the same cuBLAS GEMM measured 1.006 to 1.020 times slower than in
+a worker, while worker against worker gave 0.9996 to 1.0004 (benchmarks/timing_symmetry.py on the H200,
+docs/gpu-results.md).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Any
 
 import torch
 
-from fibserve.trace import Definition
+from fibserve.trace import Definition, Solution
 
 
 class ReferenceError(RuntimeError):
@@ -112,6 +119,43 @@ def run_reference(
                 f"the definition says {tuple(want)}"
             )
     return {name: tensor.detach() for name, tensor in outputs.items()}
+
+
+_TWIN_ENTRY = """from .definition_reference import run as _run
+
+OUTPUTS = {outputs!r}
+
+
+def run(*inputs):
+    result = _run(*inputs)
+    if isinstance(result, dict):  # legacy FlashInfer Trace references return a dict keyed by output name
+        return tuple(result[name] for name in OUTPUTS)
+    return result
+"""
+
+
+def reference_solution(definition: Definition) -> Solution:
+    """The definition's reference as a value-returning Python Solution (``reference.py::run``) for the
+    reference's timing worker. Its ``run`` takes the inputs in definition order and returns the outputs in
+    definition order (a legacy dict return is reordered by a thin wrapper)."""
+    return Solution.model_validate(
+        {
+            "name": f"{definition.name}__reference",
+            "definition": definition.name,
+            "author": "fibserve",
+            "description": "the definition's reference, timed in a worker twin of the candidate's",
+            "spec": {
+                "language": "python",
+                "target_hardware": ["any"],
+                "entry_point": "reference.py::run",
+                "destination_passing_style": False,
+            },
+            "sources": [
+                {"path": "definition_reference.py", "content": definition.reference},
+                {"path": "reference.py", "content": _TWIN_ENTRY.format(outputs=definition.output_names)},
+            ],
+        }
+    )
 
 
 class ReferenceCache:

@@ -6,15 +6,20 @@ its outputs compared with the reference, and its inputs compared bitwise with a 
 
 Timing (GPU only): ``trials`` trials; in trial ``t`` slot ``s`` holds input set ``(s + t) mod K`` (input
 rotation: the contents behind each pointer change between trials); ``warmup`` untimed calls, then
-``iterations`` pairs of one candidate call (timed in the worker) and one reference call (timed here), in
-alternating order, each with cold L2 and device-wide synchronisation. Outputs are poisoned before every call,
-and the last output of every slot in every trial is validated. ``speedup_factor`` is the median of the
-per-pair ratios ``reference / candidate``.
+``iterations`` pairs of one candidate call and one reference call, in alternating order, each with cold L2
+and device-wide synchronisation. Both sides are timed the same way: in a worker process of the same
+construction (the candidate's sandbox worker, the reference's timing twin), each call preceded by the
+trusted side poisoning that side's outputs and sending one request (see :mod:`fibserve.bench.reference` for
+the measured bias of timing the reference in this process instead). The last output of every candidate slot
+in every trial is validated. ``speedup_factor`` is the median of the per-pair ratios ``reference /
+candidate``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +32,11 @@ from ._dtypes import poison_
 from .buffers import bitwise_equal, open_buffer
 from .compare import ComparisonResult, compare_outputs
 from .config import EvalConfig
-from .reference import call_reference
 from .sandbox import WorkerError, WorkerProcess
+
+
+class ReferenceTimingError(RuntimeError):
+    """The reference's timing worker failed (a harness problem, never the candidate's fault)."""
 
 
 class CandidateFailure(Exception):
@@ -289,18 +297,31 @@ def check_correctness(
     return result, wall_ms
 
 
+@contextlib.contextmanager
+def _harness_fault() -> Iterator[None]:
+    """Turn a failure on the reference's timing worker (dead worker, error reply, timeout) into a
+    ReferenceTimingError: the candidate is never blamed for it."""
+    try:
+        yield
+    except CandidateFailure as failure:
+        raise ReferenceTimingError(
+            f"the reference could not be timed in its worker ({failure.status.value}): {failure.log[-2000:]}"
+        ) from None
+
+
 def measure(
-    worker: WorkerProcess,
-    slots: Slots,
-    data: WorkloadData,
-    definition: Any,
-    config: EvalConfig,
-    device: torch.device,
+    slots: Slots, reference_slots: Slots, data: WorkloadData, config: EvalConfig, device: torch.device
 ) -> tuple[Performance, int]:
-    """Interleaved timing with input rotation and validation (GPU). Returns the performance and the number
-    of validated timed outputs. Raises CandidateFailure (TIMEOUT, RUNTIME_ERROR, INCORRECT_*)."""
+    """Interleaved timing with input rotation and validation (GPU; on CPU the same bookkeeping runs with
+    ``perf_counter``). ``slots`` belong to the candidate's worker, ``reference_slots`` (same layout) to the
+    worker loaded with :func:`fibserve.bench.reference.reference_solution`. Returns the performance and the
+    number of validated timed outputs.
+
+    Raises:
+        CandidateFailure: TIMEOUT, RUNTIME_ERROR or INCORRECT_* of the candidate.
+        ReferenceTimingError: the reference's worker failed (a harness problem).
+    """
     count = len(slots.inputs)
-    flush = timing.ColdL2(device) if config.cold_l2 else None
     cand_ms: list[float] = []
     ref_ms: list[float] = []
     cand_bound: list[float] = []
@@ -310,6 +331,15 @@ def measure(
     used = 0.0
     validated = 0
 
+    def request(slot: int, input_set: int, repeat: int) -> dict[str, Any]:
+        return {
+            "slot": slot,
+            "scalars": _scalars(data, input_set),
+            "timed": True,
+            "cold_l2": config.cold_l2,
+            "repeat": repeat,
+        }
+
     def candidate(slot: int, input_set: int, repeat: int = 1) -> tuple[list[float], list[float]]:
         nonlocal used
         remaining = budget - used
@@ -317,16 +347,11 @@ def measure(
             raise CandidateFailure(
                 EvaluationStatus.TIMEOUT, f"timing: candidate calls exceeded the {budget:.0f} s limit"
             )
+        _poison(slots, slot, device)
         started = time.perf_counter()
         result = _worker_call(
-            worker,
-            {
-                "slot": slot,
-                "scalars": _scalars(data, input_set),
-                "timed": True,
-                "cold_l2": config.cold_l2,
-                "repeat": repeat,
-            },
+            slots.worker,  # type: ignore[arg-type]
+            request(slot, input_set, repeat),
             remaining,
             f"timed call, input set {input_set}",
         )
@@ -335,26 +360,28 @@ def measure(
         wall_ms.append(elapsed * 1e3 / max(repeat, 1))
         return result
 
-    def reference(input_set: int) -> tuple[float, float]:
-        return timing.time_call(lambda: call_reference(definition, data.inputs[input_set]), device, flush)
+    def reference(slot: int, input_set: int, repeat: int = 1) -> tuple[list[float], list[float]]:
+        with _harness_fault():
+            _poison(reference_slots, slot, device)
+            worker = reference_slots.worker
+            return _worker_call(worker, request(slot, input_set, repeat), budget, "timed reference call")  # type: ignore[arg-type]
 
     for trial in range(config.trials):
         holds = [(s + trial) % len(data.inputs) for s in range(count)]
         for s in range(count):
             _fill(slots, s, data.inputs[holds[s]], device)
+            with _harness_fault():
+                _fill(reference_slots, s, data.inputs[holds[s]], device)
         if config.warmup:
-            _poison(slots, 0, device)
             candidate(0, holds[0], repeat=config.warmup)
-            for _ in range(config.warmup):
-                reference(holds[0])
+            reference(0, holds[0], repeat=config.warmup)
         for i in range(config.iterations):
             s = i % count
-            _poison(slots, s, device)
             if i % 2 == 0:
                 (c,), (cb,) = candidate(s, holds[s])
-                r, rb = reference(holds[s])
+                (r,), (rb,) = reference(s, holds[s])
             else:
-                r, rb = reference(holds[s])
+                (r,), (rb,) = reference(s, holds[s])
                 (c,), (cb,) = candidate(s, holds[s])
             cand_ms.append(c)
             ref_ms.append(r)
@@ -375,8 +402,9 @@ def measure(
         reference_latency_ms=ref.median,
         speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
         extra={
-            "measured_on": "gpu",
-            "method": "interleaved pairs, speedup = median(reference_ms / candidate_ms)",
+            "measured_on": "gpu" if device.type == "cuda" else "cpu",
+            "method": "interleaved pairs, both sides in worker processes of the same construction, "
+            "speedup = median(reference_ms / candidate_ms)",
             "timing_basis": basis,
             "hidden_work_ms": hidden_ms,
             "candidate_ms": cand.as_dict(),
@@ -390,7 +418,7 @@ def measure(
             "trials": config.trials,
             "input_sets": len(data.inputs),
             "cold_l2": config.cold_l2,
-            "l2_flush_bytes": 0 if flush is None or flush.buffer is None else flush.buffer.numel() * 4,
+            "l2_flush_bytes": timing.cold_l2_bytes(device) if config.cold_l2 else 0,
             "timed_outputs_validated": validated,
         },
     )

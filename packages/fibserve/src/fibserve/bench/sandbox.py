@@ -273,14 +273,15 @@ class WorkerProcess:
 
 
 class WorkerPool:
-    """Hands out fresh workers for one device, keeping a warm spare started ahead of time.
+    """Hands out fresh workers for one device, keeping warm spares started ahead of time.
 
     Args:
         device: ``cpu`` or ``cuda:N``.
         sandbox: ``auto`` (bubblewrap when installed), ``bwrap`` (required) or ``none``.
         root_dir: where worker work directories are created (a fresh temporary directory by default).
         interpret_triton: start workers with ``TRITON_INTERPRET=1`` (CPU mode).
-        warm_spare: keep one spare worker started.
+        spares: how many started workers to keep waiting (0: start each one when asked). A GPU evaluation
+            takes two (the candidate's and the reference's timing twin), a CPU evaluation one.
     """
 
     def __init__(
@@ -290,7 +291,7 @@ class WorkerPool:
         sandbox: str = "auto",
         root_dir: Path | None = None,
         interpret_triton: bool = False,
-        warm_spare: bool = True,
+        spares: int = 1,
     ):
         if sandbox not in ("auto", "bwrap", "none"):
             raise ValueError(f"sandbox must be auto, bwrap or none, got {sandbox!r}")
@@ -309,11 +310,10 @@ class WorkerPool:
         self.root_dir = Path(root_dir or tempfile.mkdtemp(prefix="fibserve-sandbox-"))
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.interpret_triton = interpret_triton
-        self.warm_spare = warm_spare
-        self._spare: WorkerProcess | None = None
+        self.spares = max(0, spares)
+        self._spares: list[WorkerProcess] = []
         self.started_count = 0
-        if warm_spare:
-            self._spare = self._start()
+        self._replenish()
 
     def _start(self) -> WorkerProcess:
         self.started_count += 1
@@ -324,19 +324,22 @@ class WorkerPool:
             interpret_triton=self.interpret_triton,
         )
 
+    def _replenish(self) -> None:
+        for dead in [w for w in self._spares if not w.alive]:
+            dead.kill()
+            self._spares.remove(dead)
+        while len(self._spares) < self.spares:
+            self._spares.append(self._start())
+
     def acquire(self, timeout: float) -> WorkerProcess:
-        """A ready worker (the spare when warm), starting the next spare at once.
+        """A ready worker (the oldest spare when there is one), starting its replacement at once.
 
         Raises:
             WorkerError: the worker did not start within ``timeout`` seconds (an infrastructure problem).
         """
-        worker = self._spare if self._spare is not None and self._spare.alive else None
-        if worker is None and self._spare is not None:
-            self._spare.kill()
-        self._spare = None
-        worker = worker or self._start()
-        if self.warm_spare:
-            self._spare = self._start()
+        self._replenish()
+        worker = self._spares.pop(0) if self._spares else self._start()
+        self._replenish()
         try:
             worker.wait_ready(timeout)
         except WorkerError:
@@ -344,20 +347,31 @@ class WorkerPool:
             raise
         return worker
 
+    def wait_spares(self, timeout: float) -> None:
+        """Wait until every spare has finished starting (benchmarks call this so that no worker start-up
+        overlaps what they measure).
+
+        Raises:
+            WorkerError: a spare did not start within ``timeout`` seconds.
+        """
+        for spare in list(self._spares):
+            spare.wait_ready(timeout)
+
     def disable_bwrap(self, reason: str) -> None:
-        """Fall back to unsandboxed workers (recording ``reason``), replacing the spare."""
+        """Fall back to unsandboxed workers (recording ``reason``), replacing the spares."""
         if not self.use_bwrap:
             return
         self.use_bwrap = False
         self.notes.append(f"bubblewrap disabled: {reason}")
-        if self._spare is not None:
-            self._spare.kill()
-            self._spare = self._start() if self.warm_spare else None
+        for spare in self._spares:
+            spare.kill()
+        self._spares = []
+        self._replenish()
 
     def close(self) -> None:
-        """Kill the spare and remove the work directories this pool created."""
-        if self._spare is not None:
-            self._spare.kill()
-            self._spare = None
+        """Kill the spares and remove the work directories this pool created."""
+        for spare in self._spares:
+            spare.kill()
+        self._spares = []
         if self._own_root:
             shutil.rmtree(self.root_dir, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Timing primitives shared by the trusted process (references) and the sandbox worker (candidates).
+"""Timing primitives of the worker processes (the candidate's sandbox worker and the reference's twin).
 
 One timed call (GPU): ``torch.cuda.synchronize()`` (device-wide), overwrite the cold-L2 buffer, record a
 start event, call, record an end event, synchronize, read ``elapsed_time`` in ms. On CPU the same sequence uses
@@ -71,20 +71,23 @@ def pair_speedup(candidate_ms: Sequence[float], reference_ms: Sequence[float]) -
     return percentile(ratios, 50)
 
 
+def cold_l2_bytes(device: torch.device) -> int:
+    """Bytes overwritten before each timed call on ``device``: twice its L2 size (``DEFAULT_L2_BYTES`` when
+    the device does not report one); 0 on CPU."""
+    if device.type != "cuda":
+        return 0
+    l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+    return 2 * (l2 or DEFAULT_L2_BYTES)
+
+
 class ColdL2:
     """A device buffer of at least ``2 x L2`` bytes that is overwritten before each timed call so that no
     input or output stays in L2 from the previous call."""
 
     def __init__(self, device: torch.device):
         self.device = device
-        l2 = 0
-        if device.type == "cuda":
-            l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
-        self.l2_bytes = l2 or DEFAULT_L2_BYTES
-        nbytes = 2 * self.l2_bytes
-        self.buffer = (
-            torch.empty(nbytes // 4, dtype=torch.int32, device=device) if device.type == "cuda" else None
-        )
+        nbytes = cold_l2_bytes(device)
+        self.buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device) if nbytes else None
         self._value = 0
 
     def flush(self) -> None:
