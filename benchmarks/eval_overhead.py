@@ -47,6 +47,21 @@ def shm_files() -> int:
         return -1
 
 
+def shm_owners() -> dict:
+    """Who left the /dev/shm files: counts by the pid in torch's ``torch_<pid>_...`` names, whether that
+    process still runs, and whether it is this (trusted) process."""
+    owners: dict[str, dict] = {}
+    for name in sorted(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else []:
+        parts = name.split("_")
+        pid = parts[1] if len(parts) > 2 and parts[0] == "torch" and parts[1].isdigit() else "other"
+        entry = owners.setdefault(pid, {"files": 0, "example": name})
+        entry["files"] += 1
+        if pid != "other":
+            entry["alive"] = os.path.exists(f"/proc/{pid}")
+            entry["is_this_process"] = int(pid) == os.getpid()
+    return owners
+
+
 def make_solution(name: str, language: str, content: str, entry: str, dps: bool = True):
     from fibserve.trace import Solution
 
@@ -182,6 +197,8 @@ def main() -> int:
         "samples": samples,
         "ok": memory_ok,
     }
+    result["memory"]["dev_shm_owners"] = shm_owners()
+    print(f"/dev/shm owners: {result['memory']['dev_shm_owners']}", flush=True)
     result["overhead_ok"] = overhead_ok
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
