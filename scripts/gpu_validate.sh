@@ -18,7 +18,7 @@
 #   latency     benchmarks/launch_latency.py: host launch latency in a timed call, two orderings
 #   symmetry    benchmarks/timing_symmetry.py: where the torch.matmul-vs-itself bias comes from
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
-#   overhead    benchmarks/eval_overhead.py: overhead, and memory over $OVERHEAD_EVALUATIONS (100) evaluations
+#   overhead    benchmarks/eval_overhead.py: overhead, and memory over $OVERHEAD_EVALUATIONS (200) evaluations
 #   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
 #   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
 set -uo pipefail
@@ -101,7 +101,8 @@ for item in "${steps[@]}"; do
         latency) run_step latency "$limit" python3 benchmarks/launch_latency.py ;;
         symmetry) run_step symmetry "$limit" python3 benchmarks/timing_symmetry.py ;;
         stability) run_step stability "$limit" python3 benchmarks/eval_stability.py ;;
-        overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations "${OVERHEAD_EVALUATIONS:-100}" ;;
+        overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations "${OVERHEAD_EVALUATIONS:-200}" \
+            --max-wall-s "$((limit - 60))" ;;
         serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py --devices cuda:0 --settle-s 3 \
             --requests "${SERVE_REQUESTS:-200}" --max-wall-s "$((limit - 60))" ;;
         quickstart) run_step quickstart "$limit" quickstart ;;
