@@ -112,6 +112,14 @@ def solution(language: str) -> dict:
     }
 
 
+def shm_file_count() -> int:
+    """Files in /dev/shm (CUDA IPC leftovers of retired workers would accumulate there); -1 without it."""
+    try:
+        return len(os.listdir("/dev/shm"))
+    except OSError:
+        return -1
+
+
 def rss_mib(pid: int, children: bool = False) -> float:
     """Resident memory of ``pid`` (and, with ``children``, of all its descendants) in MiB, from /proc."""
     pids = [pid]
@@ -191,6 +199,7 @@ def main() -> None:
         try:
             time.sleep(args.settle_s)
             idle = {"server": round(rss_mib(proc.pid), 1), "with_children": round(rss_mib(proc.pid, True), 1)}
+            shm_before = shm_file_count()
             body = solution(args.language)
             with FIBServeClient(url, timeout=120) as client, ThreadPoolExecutor(max_workers=16) as pool:
                 lanes = [w.device for w in client.health().workers]
@@ -208,6 +217,8 @@ def main() -> None:
                 wall_s = time.monotonic() - started
             answers = [a for a in answers if a.finished_at is not None and a.started_at is not None]
             after = round(rss_mib(proc.pid), 1)
+            time.sleep(5)  # let the last retired workers exit and be cleaned up
+            shm_after = shm_file_count()
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -242,6 +253,7 @@ def main() -> None:
         "wall_s": round(wall_s, 1),
         "idle_rss_mib": idle,
         "rss_after_mib": after,
+        "dev_shm_files": [shm_before, shm_after],
         "statuses": statuses,
         "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),

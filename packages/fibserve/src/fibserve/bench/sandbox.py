@@ -100,6 +100,13 @@ def gpu_bwrap_prefix(workdir: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def _shm_files_of(pid: int) -> list[str]:
+    """Files in /dev/shm that a dead process ``pid`` left behind: torch's CUDA IPC reference counters
+    (``torch_<pid>_<random>_<n>``) and the CUDA driver's interprocess-event segments
+    (``cuda.shm.<a>.<pid in hex>.<n>``, seen on the H200 with driver 580: one per worker that shared memory)."""
+    return [*glob.glob(f"/dev/shm/torch_{pid}_*"), *glob.glob(f"/dev/shm/cuda.shm.*.{pid:x}.*")]
+
+
 class WorkerProcess:
     """One sandbox worker child process (see the module docstring)."""
 
@@ -266,7 +273,7 @@ class WorkerProcess:
         # Under bubblewrap self.proc is bwrap itself; the Python worker is its child and reported its own pid.
         pids = {self.proc.pid, (self.ready or {}).get("pid")} - {None}
         for pid in pids:
-            for leftover in glob.glob(f"/dev/shm/torch_{pid}_*"):
+            for leftover in _shm_files_of(int(pid)):
                 with contextlib.suppress(OSError):
                     os.unlink(leftover)
         shutil.rmtree(self.workdir, ignore_errors=True)
