@@ -93,8 +93,11 @@ def open_buffer(handle: dict[str, Any], spec: dict[str, Any], device: torch.devi
             False,
             _b64(handle["ref_counter_handle"]),
             int(handle["ref_counter_offset"]),
-            _b64(handle.get("event_handle")),
-            bool(handle["event_sync_required"]),
+            # Never open an IPC event of the worker: it allocated and synchronized before replying, and an
+            # opened event stays mapped here after the worker is gone (see fibserve.bench.worker._export_cuda).
+            # torch requires bytes in this position even when no event is used.
+            b"",
+            False,
         )
     except BufferError:
         raise

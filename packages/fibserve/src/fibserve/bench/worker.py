@@ -49,10 +49,10 @@ def _b64(value: bytes | None) -> str | None:
 def _export_cuda(tensor: torch.Tensor) -> dict[str, Any]:
     """CUDA IPC handle fields of ``tensor``'s allocation (see torch.multiprocessing.reductions).
 
-    No IPC event is handed over (``event_sync_required`` false): :meth:`Worker.alloc` synchronizes the
-    device before it replies, so the memory is ready without one. An opened IPC event stays mapped in the
-    trusted process (with its ``/dev/shm/cuda.shm.*`` file) after this worker is gone: seen on the H200 as
-    about 130 KiB of host RSS and one file per worker (benchmarks/eval_overhead.py, docs/gpu-results.md).
+    No IPC event is handed over (the trusted side opens none): :meth:`Worker.alloc` synchronizes the
+    device before it replies, so the memory is ready without one. While the trusted side opened the workers'
+    IPC events, the H200 showed one ``/dev/shm/cuda.shm.*`` file per retired worker and about 0.26 MiB of
+    trusted host RSS per evaluation (benchmarks/eval_overhead.py, docs/gpu-results.md).
     """
     from torch.multiprocessing.reductions import reduce_tensor
 
@@ -65,8 +65,6 @@ def _export_cuda(tensor: torch.Tensor) -> dict[str, Any]:
         "storage_offset_bytes": int(args[9]),
         "ref_counter_handle": _b64(args[11]),
         "ref_counter_offset": int(args[12]),
-        "event_handle": None,
-        "event_sync_required": False,
         "tensor_offset": int(args[3]),
     }
 
