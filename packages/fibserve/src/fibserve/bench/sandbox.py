@@ -6,8 +6,9 @@ directory writable, killed with its parent). It gets a minimal environment (no s
 group (so a timeout kills everything it started) and two pipes for the JSON protocol of
 :mod:`fibserve.bench.worker`. Replies are parsed as JSON only (never unpickled: the worker is untrusted).
 
-A :class:`WorkerPool` keeps one warm spare started ahead of time, so loading a candidate does not wait for
-Python, torch and the CUDA context to start. A worker serves one candidate and is then discarded.
+A :class:`WorkerPool` keeps warm spares started ahead of time, so loading a candidate does not wait for
+Python, torch and the CUDA context to start. A worker serves one candidate (or, as the reference's timing
+twin, one evaluation's reference) and is then discarded.
 """
 
 from __future__ import annotations
