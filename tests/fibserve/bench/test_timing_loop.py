@@ -11,7 +11,8 @@ import torch
 from fibserve.bench.candidate import prepare
 from fibserve.bench.config import resolve_config
 from fibserve.bench.inputs import generate_inputs, torch_dtype
-from fibserve.bench.reference import reference_solution, run_reference
+from fibserve.bench.reference import run_reference
+from fibserve.bench.reference_twin import ReferenceTwin, TwinError
 from fibserve.bench.run import (
     CandidateFailure,
     ReferenceTimingError,
@@ -55,13 +56,11 @@ def _setup(pool, trace_set, make_solution, kernel, tmp_path, language="python"):
 
 
 def _reference_twin(pool, definition, data, tmp_path):
-    """The reference's timing worker, loaded and with slots laid out like the candidate's."""
-    prepared = prepare(
-        definition, reference_solution(definition), arch="sm_90a", timeout=60, scratch=tmp_path
+    """The reference's timing twin as the evaluator builds it, with slots laid out like the candidate's."""
+    twin = ReferenceTwin(
+        pool, definition, resolve_config(definition), arch="sm_90a", scratch=tmp_path, note=print
     )
-    worker = pool.acquire(120)
-    assert worker.request({"op": "load", **prepared.load}, 60)["ok"]
-    return worker, allocate_slots(worker, data, 3, CPU, 60)
+    return twin, twin.slots(data, 3, CPU)
 
 
 def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path):
@@ -77,7 +76,7 @@ def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path
         assert torch.equal(twin_slots.outputs[2]["z"], data.references[0]["z"])
     finally:
         worker.kill()
-        twin.kill()
+        twin.discard()
     extra = performance.extra
     assert extra["pairs"] == 12 and validated == 2 * 3
     assert extra["candidate_ms"]["count"] == 12 and extra["reference_ms"]["count"] == 12
@@ -94,7 +93,7 @@ def test_pointer_cache_survives_one_trial_but_not_the_rotation(pool, trace_set, 
             measure(slots, twin_slots, data, config, CPU)
     finally:
         worker.kill()
-        twin.kill()
+        twin.discard()
     assert caught.value.status is EvaluationStatus.INCORRECT_NUMERICAL
     assert "timing trial 1" in caught.value.log
 
@@ -104,7 +103,7 @@ def test_a_dead_reference_twin_is_a_harness_error_not_the_candidates(
 ):
     definition, worker, data, slots = _setup(pool, trace_set, make_solution, "add_correct.py", tmp_path)
     twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
-    twin.kill()
+    twin.worker.kill()
     config = resolve_config(definition, {"warmup": 0, "iterations": 2, "trials": 1})
     try:
         with pytest.raises(ReferenceTimingError, match="reference could not be timed"):
@@ -112,3 +111,31 @@ def test_a_dead_reference_twin_is_a_harness_error_not_the_candidates(
         assert worker.alive, "the candidate's worker is not retired for a harness failure"
     finally:
         worker.kill()
+
+
+def test_a_reference_that_does_not_load_is_a_twin_error(pool, trace_set, tmp_path):
+    definition = trace_set.definition("vector_add_f32").model_copy(
+        update={"reference": "def run(x, y):\n    return x +"}
+    )
+    notes = []
+    twin = ReferenceTwin(
+        pool, definition, resolve_config(definition), arch="sm_90a", scratch=tmp_path, note=notes.append
+    )
+    with pytest.raises(TwinError, match="reference"):
+        twin.slots(WorkloadData(inputs=[], references=[], output_shapes={}, output_dtypes={}), 1, CPU)
+    assert twin.worker is None
+
+
+def test_a_dead_twin_is_restarted_on_the_next_workload(pool, trace_set, make_solution, tmp_path):
+    definition, worker, data, _ = _setup(pool, trace_set, make_solution, "add_correct.py", tmp_path)
+    worker.kill()
+    twin, _ = _reference_twin(pool, definition, data, tmp_path)
+    first = twin.worker
+    first.kill()
+    try:
+        slots = twin.slots(data, 3, CPU)
+        assert twin.worker is not first and twin.worker.alive
+        assert len(slots.outputs) == 3
+    finally:
+        twin.discard()
+    assert twin.worker is None

@@ -25,12 +25,12 @@ from .config import EvalConfig
 from .device import library_versions, snapshot
 from .inputs import InputError, generate_inputs
 from .plausibility import check_plausibility
-from .reference import ReferenceError, reference_key, reference_solution, run_reference
+from .reference import ReferenceError, reference_key, run_reference
+from .reference_twin import ReferenceTwin, TwinError
 from .report import EvaluationReport
 from .run import (
     CandidateFailure,
     ReferenceTimingError,
-    Slots,
     WorkloadData,
     allocate_slots,
     check_correctness,
@@ -66,8 +66,15 @@ class EvaluationRun:
         self.roots = list(roots) if roots is not None else ev.roots
         self.worker: WorkerProcess | None = None
         self.load: dict[str, Any] | None = None
-        self.reference_worker: WorkerProcess | None = None
-        """The reference's timing twin (GPU only), loaded with :func:`reference_solution`."""
+        self.twin = ReferenceTwin(
+            ev.pool,
+            definition,
+            self.config,
+            arch=cand.cuda_arch(ev._capability),
+            scratch=ev.scratch / "reference",
+            note=report.notes.append,
+        )
+        """The reference's timing twin (GPU only; started on first use)."""
         self.environment = Environment(hardware=ev._name, libs=library_versions())
 
     def _time(self, key: str, seconds: float) -> None:
@@ -194,7 +201,9 @@ class EvaluationRun:
                 self._trace(workload, evaluation)
         finally:
             self._discard()
-            self._discard_reference()
+            self.twin.discard()
+            if self.twin.start_seconds:
+                self._time("reference_worker", self.twin.start_seconds)
         if report.workload_errors and report.task_error is None:
             report.task_error = "; ".join(f"{u}: {m}" for u, m in report.workload_errors.items())
 
@@ -205,59 +214,6 @@ class EvaluationRun:
             self.worker = None
             if reason:
                 self.report.notes.append(f"worker replaced after {reason}")
-
-    def _discard_reference(self, reason: str | None = None) -> None:
-        if self.reference_worker is not None:
-            self.reference_worker.kill(graceful=reason is None)
-            self.reference_worker = None
-            if reason:
-                self.report.notes.append(f"reference timing worker replaced after {reason}")
-
-    def _reference_slots(self, data: WorkloadData, count: int) -> Slots:
-        """Buffers in the reference's timing worker (started and loaded on first use), laid out like the
-        candidate's.
-
-        Raises:
-            _TaskError: the worker did not start, load the reference or share its buffers (a harness problem).
-        """
-        timeout = self.config.timeouts.load
-        if self.reference_worker is None or not self.reference_worker.alive:
-            self._discard_reference()
-            t0 = time.monotonic()
-            prepared = cand.prepare(
-                self.definition,
-                reference_solution(self.definition),
-                arch=cand.cuda_arch(self.ev._capability),
-                timeout=self.config.timeouts.build,
-                scratch=self.ev.scratch / "reference",
-            )
-            if prepared.load is None:
-                raise _TaskError(
-                    f"cannot package the reference for timing: {prepared.task_error or prepared.log}"
-                )
-            try:
-                worker = self.ev.pool.acquire(timeout)
-            except WorkerError as exc:
-                raise _TaskError(
-                    f"the reference timing worker failed to start ({exc}): {exc.log[-2000:]}"
-                ) from None
-            self.reference_worker = worker
-            try:
-                reply = worker.request({"op": "load", **prepared.load}, timeout)
-            except WorkerError as exc:
-                self._discard_reference(f"a failed start ({exc})")
-                raise _TaskError(f"the reference timing worker failed to load the reference: {exc}") from None
-            if not reply.get("ok"):
-                self._discard_reference("a failed load")
-                raise _TaskError(
-                    f"the reference timing worker failed to load the reference: {reply.get('error')}"
-                )
-            self._time("reference_worker", time.monotonic() - t0)
-        try:
-            return allocate_slots(self.reference_worker, data, count, self.ev.device, timeout)
-        except (WorkerError, BufferError) as exc:
-            self._discard_reference(f"a buffer allocation failure ({exc})")
-            raise _TaskError(f"could not share buffers with the reference timing worker: {exc}") from None
 
     def _ensure_worker(self) -> WorkerProcess | Evaluation:
         """A worker with the candidate loaded, or the Evaluation that loading produced (candidate's fault).
@@ -378,13 +334,16 @@ class EvaluationRun:
                     EvaluationStatus.PASSED, correctness=correctness, performance=performance
                 )
             self.progress("phase", {"uuid": workload.uuid, "phase": "timing"})
-            reference_slots = self._reference_slots(data, slot_count)
+            try:
+                reference_slots = self.twin.slots(data, slot_count, device)
+            except TwinError as exc:
+                raise _TaskError(str(exc)) from None
             t0 = time.monotonic()
             before = snapshot(device)
             try:
                 performance, validated = measure(slots, reference_slots, data, self.config, device)
             except ReferenceTimingError as exc:
-                self._discard_reference(str(exc)[:200])
+                self.twin.discard(str(exc)[:200])
                 raise _TaskError(str(exc)) from None
             finally:
                 del reference_slots

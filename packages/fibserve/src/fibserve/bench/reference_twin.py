@@ -1,0 +1,110 @@
+"""The reference's timing twin (trusted side): a worker process built exactly like the candidate's, loaded
+with the definition's reference (:func:`fibserve.bench.reference.reference_solution`), so that both sides of
+every timed pair go through the same process kind, messages and buffers.
+
+Why: timed in the evaluating process, the same cuBLAS GEMM measured 0.6-2.0% slower than in a worker, which
+inflated every speedup; two alike workers agreed to 0.04% (benchmarks/timing_symmetry.py on the H200,
+docs/gpu-results.md). The twin only times: correctness references are still computed in the trusted process,
+and the candidate's worker never sees reference outputs. Any failure of the twin is the harness's, never the
+candidate's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from fibserve.trace import Definition
+
+from . import candidate as cand
+from .buffers import BufferError
+from .config import EvalConfig
+from .reference import reference_solution
+from .run import Slots, WorkloadData, allocate_slots
+from .sandbox import WorkerError, WorkerPool, WorkerProcess
+
+
+class TwinError(RuntimeError):
+    """The twin could not be prepared, started, loaded or given buffers (a harness problem)."""
+
+
+class ReferenceTwin:
+    """The timing twin of one evaluation: started on first use, discarded at the end of the evaluation.
+
+    Args:
+        pool: the Evaluator's pool (the twin is built like every candidate worker).
+        definition: whose reference it runs.
+        config: the evaluation's config (load and build timeouts).
+        arch: CUDA target for the packaging step (unused for Python, passed for uniformity).
+        scratch: a directory for the fallback package writer.
+        note: called with a line for the report when the twin is replaced after a failure.
+    """
+
+    def __init__(self, pool: WorkerPool, definition: Definition, config: EvalConfig, *, arch: str,
+                 scratch: Path, note: Callable[[str], None]):  # fmt: skip
+        self.pool = pool
+        self.definition = definition
+        self.config = config
+        self.arch = arch
+        self.scratch = scratch
+        self.note = note
+        self.worker: WorkerProcess | None = None
+        self.start_seconds = 0.0
+        """Wall time spent packaging, acquiring and loading the twin (s)."""
+
+    def slots(self, data: WorkloadData, count: int, device: torch.device) -> Slots:
+        """Buffers in the twin, laid out like the candidate's ``count`` slots (starting the twin first when
+        needed).
+
+        Raises:
+            TwinError: the twin did not start, load the reference or share its buffers.
+        """
+        if self.worker is None or not self.worker.alive:
+            self.discard()
+            self._start()
+        assert self.worker is not None
+        try:
+            return allocate_slots(self.worker, data, count, device, self.config.timeouts.load)
+        except (WorkerError, BufferError) as exc:
+            self.discard(f"a buffer allocation failure ({exc})")
+            raise TwinError(f"could not share buffers with the reference timing worker: {exc}") from None
+
+    def _start(self) -> None:
+        started = time.monotonic()
+        timeout = self.config.timeouts.load
+        prepared = cand.prepare(
+            self.definition,
+            reference_solution(self.definition),
+            arch=self.arch,
+            timeout=self.config.timeouts.build,
+            scratch=self.scratch,
+        )
+        if prepared.load is None:
+            raise TwinError(f"cannot package the reference for timing: {prepared.task_error or prepared.log}")
+        try:
+            self.worker = self.pool.acquire(timeout)
+        except WorkerError as exc:
+            raise TwinError(
+                f"the reference timing worker failed to start ({exc}): {exc.log[-2000:]}"
+            ) from None
+        try:
+            reply = self.worker.request({"op": "load", **prepared.load}, timeout)
+        except WorkerError as exc:
+            self.discard(f"a failed load ({exc})")
+            raise TwinError(f"the reference timing worker failed to load the reference: {exc}") from None
+        if not reply.get("ok"):
+            self.discard("a failed load")
+            raise TwinError(f"the reference timing worker failed to load the reference: {reply.get('error')}")
+        self.start_seconds += time.monotonic() - started
+
+    def discard(self, reason: str | None = None) -> None:
+        """Retire the twin: killed at once after a failure (``reason``, noted in the report), else asked to
+        exit gracefully."""
+        if self.worker is not None:
+            self.worker.kill(graceful=reason is None)
+            self.worker = None
+            if reason:
+                self.note(f"reference timing worker replaced after {reason}")
