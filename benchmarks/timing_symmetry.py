@@ -133,7 +133,7 @@ def main() -> int:
 
     scratch = Path(tempfile.mkdtemp(prefix="timing-symmetry-"))
     prepared = cand.prepare(definition, matmul_solution(), arch="sm_90a", timeout=120, scratch=scratch)
-    pool = WorkerPool(str(device), warm_spare=False)
+    pool = WorkerPool(str(device), spares=0)
     print(f"sandbox: {'bwrap' if pool.use_bwrap else 'none'}", flush=True)
 
     def worker_side() -> Side:

@@ -121,14 +121,19 @@ def run_reference(
     return {name: tensor.detach() for name, tensor in outputs.items()}
 
 
-_TWIN_ENTRY = """from .definition_reference import run as _run
+_TWIN_ENTRY = """from collections.abc import Mapping
+
+import torch
+
+from .definition_reference import run as _run
 
 OUTPUTS = {outputs!r}
 
 
 def run(*inputs):
-    result = _run(*inputs)
-    if isinstance(result, dict):  # legacy FlashInfer Trace references return a dict keyed by output name
+    with torch.no_grad():
+        result = _run(*inputs)
+    if isinstance(result, Mapping):  # legacy FlashInfer Trace references return a dict keyed by output name
         return tuple(result[name] for name in OUTPUTS)
     return result
 """
@@ -137,7 +142,8 @@ def run(*inputs):
 def reference_solution(definition: Definition) -> Solution:
     """The definition's reference as a value-returning Python Solution (``reference.py::run``) for the
     reference's timing worker. Its ``run`` takes the inputs in definition order and returns the outputs in
-    definition order (a legacy dict return is reordered by a thin wrapper)."""
+    definition order (a legacy dict return is reordered by a thin wrapper), under ``torch.no_grad()`` like
+    :func:`call_reference`."""
     return Solution.model_validate(
         {
             "name": f"{definition.name}__reference",

@@ -4,12 +4,13 @@ Correctness: every input set is copied into the *same* worker buffer slot (so a 
 keyed by pointer returns stale outputs for the second set), outputs are poisoned, the candidate is called,
 its outputs compared with the reference, and its inputs compared bitwise with a pristine copy.
 
-Timing (GPU only): ``trials`` trials; in trial ``t`` slot ``s`` holds input set ``(s + t) mod K`` (input
+Timing (on a GPU; the CPU tests run the same bookkeeping with ``perf_counter``): ``trials`` trials; in trial ``t`` slot ``s`` holds input set ``(s + t) mod K`` (input
 rotation: the contents behind each pointer change between trials); ``warmup`` untimed calls, then
 ``iterations`` pairs of one candidate call and one reference call, in alternating order, each with cold L2
 and device-wide synchronisation. Both sides are timed the same way: in a worker process of the same
 construction (the candidate's sandbox worker, the reference's timing twin), each call preceded by the
-trusted side poisoning that side's outputs and sending one request (see :mod:`fibserve.bench.reference` for
+trusted side poisoning that side's outputs and sending one request (the twin's outputs are poisoned again
+after its call, so no reference output sits in exported memory while the candidate runs) (see :mod:`fibserve.bench.reference` for
 the measured bias of timing the reference in this process instead). The last output of every candidate slot
 in every trial is validated. ``speedup_factor`` is the median of the per-pair ratios ``reference /
 candidate``.
@@ -94,7 +95,9 @@ def _worker_call(
     worker: WorkerProcess, request: dict[str, Any], timeout: float, what: str
 ) -> tuple[list[float], list[float]]:
     """Send a call; returns ``(ms, bound_ms)`` lists. Every failure becomes a CandidateFailure (the worker is
-    then discarded)."""
+    then discarded), including timings that could not have happened: their sum longer than the request's own
+    wall time here (a worker can only report less time than the round trip took)."""
+    started = time.perf_counter()
     try:
         reply = worker.request({"op": "call", **request}, timeout)
     except WorkerError as exc:
@@ -118,7 +121,19 @@ def _worker_call(
             raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
     if len(ms) != len(bound):
         raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
+    wall_ms = (time.perf_counter() - started) * 1e3
+    if sum(bound) > wall_ms * (1 + WALL_TOLERANCE) + WALL_SLACK_MS:
+        raise CandidateFailure(
+            EvaluationStatus.RUNTIME_ERROR,
+            f"{what}: the worker reported {sum(bound):.3f} ms of calls in a {wall_ms:.3f} ms round trip",
+        )
     return [float(x) for x in ms], [float(x) for x in bound]
+
+
+WALL_TOLERANCE = 0.01
+"""Relative allowance between the worker's clock (CUDA events) and this process's ``perf_counter``."""
+WALL_SLACK_MS = 0.05
+"""Absolute allowance (ms) for the same comparison."""
 
 
 def allocate_slots(
@@ -364,7 +379,10 @@ def measure(
         with _harness_fault():
             _poison(reference_slots, slot, device)
             worker = reference_slots.worker
-            return _worker_call(worker, request(slot, input_set, repeat), budget, "timed reference call")  # type: ignore[arg-type]
+            result = _worker_call(worker, request(slot, input_set, repeat), budget, "timed reference call")  # type: ignore[arg-type]
+            # the twin's buffers are exported: never leave a reference output in them while a candidate runs
+            _poison(reference_slots, slot, device)
+            return result
 
     for trial in range(config.trials):
         holds = [(s + trial) % len(data.inputs) for s in range(count)]

@@ -13,6 +13,7 @@ twin, one evaluation's reference) and is then discarded.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import json
@@ -101,11 +102,33 @@ def gpu_bwrap_prefix(workdir: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def _shm_files_of(pid: int) -> list[str]:
-    """Files in /dev/shm that a dead process ``pid`` left behind: torch's CUDA IPC reference counters
+def _shm_files_of(pid: int, since: float) -> list[str]:
+    """Files in /dev/shm that the dead process ``pid`` left behind: torch's CUDA IPC reference counters
     (``torch_<pid>_<random>_<n>``) and the CUDA driver's interprocess-event segments
-    (``cuda.shm.<a>.<pid in hex>.<n>``, seen on the H200 with driver 580: one per worker that shared memory)."""
-    return [*glob.glob(f"/dev/shm/torch_{pid}_*"), *glob.glob(f"/dev/shm/cuda.shm.*.{pid:x}.*")]
+    (``cuda.shm.<a>.<pid in hex>.<n>``, seen on the H200 with driver 580: one per worker that shared memory).
+    Only files of this user modified at or after ``since`` (epoch seconds, the worker's start) are named, so
+    an older process that had the same pid, or another user's, keeps its files."""
+    found = []
+    for path in [*glob.glob(f"/dev/shm/torch_{pid}_*"), *glob.glob(f"/dev/shm/cuda.shm.*.{pid:x}.*")]:
+        with contextlib.suppress(OSError):
+            info = os.stat(path)
+            if info.st_uid == os.getuid() and info.st_mtime >= since:
+                found.append(path)
+    return found
+
+
+_EXITING: set[threading.Thread] = set()
+"""Graceful worker exits still running in the background (joined at pool close and interpreter exit)."""
+
+
+def _join_exits(timeout: float = GRACE_S + 12.0) -> None:
+    """Wait for background worker exits (and their /dev/shm cleanup) to finish, at most ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    for thread in list(_EXITING):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_join_exits)
 
 
 class WorkerProcess:
@@ -118,6 +141,7 @@ class WorkerProcess:
         self.use_bwrap = use_bwrap
         self.ready: dict[str, Any] | None = None
         self.started = time.monotonic()
+        self.started_epoch = time.time() - 1.0  # file times have coarse resolution on some file systems
         self._buffer = b""
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -244,23 +268,29 @@ class WorkerProcess:
         """End the worker and everything it started (its whole process group), and remove its work dir.
 
         ``graceful``: first ask it to exit (so torch removes its CUDA IPC files in /dev/shm) and give it
-        ``GRACE_S`` seconds, in a background thread, off the caller's critical path. Either way, files in
-        /dev/shm named after the worker's pid (torch's IPC reference counters) are removed once it is gone.
+        ``GRACE_S`` seconds, in a background thread, off the caller's critical path (joined by
+        :meth:`WorkerPool.close` and at interpreter exit). Either way, the files it left in /dev/shm (see
+        :func:`_shm_files_of`) are removed once it is gone.
         """
         if graceful and self.alive:
-            threading.Thread(
+            thread = threading.Thread(
                 target=self._exit_then_kill, name=f"worker-exit-{self.proc.pid}", daemon=True
-            ).start()
+            )
+            _EXITING.add(thread)
+            thread.start()
             return
         self._hard_kill()
 
     def _exit_then_kill(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            self._req.write(json.dumps({"op": "exit"}) + "\n")
-            self._req.flush()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=GRACE_S)
-        self._hard_kill()
+        try:
+            with contextlib.suppress(OSError, ValueError):
+                self._req.write(json.dumps({"op": "exit"}) + "\n")
+                self._req.flush()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=GRACE_S)
+            self._hard_kill()
+        finally:
+            _EXITING.discard(threading.current_thread())
 
     def _hard_kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -274,7 +304,7 @@ class WorkerProcess:
         # Under bubblewrap self.proc is bwrap itself; the Python worker is its child and reported its own pid.
         pids = {self.proc.pid, (self.ready or {}).get("pid")} - {None}
         for pid in pids:
-            for leftover in _shm_files_of(int(pid)):
+            for leftover in _shm_files_of(int(pid), self.started_epoch):
                 with contextlib.suppress(OSError):
                     os.unlink(leftover)
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -377,9 +407,11 @@ class WorkerPool:
         self._replenish()
 
     def close(self) -> None:
-        """Kill the spares and remove the work directories this pool created."""
+        """Kill the spares, wait for workers still exiting, and remove the work directories this pool
+        created."""
         for spare in self._spares:
             spare.kill()
         self._spares = []
+        _join_exits()
         if self._own_root:
             shutil.rmtree(self.root_dir, ignore_errors=True)

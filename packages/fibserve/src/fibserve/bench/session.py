@@ -340,13 +340,16 @@ class EvaluationRun:
                 raise _TaskError(str(exc)) from None
             t0 = time.monotonic()
             before = snapshot(device)
+            twin_failure: ReferenceTimingError | None = None
             try:
                 performance, validated = measure(slots, reference_slots, data, self.config, device)
             except ReferenceTimingError as exc:
-                self.twin.discard(str(exc)[:200])
-                raise _TaskError(str(exc)) from None
+                twin_failure = exc
             finally:
-                del reference_slots
+                del reference_slots  # close the IPC mappings before the twin can be killed
+            if twin_failure is not None:
+                self.twin.discard(str(twin_failure)[:200])
+                raise _TaskError(str(twin_failure))
             after = snapshot(device)
             self._time("timing", time.monotonic() - t0)
             stats = performance.extra or {}

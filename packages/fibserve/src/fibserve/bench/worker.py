@@ -8,8 +8,8 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
 
 * on start the worker sends ``{"ready": true, "pid", "device", "torch"}`` once torch (and CUDA) are up;
 * ``{"op": "load", "language", "entry_file", "symbol", "dps", "arity"}`` plus ``"library"`` (tvm-ffi shared
-  library) or ``"package"``/``"package_root"`` (Python/Triton package) -> ``{"ok": true}`` or
-  ``{"ok": false, "error"}``;
+  library) or ``"package"``/``"package_root"`` (Python/Triton package), and ``"cast_outputs"`` for the
+  reference's timing twin -> ``{"ok": true}`` or ``{"ok": false, "error"}``;
 * ``{"op": "alloc", "slots": [{"inputs": [spec], "outputs": [spec]}]}`` with ``spec = {"shape", "dtype",
   "path"?}`` -> ``{"ok": true, "slots": [{"inputs": [handle], "outputs": [handle]}]}``. CUDA buffers are
   allocated here and exported as CUDA IPC handles; CPU buffers are files the trusted side created (``path``)
@@ -79,12 +79,14 @@ class Worker:
             torch.zeros(1, device=self.device)  # create the context now, off the critical path
         self.fn: Any = None
         self.dps = True
+        self.cast_outputs = False
         self.slots: list[dict[str, list[torch.Tensor]]] = []
         self.flush: ColdL2 | None = None
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
         language = req["language"]
         self.dps = bool(req.get("dps", True))
+        self.cast_outputs = bool(req.get("cast_outputs", False))
         if language == "cuda" or req.get("library"):
             import tvm_ffi
 
@@ -159,7 +161,7 @@ class Worker:
             times.append(ms)
             bounds.append(bound)
         if not self.dps:
-            problem = _copy_returned(returned[0], outputs)
+            problem = _copy_returned(returned[0], outputs, cast=self.cast_outputs)
             if problem:
                 return {"ok": False, **problem}
             if self.device.type == "cuda":
@@ -199,7 +201,10 @@ def _arity_problem(fn: Any, arity: int, symbol: str) -> str | None:
     return None
 
 
-def _copy_returned(value: Any, outputs: list[torch.Tensor]) -> dict[str, Any] | None:
+def _copy_returned(value: Any, outputs: list[torch.Tensor], *, cast: bool = False) -> dict[str, Any] | None:
+    """Copy a value-returning ``run``'s result into the output buffers (after timing). A dtype other than the
+    buffer's is the candidate's INCORRECT_DTYPE, unless ``cast`` (the reference's timing twin: the trusted
+    correctness path accepts a reference in any dtype, so its timing must too)."""
     values = (
         [value]
         if isinstance(value, torch.Tensor)
@@ -218,7 +223,7 @@ def _copy_returned(value: Any, outputs: list[torch.Tensor]) -> dict[str, Any] | 
                 "status": "INCORRECT_SHAPE",
                 "error": f"output {i} has shape {tuple(got.shape)}, expected {tuple(out.shape)}",
             }
-        if got.dtype != out.dtype:
+        if got.dtype != out.dtype and not cast:
             return {
                 "status": "INCORRECT_DTYPE",
                 "error": f"output {i} has dtype {got.dtype}, expected {out.dtype}",
