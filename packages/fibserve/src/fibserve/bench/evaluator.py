@@ -4,7 +4,8 @@
 raises for anything a candidate does: candidate failures become statuses, harness failures become
 ``task_error``. The candidate only ever runs in a sandbox worker (:mod:`fibserve.bench.sandbox`); a worker
 serves one candidate, is replaced after a crash, a timeout or a CUDA error, and warm spares are kept ready
-(two on a GPU: the reference is timed in a worker of the same construction, see :mod:`fibserve.bench.run`).
+(four on a GPU, since the reference is timed in a worker of the same construction too, see
+:mod:`fibserve.bench.reference_twin`).
 
 CPU mode (``device="cpu"``): CUDA/C++ candidates are built and analysed (the static pipeline) but not
 executed (traces with null evaluation, ``executed=False``); Triton candidates run under ``TRITON_INTERPRET=1``
