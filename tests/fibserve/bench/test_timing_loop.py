@@ -82,6 +82,7 @@ def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path
     assert extra["candidate_ms"]["count"] == 12 and extra["reference_ms"]["count"] == 12
     assert extra["timing_basis"] == "events"
     assert performance.speedup_factor > 0
+    assert abs(extra["unexplained_round_trip_ms"]) < 0.5  # two alike workers: the same round-trip overhead
 
 
 def test_pointer_cache_survives_one_trial_but_not_the_rotation(pool, trace_set, make_solution, tmp_path):
@@ -173,3 +174,19 @@ def test_the_twin_times_a_reference_whose_dtype_differs_from_the_definition(
         worker.kill()
         twin.discard()
     assert performance.extra["reference_ms"]["count"] == 2
+
+
+def test_a_candidate_that_patches_the_workers_timer_is_caught_by_the_round_trip(
+    pool, trace_set, make_solution, tmp_path
+):
+    definition, worker, data, slots = _setup(pool, trace_set, make_solution, "add_patches_timer.py", tmp_path)
+    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
+    config = resolve_config(definition, {"warmup": 1, "iterations": 6, "trials": 1})
+    try:
+        with pytest.raises(CandidateFailure) as caught:
+            measure(slots, twin_slots, data, config, CPU)
+    finally:
+        worker.kill()
+        twin.discard()
+    assert caught.value.status is EvaluationStatus.RUNTIME_ERROR
+    assert "do not account for its calls" in caught.value.log

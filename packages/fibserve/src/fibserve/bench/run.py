@@ -13,7 +13,9 @@ trusted side poisoning that side's outputs and sending one request (the twin's o
 after its call, so no reference output sits in exported memory while the candidate runs) (see :mod:`fibserve.bench.reference` for
 the measured bias of timing the reference in this process instead). The last output of every candidate slot
 in every trial is validated. ``speedup_factor`` is the median of the per-pair ratios ``reference /
-candidate``.
+candidate``. The worker reports its own times, so the round trip of every request is timed here too: a
+candidate whose calls take longer than it reports stands out against the twin (see
+:func:`_unexplained_round_trip`).
 """
 
 from __future__ import annotations
@@ -93,10 +95,10 @@ class Slots:
 
 def _worker_call(
     worker: WorkerProcess, request: dict[str, Any], timeout: float, what: str
-) -> tuple[list[float], list[float]]:
-    """Send a call; returns ``(ms, bound_ms)`` lists. Every failure becomes a CandidateFailure (the worker is
-    then discarded), including timings that could not have happened: their sum longer than the request's own
-    wall time here (a worker can only report less time than the round trip took)."""
+) -> tuple[list[float], list[float], float]:
+    """Send a call; returns the worker's ``(ms, bound_ms)`` lists and the round trip's wall time here (ms).
+    Every failure becomes a CandidateFailure (the worker is then discarded), including timings that could
+    not have happened: their sum longer than the round trip (a worker can only report less time than that)."""
     started = time.perf_counter()
     try:
         reply = worker.request({"op": "call", **request}, timeout)
@@ -127,7 +129,7 @@ def _worker_call(
             EvaluationStatus.RUNTIME_ERROR,
             f"{what}: the worker reported {sum(bound):.3f} ms of calls in a {wall_ms:.3f} ms round trip",
         )
-    return [float(x) for x in ms], [float(x) for x in bound]
+    return [float(x) for x in ms], [float(x) for x in bound], wall_ms
 
 
 WALL_TOLERANCE = 0.01
@@ -342,6 +344,8 @@ def measure(
     cand_bound: list[float] = []
     ref_bound: list[float] = []
     wall_ms: list[float] = []
+    cand_trip: list[float] = []
+    ref_trip: list[float] = []
     budget = config.timeouts.timing
     used = 0.0
     validated = 0
@@ -355,7 +359,7 @@ def measure(
             "repeat": repeat,
         }
 
-    def candidate(slot: int, input_set: int, repeat: int = 1) -> tuple[list[float], list[float]]:
+    def candidate(slot: int, input_set: int, repeat: int = 1) -> tuple[list[float], list[float], float]:
         nonlocal used
         remaining = budget - used
         if remaining <= 0:
@@ -375,7 +379,7 @@ def measure(
         wall_ms.append(elapsed * 1e3 / max(repeat, 1))
         return result
 
-    def reference(slot: int, input_set: int, repeat: int = 1) -> tuple[list[float], list[float]]:
+    def reference(slot: int, input_set: int, repeat: int = 1) -> tuple[list[float], list[float], float]:
         with _harness_fault():
             _poison(reference_slots, slot, device)
             worker = reference_slots.worker
@@ -396,19 +400,22 @@ def measure(
         for i in range(config.iterations):
             s = i % count
             if i % 2 == 0:
-                (c,), (cb,) = candidate(s, holds[s])
-                (r,), (rb,) = reference(s, holds[s])
+                (c,), (cb,), ct = candidate(s, holds[s])
+                (r,), (rb,), rt = reference(s, holds[s])
             else:
-                (r,), (rb,) = reference(s, holds[s])
-                (c,), (cb,) = candidate(s, holds[s])
+                (r,), (rb,), rt = reference(s, holds[s])
+                (c,), (cb,), ct = candidate(s, holds[s])
             cand_ms.append(c)
             ref_ms.append(r)
             cand_bound.append(cb)
             ref_bound.append(rb)
+            cand_trip.append(ct)
+            ref_trip.append(rt)
         if config.validate_timed_outputs:
             for s in range(min(count, config.iterations)) if config.iterations else ():
                 judge(slots, s, data, holds[s], config, f"timing trial {trial} (last timed call on slot {s})")
                 validated += 1
+    unexplained_ms = _unexplained_round_trip(cand_trip, cand_bound, ref_trip, ref_bound)
     basis, hidden_ms = _timing_basis(cand_ms, cand_bound, ref_ms, ref_bound)
     if basis != "events":
         cand_ms, ref_ms = cand_bound, ref_bound
@@ -425,6 +432,7 @@ def measure(
             "speedup = median(reference_ms / candidate_ms)",
             "timing_basis": basis,
             "hidden_work_ms": hidden_ms,
+            "unexplained_round_trip_ms": unexplained_ms,
             "candidate_ms": cand.as_dict(),
             "reference_ms": ref.as_dict(),
             "speedup_p10": timing.percentile(ratios, 10),
@@ -441,6 +449,45 @@ def measure(
         },
     )
     return performance, validated
+
+
+UNEXPLAINED_MS = 0.5
+"""Least median round-trip time (ms) that the candidate's worker may leave unexplained beyond the
+reference's twin before its reported times are refused (see :func:`_unexplained_round_trip`)."""
+UNEXPLAINED_FRACTION = 0.25
+"""The same allowance as a fraction of the reference's median time, when that is larger."""
+
+
+def _unexplained_round_trip(
+    cand_trip: list[float], cand_bound: list[float], ref_trip: list[float], ref_bound: list[float]
+) -> float:
+    """Median ``round trip - reported time`` of the candidate's calls minus the same for the reference's
+    twin (ms), which travels the identical path; raises when the candidate's exceeds the allowance.
+
+    A worker reports its own times, and candidate code runs inside it, so it could report less than it took
+    (write its own reply, or patch the timer). The round trip measured here cannot be forged, and for two
+    workers built alike it exceeds the reported time by the same overhead. Time a candidate hides this way
+    reappears as unexplained round trip. The allowance (``UNEXPLAINED_MS`` or ``UNEXPLAINED_FRACTION`` of
+    the reference's median) is deliberately loose until GPU runs calibrate it: it catches gross
+    under-reporting, not a few percent.
+
+    Raises:
+        CandidateFailure: RUNTIME_ERROR when the candidate leaves more than the allowance unexplained.
+    """
+    if not cand_trip or not ref_trip:
+        return 0.0
+    cand_gap = timing.percentile(sorted(t - b for t, b in zip(cand_trip, cand_bound, strict=True)), 50)
+    ref_gap = timing.percentile(sorted(t - b for t, b in zip(ref_trip, ref_bound, strict=True)), 50)
+    unexplained = cand_gap - ref_gap
+    allowance = max(UNEXPLAINED_MS, UNEXPLAINED_FRACTION * timing.percentile(sorted(ref_bound), 50))
+    if unexplained > allowance:
+        raise CandidateFailure(
+            EvaluationStatus.RUNTIME_ERROR,
+            f"timing: the candidate's worker reported times that do not account for its calls: a median "
+            f"{unexplained:.3f} ms per call more round trip than the reference's identical worker "
+            f"(allowed {allowance:.3f} ms); its reported times cannot be trusted",
+        )
+    return unexplained
 
 
 HIDDEN_WORK_MS = 0.02

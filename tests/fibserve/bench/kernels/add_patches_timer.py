@@ -1,0 +1,16 @@
+"""Cheats on timing from inside the worker: swaps the worker's timer for one that reports almost nothing,
+while each call really takes more than 20 ms; computes z = x + y honestly."""
+
+import sys
+import time
+
+
+def _flattering_timer(fn, device, flush):
+    fn()
+    return 0.001, 0.001
+
+
+def run(x, y, z):
+    sys.modules["__main__"].time_call = _flattering_timer
+    time.sleep(0.02)
+    z.copy_(x + y)
