@@ -56,7 +56,7 @@ def test_cuda_ipc_buffers_roundtrip_through_a_worker(trace_set, make_solution):
         extra = trace.evaluation.performance.extra
         assert extra["measured_on"] == "gpu" and extra["pairs"] == 20
         assert extra["device_start"]["name"].startswith("NVIDIA")
-        assert trace.evaluation.correctness.extra["timed_outputs_validated"] == 2 * 3
+        assert trace.evaluation.correctness.extra["timed_outputs_validated"] >= 2 * 3  # plus sampled calls
 
 
 @needs_gpu

@@ -37,10 +37,10 @@ def test_cpu_time_call_and_cold_l2_is_inert_on_cpu():
 
 
 def test_hidden_work_switches_both_sides_to_the_synchronized_bound():
-    from fibserve.bench.run import _timing_basis
+    from fibserve.bench.timing_checks import timing_basis
 
-    honest = _timing_basis([1.0] * 5, [1.01] * 5, [2.0] * 5, [2.01] * 5)
+    honest = timing_basis([1.0] * 5, [1.01] * 5, [2.0] * 5, [2.01] * 5)
     assert honest[0] == "events" and abs(honest[1]) < 1e-9
     # the candidate's events say 1 us, but the device was busy for 1 ms more: work on a side stream
-    hidden = _timing_basis([0.001] * 5, [1.0] * 5, [2.0] * 5, [2.01] * 5)
+    hidden = timing_basis([0.001] * 5, [1.0] * 5, [2.0] * 5, [2.01] * 5)
     assert hidden[0] == "device-synchronized" and hidden[1] > 0.9

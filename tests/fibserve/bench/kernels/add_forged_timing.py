@@ -1,4 +1,4 @@
-"""Cheats on timing: writes its own reply (a fast-looking or slow-looking time) into the worker's reply pipe,
+"""Cheats on timing: writes its own reply, claiming more time than the request can have taken, into the worker's reply pipe,
 whose descriptor number it reads from the worker's command line, then computes z = x + y honestly."""
 
 import os

@@ -4,23 +4,26 @@ Correctness: every input set is copied into the *same* worker buffer slot (so a 
 keyed by pointer returns stale outputs for the second set), outputs are poisoned, the candidate is called,
 its outputs compared with the reference, and its inputs compared bitwise with a pristine copy.
 
-Timing (on a GPU; the CPU tests run the same bookkeeping with ``perf_counter``): ``trials`` trials; in trial ``t`` slot ``s`` holds input set ``(s + t) mod K`` (input
-rotation: the contents behind each pointer change between trials); ``warmup`` untimed calls, then
-``iterations`` pairs of one candidate call and one reference call, in alternating order, each with cold L2
-and device-wide synchronisation. Both sides are timed the same way: in a worker process of the same
-construction (the candidate's sandbox worker, the reference's timing twin), each call preceded by the
-trusted side poisoning that side's outputs and sending one request (the twin's outputs are poisoned again
-after its call, so no reference output sits in exported memory while the candidate runs) (see :mod:`fibserve.bench.reference` for
-the measured bias of timing the reference in this process instead). The last output of every candidate slot
-in every trial is validated. ``speedup_factor`` is the median of the per-pair ratios ``reference /
-candidate``. The worker reports its own times, so the round trip of every request is timed here too: a
-candidate whose calls take longer than it reports stands out against the twin (see
-:func:`_unexplained_round_trip`).
+Timing (on a GPU; the CPU tests run the same bookkeeping with ``perf_counter``): ``trials`` trials; in
+trial ``t`` slot ``s`` holds input set ``(s + t) mod K`` (input rotation: the contents behind each pointer
+change between trials); ``warmup`` untimed calls, then ``iterations`` pairs of one candidate call and one
+reference call, in alternating order, each with cold L2 and device-wide synchronisation. Both sides are
+timed the same way, in worker processes of the same construction (the candidate's sandbox worker and the
+reference's timing twin, :mod:`fibserve.bench.reference_twin`): before each call the trusted side poisons
+that side's outputs and sends one request. The twin's outputs are poisoned again after its call, so no
+reference output sits in exported memory while the candidate runs. ``speedup_factor`` is the median of the
+per-pair ratios ``reference / candidate``.
+
+The defences on the timed calls (:mod:`fibserve.bench.timing_checks`): right after every candidate reply its
+outputs must hold no poison, and a sample drawn then is compared in full; the last output of every slot in
+every trial is compared in full; reported times must fit in the round trip timed here, and the candidate's
+unexplained round trip must stay close to the twin's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,33 +34,25 @@ import torch
 from fibserve.trace import Correctness, EvaluationStatus, Performance
 
 from . import timing
+from . import timing_checks as checks
 from ._dtypes import poison_
 from .buffers import bitwise_equal, open_buffer
 from .compare import ComparisonResult, compare_outputs
 from .config import EvalConfig
+from .failures import CandidateFailure, ReferenceTimingError
 from .sandbox import WorkerError, WorkerProcess
 
-
-class ReferenceTimingError(RuntimeError):
-    """The reference's timing worker failed (a harness problem, never the candidate's fault)."""
-
-
-class CandidateFailure(Exception):
-    """The candidate failed (its fault): carries the status and log for its Evaluation."""
-
-    def __init__(
-        self,
-        status: EvaluationStatus,
-        log: str,
-        correctness: Correctness | None = None,
-        *,
-        worker_dead: bool = True,
-    ):
-        super().__init__(log)
-        self.status = status
-        self.log = log
-        self.correctness = correctness
-        self.worker_dead = worker_dead
+__all__ = [
+    "CandidateFailure",
+    "ReferenceTimingError",
+    "Slots",
+    "WorkloadData",
+    "allocate_slots",
+    "check_correctness",
+    "judge",
+    "measure",
+    "untimed_performance",
+]
 
 
 @dataclass
@@ -94,11 +89,14 @@ class Slots:
 
 
 def _worker_call(
-    worker: WorkerProcess, request: dict[str, Any], timeout: float, what: str
+    worker: WorkerProcess, request: dict[str, Any], timeout: float, what: str, *, discount_post: bool = False
 ) -> tuple[list[float], list[float], float]:
     """Send a call; returns the worker's ``(ms, bound_ms)`` lists and the round trip's wall time here (ms).
+
     Every failure becomes a CandidateFailure (the worker is then discarded), including timings that could
-    not have happened: their sum longer than the round trip (a worker can only report less time than that)."""
+    not have happened: a call's ``ms`` longer than its ``bound_ms``, or their sum longer than the round trip
+    (a worker can only report less time than that). ``discount_post`` (the reference's twin only, never a
+    candidate) subtracts the worker's reported untimed copy from the round trip."""
     started = time.perf_counter()
     try:
         reply = worker.request({"op": "call", **request}, timeout)
@@ -121,21 +119,18 @@ def _worker_call(
     for values in (ms, bound):
         if not isinstance(values, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in values):
             raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
-    if len(ms) != len(bound):
+    if len(ms) != len(bound) or any(m > b + checks.WALL_SLACK_MS for m, b in zip(ms, bound, strict=True)):
         raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
     wall_ms = (time.perf_counter() - started) * 1e3
-    if sum(bound) > wall_ms * (1 + WALL_TOLERANCE) + WALL_SLACK_MS:
+    if sum(bound) > wall_ms * (1 + checks.WALL_TOLERANCE) + checks.WALL_SLACK_MS:
         raise CandidateFailure(
             EvaluationStatus.RUNTIME_ERROR,
             f"{what}: the worker reported {sum(bound):.3f} ms of calls in a {wall_ms:.3f} ms round trip",
         )
+    post = reply.get("post_ms")
+    if discount_post and isinstance(post, (int, float)) and post > 0:
+        wall_ms = max(sum(bound), wall_ms - float(post))
     return [float(x) for x in ms], [float(x) for x in bound], wall_ms
-
-
-WALL_TOLERANCE = 0.01
-"""Relative allowance between the worker's clock (CUDA events) and this process's ``perf_counter``."""
-WALL_SLACK_MS = 0.05
-"""Absolute allowance (ms) for the same comparison."""
 
 
 def allocate_slots(
@@ -349,6 +344,7 @@ def measure(
     budget = config.timeouts.timing
     used = 0.0
     validated = 0
+    checked = 0
 
     def request(slot: int, input_set: int, repeat: int) -> dict[str, Any]:
         return {
@@ -377,13 +373,35 @@ def measure(
         elapsed = time.perf_counter() - started
         used += elapsed
         wall_ms.append(elapsed * 1e3 / max(repeat, 1))
+        nonlocal validated, checked
+        # Right after the reply, before anything else runs: outputs still poisoned mean the call replied
+        # before its work was done (work hidden from the timer); a sample drawn only now, which the
+        # candidate cannot predict, is compared in full.
+        slots.require_alive()
+        left = checks.poison_left(slots.outputs[slot])
+        checked += 1
+        if left:
+            raise CandidateFailure(
+                EvaluationStatus.INCORRECT_NUMERICAL,
+                f"timed call, input set {input_set}: outputs {left} still held the poison when the worker "
+                "replied (work finished after the reply is not timed)",
+            )
+        if secrets.randbelow(checks.SAMPLE_DENOMINATOR) == 0:
+            judge(slots, slot, data, input_set, config, f"timed call on slot {slot} (sampled)")
+            validated += 1
         return result
 
     def reference(slot: int, input_set: int, repeat: int = 1) -> tuple[list[float], list[float], float]:
         with _harness_fault():
             _poison(reference_slots, slot, device)
             worker = reference_slots.worker
-            result = _worker_call(worker, request(slot, input_set, repeat), budget, "timed reference call")  # type: ignore[arg-type]
+            result = _worker_call(
+                worker,  # type: ignore[arg-type]
+                request(slot, input_set, repeat),
+                budget,
+                "timed reference call",
+                discount_post=True,
+            )
             # the twin's buffers are exported: never leave a reference output in them while a candidate runs
             _poison(reference_slots, slot, device)
             return result
@@ -415,8 +433,8 @@ def measure(
             for s in range(min(count, config.iterations)) if config.iterations else ():
                 judge(slots, s, data, holds[s], config, f"timing trial {trial} (last timed call on slot {s})")
                 validated += 1
-    unexplained_ms = _unexplained_round_trip(cand_trip, cand_bound, ref_trip, ref_bound)
-    basis, hidden_ms = _timing_basis(cand_ms, cand_bound, ref_ms, ref_bound)
+    unexplained_ms = checks.unexplained_round_trip(cand_trip, cand_bound, ref_trip, ref_bound, device)
+    basis, hidden_ms = checks.timing_basis(cand_ms, cand_bound, ref_ms, ref_bound)
     if basis != "events":
         cand_ms, ref_ms = cand_bound, ref_bound
     cand = timing.summarize(cand_ms)
@@ -446,68 +464,10 @@ def measure(
             "cold_l2": config.cold_l2,
             "l2_flush_bytes": timing.cold_l2_bytes(device) if config.cold_l2 else 0,
             "timed_outputs_validated": validated,
+            "timed_outputs_checked_for_poison": checked,
         },
     )
     return performance, validated
-
-
-UNEXPLAINED_MS = 0.5
-"""Least median round-trip time (ms) that the candidate's worker may leave unexplained beyond the
-reference's twin before its reported times are refused (see :func:`_unexplained_round_trip`)."""
-UNEXPLAINED_FRACTION = 0.25
-"""The same allowance as a fraction of the reference's median time, when that is larger."""
-
-
-def _unexplained_round_trip(
-    cand_trip: list[float], cand_bound: list[float], ref_trip: list[float], ref_bound: list[float]
-) -> float:
-    """Median ``round trip - reported time`` of the candidate's calls minus the same for the reference's
-    twin (ms), which travels the identical path; raises when the candidate's exceeds the allowance.
-
-    A worker reports its own times, and candidate code runs inside it, so it could report less than it took
-    (write its own reply, or patch the timer). The round trip measured here cannot be forged, and for two
-    workers built alike it exceeds the reported time by the same overhead. Time a candidate hides this way
-    reappears as unexplained round trip. The allowance (``UNEXPLAINED_MS`` or ``UNEXPLAINED_FRACTION`` of
-    the reference's median) is deliberately loose until GPU runs calibrate it: it catches gross
-    under-reporting, not a few percent.
-
-    Raises:
-        CandidateFailure: RUNTIME_ERROR when the candidate leaves more than the allowance unexplained.
-    """
-    if not cand_trip or not ref_trip:
-        return 0.0
-    cand_gap = timing.percentile(sorted(t - b for t, b in zip(cand_trip, cand_bound, strict=True)), 50)
-    ref_gap = timing.percentile(sorted(t - b for t, b in zip(ref_trip, ref_bound, strict=True)), 50)
-    unexplained = cand_gap - ref_gap
-    allowance = max(UNEXPLAINED_MS, UNEXPLAINED_FRACTION * timing.percentile(sorted(ref_bound), 50))
-    if unexplained > allowance:
-        raise CandidateFailure(
-            EvaluationStatus.RUNTIME_ERROR,
-            f"timing: the candidate's worker reported times that do not account for its calls: a median "
-            f"{unexplained:.3f} ms per call more round trip than the reference's identical worker "
-            f"(allowed {allowance:.3f} ms); its reported times cannot be trusted",
-        )
-    return unexplained
-
-
-HIDDEN_WORK_MS = 0.02
-"""Smallest extra synchronisation gap (ms) of the candidate over the reference that counts as hidden work."""
-
-
-def _timing_basis(
-    cand_ms: list[float], cand_bound: list[float], ref_ms: list[float], ref_bound: list[float]
-) -> tuple[str, float]:
-    """``("events", gap)`` normally; ``("device-synchronized", gap)`` when the candidate's work outlives its
-    end event (launched on another stream) by more than ``max(HIDDEN_WORK_MS, 25% of its latency)`` beyond
-    what the reference shows. Then both sides are timed by the device-synchronized bound, so the speedup
-    stays a like-for-like comparison. ``gap`` is the median extra time in ms."""
-    cand_gap = timing.percentile(sorted(b - m for m, b in zip(cand_ms, cand_bound, strict=True)), 50)
-    ref_gap = timing.percentile(sorted(b - m for m, b in zip(ref_ms, ref_bound, strict=True)), 50)
-    hidden = cand_gap - ref_gap
-    median = timing.percentile(sorted(cand_ms), 50)
-    if hidden > max(HIDDEN_WORK_MS, 0.25 * median):
-        return "device-synchronized", hidden
-    return "events", hidden
 
 
 def untimed_performance(reason: str, call_ms: float | None = None) -> Performance:

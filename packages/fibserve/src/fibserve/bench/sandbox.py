@@ -276,8 +276,8 @@ class WorkerProcess:
             thread = threading.Thread(
                 target=self._exit_then_kill, name=f"worker-exit-{self.proc.pid}", daemon=True
             )
-            _EXITING.add(thread)
             thread.start()
+            _EXITING.add(thread)  # after start: a thread that never started could not be joined
             return
         self._hard_kill()
 

@@ -340,16 +340,16 @@ class EvaluationRun:
                 raise _TaskError(str(exc)) from None
             t0 = time.monotonic()
             before = snapshot(device)
-            twin_failure: ReferenceTimingError | None = None
+            twin_failure: str | None = None
             try:
                 performance, validated = measure(slots, reference_slots, data, self.config, device)
             except ReferenceTimingError as exc:
-                twin_failure = exc
+                twin_failure = str(exc)  # only the text: the exception's traceback holds the twin's buffers
             finally:
                 del reference_slots  # close the IPC mappings before the twin can be killed
             if twin_failure is not None:
-                self.twin.discard(str(twin_failure)[:200])
-                raise _TaskError(str(twin_failure))
+                self.twin.discard(twin_failure[:200])
+                raise _TaskError(twin_failure)
             after = snapshot(device)
             self._time("timing", time.monotonic() - t0)
             stats = performance.extra or {}
@@ -385,11 +385,14 @@ class EvaluationRun:
                         )
             return self._evaluation(EvaluationStatus.PASSED, correctness=correctness, performance=performance)
         except CandidateFailure as failure:
-            if failure.worker_dead:
-                self._discard(f"{failure.status.value} on workload {workload.uuid}")
-            return self._evaluation(failure.status, failure.log, correctness=failure.correctness)
+            # keep only the facts: the exception's traceback holds the worker's buffers (IPC mappings)
+            outcome = (failure.status, failure.log, failure.correctness, failure.worker_dead)
         finally:
             del slots
+        status, log, failed_correctness, worker_dead = outcome
+        if worker_dead:  # its buffers are released here, so the worker can be killed
+            self._discard(f"{status.value} on workload {workload.uuid}")
+        return self._evaluation(status, log, correctness=failed_correctness)
 
 
 def _static_analysis(solution: Solution, definition: Definition, arch: str, timeout: float) -> Any:

@@ -16,7 +16,9 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   and both sides map. The trusted side writes inputs and poison into these buffers and reads outputs back;
   nothing else crosses, and this process never sees reference outputs or the seed secret;
 * ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "repeat"}`` -> ``{"ok": true,
-  "ms": [...], "bound_ms": [...]}`` (see :func:`fibserve.bench.timing.time_call`) or ``{"ok": false, "error", "error_type", "status"?}``;
+  "ms": [...], "bound_ms": [...], "post_ms"}`` or ``{"ok": false, "error", "error_type", "status"?}``. For
+  ``ms`` and ``bound_ms`` see :func:`fibserve.bench.timing.time_call`; ``post_ms`` is the untimed copy of a
+  returned value into the outputs, which the trusted side discounts for the reference's twin only;
 * ``{"op": "exit"}``.
 
 Any error reply makes the trusted side discard this process. This module imports only the standard library,
@@ -32,6 +34,7 @@ import inspect
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -160,13 +163,15 @@ class Worker:
             ms, bound = time_call(once, self.device, flush)
             times.append(ms)
             bounds.append(bound)
+        copied = time.perf_counter()
         if not self.dps:
             problem = _copy_returned(returned[0], outputs, cast=self.cast_outputs)
             if problem:
                 return {"ok": False, **problem}
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
-        return {"ok": True, "ms": times, "bound_ms": bounds}
+        post_ms = (time.perf_counter() - copied) * 1e3
+        return {"ok": True, "ms": times, "bound_ms": bounds, "post_ms": post_ms}
 
 
 def _import_entry(package_root: str, package: str, entry_file: str, symbol: str) -> Any:

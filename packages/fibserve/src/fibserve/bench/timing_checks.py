@@ -1,0 +1,112 @@
+"""The defences on timed calls (trusted side): each is a named function or constant here, with the cheat it
+stops, and :func:`fibserve.bench.run.measure` applies them.
+
+A worker reports its own times, and candidate code runs inside the candidate's worker, so nothing it
+reports is taken on trust alone: reported times must fit in the round trip timed here
+(``WALL_TOLERANCE``/``WALL_SLACK_MS``); time spent before the reply but not reported shows up against the
+reference's twin, which travels the identical path (:func:`unexplained_round_trip`); work left running after
+the reply leaves poisoned outputs (:func:`poison_left`) or wrong ones in a sampled full comparison
+(``SAMPLE_DENOMINATOR``); work on another stream outlives the end event (:func:`timing_basis`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fibserve.trace import EvaluationStatus
+
+from . import timing
+from .failures import CandidateFailure
+
+WALL_TOLERANCE = 0.01
+"""Relative allowance between the worker's clock (CUDA events) and this process's ``perf_counter``."""
+WALL_SLACK_MS = 0.05
+"""Absolute allowance (ms) for the same comparison."""
+
+UNEXPLAINED_MS = {"cuda": 0.5, "cpu": 5.0}
+"""Least median round trip (ms) per call that the candidate's worker may leave unexplained beyond the
+reference's twin before its reported times are refused, by device type. CPU timings are never reported as
+speedups and a loaded CPU machine's pipes are noisy, hence the larger CPU allowance."""
+UNEXPLAINED_FRACTION = 0.25
+"""The same allowance as a fraction of the reference's median time, when that is larger."""
+
+
+def unexplained_round_trip(
+    cand_trip: list[float],
+    cand_bound: list[float],
+    ref_trip: list[float],
+    ref_bound: list[float],
+    device: torch.device,
+) -> float:
+    """The median over timed pairs of ``(candidate round trip - its reported time) - (the twin's round trip
+    - its reported time)``, in ms; raises when it exceeds the allowance.
+
+    Stops: a candidate that reports less than its calls took (writes its own reply line, or patches the
+    worker's timer). The round trip ends when the reply arrives, and for two workers built alike it exceeds
+    the reported time by the same overhead, so time the candidate's worker spends *before replying* but does
+    not report reappears here. Pairs are compared within themselves (the two calls are adjacent in time, so
+    machine load hits both). The allowance, ``UNEXPLAINED_MS`` for the device type or
+    ``UNEXPLAINED_FRACTION`` of the reference's median, is loose on purpose until GPU runs calibrate it: it
+    catches gross under-reporting, not a few percent. Work left running after the reply is not seen here
+    (see :func:`poison_left`).
+
+    Raises:
+        CandidateFailure: RUNTIME_ERROR when the candidate leaves more than the allowance unexplained.
+    """
+    pairs = list(zip(cand_trip, cand_bound, ref_trip, ref_bound, strict=True))
+    if not pairs:
+        return 0.0
+    unexplained = timing.percentile(sorted((ct - cb) - (rt - rb) for ct, cb, rt, rb in pairs), 50)
+    floor = UNEXPLAINED_MS["cuda" if device.type == "cuda" else "cpu"]
+    allowance = max(floor, UNEXPLAINED_FRACTION * timing.percentile(sorted(ref_bound), 50))
+    if unexplained > allowance:
+        raise CandidateFailure(
+            EvaluationStatus.RUNTIME_ERROR,
+            f"timing: the candidate's worker reported times that do not account for its calls: a median "
+            f"{unexplained:.3f} ms per call more round trip than the reference's identical worker "
+            f"(allowed {allowance:.3f} ms); its reported times cannot be trusted",
+        )
+    return unexplained
+
+
+SAMPLE_DENOMINATOR = 10
+"""About one timed candidate call in this many is compared with the reference in full as soon as it replies
+(drawn with ``secrets`` after the reply, so the candidate cannot predict it), besides the last call on every
+slot in every trial. Stops: a kernel that is wrong except on the calls it expects to be checked."""
+
+NAN_POISONED = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+"""Dtypes that :func:`fibserve.bench._dtypes.poison_` fills with NaN."""
+
+
+def poison_left(outputs: dict[str, torch.Tensor]) -> list[str]:
+    """Floating-point outputs that still hold any NaN poison right after the reply (a correct output holds
+    no NaN: NaN never matches). Stops: work that finishes after the worker replied, which no timer sees.
+    Integer and bool outputs are left to the full comparisons (their sentinel can be a real value). The
+    caller must know that the worker owning ``outputs`` is alive."""
+    left = []
+    for name, t in outputs.items():
+        if t.numel() and t.dtype in NAN_POISONED:
+            values = t if t.dtype.itemsize > 1 else t.float()
+            if bool(torch.isnan(values).any()):
+                left.append(name)
+    return left
+
+
+HIDDEN_WORK_MS = 0.02
+"""Smallest extra synchronisation gap (ms) of the candidate over the reference that counts as hidden work."""
+
+
+def timing_basis(
+    cand_ms: list[float], cand_bound: list[float], ref_ms: list[float], ref_bound: list[float]
+) -> tuple[str, float]:
+    """``("events", gap)`` normally; ``("device-synchronized", gap)`` when the candidate's work outlives its
+    end event (launched on another stream) by more than ``max(HIDDEN_WORK_MS, 25% of its latency)`` beyond
+    what the reference shows. Then both sides are timed by the device-synchronized bound, so the speedup
+    stays a like-for-like comparison. ``gap`` is the median extra time in ms."""
+    cand_gap = timing.percentile(sorted(b - m for m, b in zip(cand_ms, cand_bound, strict=True)), 50)
+    ref_gap = timing.percentile(sorted(b - m for m, b in zip(ref_ms, ref_bound, strict=True)), 50)
+    hidden = cand_gap - ref_gap
+    median = timing.percentile(sorted(cand_ms), 50)
+    if hidden > max(HIDDEN_WORK_MS, 0.25 * median):
+        return "device-synchronized", hidden
+    return "events", hidden
