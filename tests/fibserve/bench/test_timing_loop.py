@@ -63,6 +63,23 @@ def _reference_twin(pool, definition, data, tmp_path):
     return twin, twin.slots(data, 3, CPU)
 
 
+def _timing_failure(pool, trace_set, make_solution, tmp_path, kernel, overrides, *, correctness_first=False):
+    """Run ``kernel`` through the timing loop against the reference's twin; returns the CandidateFailure it
+    must end in (the test fails when it ends in none)."""
+    definition, worker, data, slots = _setup(pool, trace_set, make_solution, kernel, tmp_path)
+    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
+    config = resolve_config(definition, overrides)
+    try:
+        if correctness_first:
+            check_correctness(worker, slots, data, config, CPU)
+        with pytest.raises(CandidateFailure) as caught:
+            measure(slots, twin_slots, data, config, CPU)
+    finally:
+        worker.kill()
+        twin.discard()
+    return caught.value
+
+
 def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path):
     definition, worker, data, slots = _setup(
         pool, trace_set, make_solution, "add_correct.py", tmp_path, "triton"
@@ -92,17 +109,10 @@ def test_pointer_cache_survives_one_trial_but_not_the_rotation(
     import fibserve.bench.timing_checks as checks
 
     monkeypatch.setattr(checks, "SAMPLE_DENOMINATOR", 10**9)  # no sampled comparison: the rotation alone
-    definition, worker, data, slots = _setup(pool, trace_set, make_solution, "add_pointer_cache.py", tmp_path)
-    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
-    config = resolve_config(definition, {"warmup": 0, "iterations": 3, "trials": 2})
-    try:
-        with pytest.raises(CandidateFailure) as caught:
-            measure(slots, twin_slots, data, config, CPU)
-    finally:
-        worker.kill()
-        twin.discard()
-    assert caught.value.status is EvaluationStatus.INCORRECT_NUMERICAL
-    assert "timing trial 1" in caught.value.log
+    overrides = {"warmup": 0, "iterations": 3, "trials": 2}
+    failure = _timing_failure(pool, trace_set, make_solution, tmp_path, "add_pointer_cache.py", overrides)
+    assert failure.status is EvaluationStatus.INCORRECT_NUMERICAL
+    assert "timing trial 1" in failure.log
 
 
 def test_a_dead_reference_twin_is_a_harness_error_not_the_candidates(
@@ -151,17 +161,10 @@ def test_a_dead_twin_is_restarted_on_the_next_workload(pool, trace_set, make_sol
 def test_a_forged_reply_with_impossible_timings_is_the_candidates_runtime_error(
     pool, trace_set, make_solution, tmp_path
 ):
-    definition, worker, data, slots = _setup(pool, trace_set, make_solution, "add_forged_timing.py", tmp_path)
-    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
-    config = resolve_config(definition, {"warmup": 0, "iterations": 2, "trials": 1})
-    try:
-        with pytest.raises(CandidateFailure) as caught:
-            measure(slots, twin_slots, data, config, CPU)
-    finally:
-        worker.kill()
-        twin.discard()
-    assert caught.value.status is EvaluationStatus.RUNTIME_ERROR
-    assert "ms of calls in a" in caught.value.log
+    overrides = {"warmup": 0, "iterations": 2, "trials": 1}
+    failure = _timing_failure(pool, trace_set, make_solution, tmp_path, "add_forged_timing.py", overrides)
+    assert failure.status is EvaluationStatus.RUNTIME_ERROR
+    assert "ms of calls in a" in failure.log
 
 
 def test_the_twin_times_a_reference_whose_dtype_differs_from_the_definition(
@@ -185,34 +188,25 @@ def test_the_twin_times_a_reference_whose_dtype_differs_from_the_definition(
 def test_a_candidate_that_patches_the_workers_timer_is_caught_by_the_round_trip(
     pool, trace_set, make_solution, tmp_path
 ):
-    definition, worker, data, slots = _setup(pool, trace_set, make_solution, "add_patches_timer.py", tmp_path)
-    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
-    config = resolve_config(definition, {"warmup": 1, "iterations": 6, "trials": 1})
-    try:
-        with pytest.raises(CandidateFailure) as caught:
-            measure(slots, twin_slots, data, config, CPU)
-    finally:
-        worker.kill()
-        twin.discard()
-    assert caught.value.status is EvaluationStatus.RUNTIME_ERROR
-    assert "do not account for its calls" in caught.value.log
+    overrides = {"warmup": 1, "iterations": 6, "trials": 1}
+    failure = _timing_failure(pool, trace_set, make_solution, tmp_path, "add_patches_timer.py", overrides)
+    assert failure.status is EvaluationStatus.RUNTIME_ERROR
+    assert "do not account for its calls" in failure.log
 
 
 def test_work_left_running_after_the_reply_is_caught_by_the_poison(pool, trace_set, make_solution, tmp_path):
-    definition, worker, data, slots = _setup(
-        pool, trace_set, make_solution, "add_finishes_after_reply.py", tmp_path
+    overrides = {"warmup": 0, "iterations": 6, "trials": 1}
+    failure = _timing_failure(  # honest while its correctness is checked, then hides its work
+        pool,
+        trace_set,
+        make_solution,
+        tmp_path,
+        "add_finishes_after_reply.py",
+        overrides,
+        correctness_first=True,
     )
-    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
-    config = resolve_config(definition, {"warmup": 0, "iterations": 6, "trials": 1})
-    try:
-        check_correctness(worker, slots, data, config, CPU)  # honest while it is being checked
-        with pytest.raises(CandidateFailure) as caught:
-            measure(slots, twin_slots, data, config, CPU)
-    finally:
-        worker.kill()
-        twin.discard()
-    assert caught.value.status is EvaluationStatus.INCORRECT_NUMERICAL
-    assert "still held the poison when the worker replied" in caught.value.log
+    assert failure.status is EvaluationStatus.INCORRECT_NUMERICAL
+    assert "still held the poison when the worker replied" in failure.log
 
 
 def test_sampled_full_comparisons_catch_a_kernel_wrong_between_validations(
@@ -221,16 +215,9 @@ def test_sampled_full_comparisons_catch_a_kernel_wrong_between_validations(
     import fibserve.bench.timing_checks as checks
 
     monkeypatch.setattr(checks, "SAMPLE_DENOMINATOR", 1)  # sample every call, so the test is not random
-    definition, worker, data, slots = _setup(
-        pool, trace_set, make_solution, "add_wrong_when_unobserved.py", tmp_path
+    overrides = {"warmup": 1, "iterations": 6, "trials": 1}
+    failure = _timing_failure(
+        pool, trace_set, make_solution, tmp_path, "add_wrong_when_unobserved.py", overrides
     )
-    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
-    config = resolve_config(definition, {"warmup": 1, "iterations": 6, "trials": 1})
-    try:
-        with pytest.raises(CandidateFailure) as caught:
-            measure(slots, twin_slots, data, config, CPU)
-    finally:
-        worker.kill()
-        twin.discard()
-    assert caught.value.status is EvaluationStatus.INCORRECT_NUMERICAL
-    assert "(sampled)" in caught.value.log
+    assert failure.status is EvaluationStatus.INCORRECT_NUMERICAL
+    assert "(sampled)" in failure.log
