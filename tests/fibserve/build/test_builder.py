@@ -60,6 +60,31 @@ def test_simt_kernel_builds_with_products_and_is_cached(build_cache: Path) -> No
     assert ".target sm_100a" in other_arch.ptx_path.read_text()  # type: ignore[union-attr]
 
 
+def test_a_build_linked_against_another_tvm_ffi_library_is_not_reused(
+    build_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library's rpath names the tvm-ffi it was linked against: another environment (another checkout's
+    virtual environment) must build its own."""
+    import fibserve.build.builder as builder
+    from fibserve.build.cache import build_key
+    from fibserve.build.cuda import BASE_FLAGS
+    from fibserve.build.toolchain import TvmFfiPaths, tvm_ffi_paths
+
+    solution = fixture_solution("simt_add.cu")
+    here = build_solution(solution, cache_dir=build_cache)
+    assert here.toolchain["tvm-ffi-library"] == tvm_ffi_paths().library
+
+    def key() -> str:
+        return build_key(builder._key_payload(solution, here.arch, [*BASE_FLAGS], builder._toolchain("cuda")))
+
+    assert key() == here.key  # the key recomputed the builder's way
+    elsewhere = TvmFfiPaths(
+        include_dirs=tvm_ffi_paths().include_dirs, library="/elsewhere/.venv/libtvm_ffi.so"
+    )
+    monkeypatch.setattr(builder, "tvm_ffi_paths", lambda: elsewhere)
+    assert key() != here.key
+
+
 def test_arch_comes_from_tvm_ffi_cuda_arch_list(build_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TVM_FFI_CUDA_ARCH_LIST", "10.0a")
     result = build_solution(fixture_solution("simt_add.cu"), cache_dir=build_cache)

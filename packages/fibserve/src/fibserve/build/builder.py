@@ -13,7 +13,7 @@ from .cuda import BASE_FLAGS, COMPILED_SUFFIXES, compile_tvm_ffi
 from .python_build import write_python_package
 from .result import BuildResult, BuildStatus
 from .sandbox import Limits
-from .toolchain import ToolchainError, find_nvcc, nvcc_version, resolve_arch, tvm_ffi_version
+from .toolchain import ToolchainError, find_nvcc, nvcc_version, resolve_arch, tvm_ffi_paths, tvm_ffi_version
 
 if TYPE_CHECKING:
     from fibserve.trace import Solution
@@ -36,9 +36,16 @@ def _key_payload(solution: Solution, arch: str | None, flags: list[str], toolcha
 
 
 def _toolchain(language: str) -> dict[str, str]:
+    """What a compiled build depends on outside its sources: the nvcc release, the tvm-ffi version, and where
+    ``libtvm_ffi.so`` lives (the library is linked with an rpath to it, so a build made from another
+    environment, say another checkout's virtual environment, must not be served from the cache)."""
     if language not in _COMPILED:
         return {}
-    return {"nvcc": nvcc_version(find_nvcc()), "tvm-ffi": tvm_ffi_version()}
+    return {
+        "nvcc": nvcc_version(find_nvcc()),
+        "tvm-ffi": tvm_ffi_version(),
+        "tvm-ffi-library": tvm_ffi_paths().library,
+    }
 
 
 def build_solution(
