@@ -102,3 +102,16 @@ def test_unknown_workload_is_a_usage_error():
 def test_kernel_and_solution_are_exclusive():
     result = _run("--definition", "vector_add_f32", timeout=120)
     assert result.returncode == 2 and "KERNEL or --solution" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_narrow_terminal_folds_the_table_instead_of_cutting_values():
+    result = _run(
+        str(KERNELS / "add_wrong.py"),
+        *("--definition", "vector_add_f32", "--workload", "1e6b0d78", "--device", "cpu"),
+        env={**os.environ, "COLUMNS": "60", "TERM": "dumb"},
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    table = result.stdout.split("\n\n")[0]
+    assert "INCORRECT_NUMERICAL" in result.stdout  # the failure line below the table names it whole
+    assert "…" not in table, table

@@ -172,7 +172,10 @@ def print_report(report: EvaluationReport, console: Console) -> None:
         )
     )
     for column in ("workload", "axes", "status", "ms", "ref ms", "speedup", "abs err", "rel err", "matched"):
-        table.add_column(column, justify="left" if column in ("workload", "axes", "status") else "right")
+        # fold rather than cut: a narrow terminal must not lose digits of an error or a status
+        table.add_column(
+            column, justify="left" if column in ("workload", "axes", "status") else "right", overflow="fold"
+        )
     for trace in report.traces:
         ev = trace.evaluation
         axes = escape(" ".join(f"{k}={v}" for k, v in trace.workload.axes.items()))
