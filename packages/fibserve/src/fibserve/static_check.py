@@ -305,7 +305,8 @@ def print_analysis(analysis: Analysis, console: object | None = None) -> None:
         out.print(build.log, markup=False, highlight=False)
     if analysis.kernels:
         table = Table(title="kernels", show_lines=False)
-        for column in ("kernel", "regs", "smem B", "spill B", "PTX families", "SASS"):
+        # ptxas reports static shared memory only; dynamic shared memory (TMA rings) is set at launch
+        for column in ("kernel", "regs", "static smem B", "spill B", "PTX families", "SASS"):
             table.add_column(column)
         for kernel in analysis.kernels:
             res = kernel.resources
