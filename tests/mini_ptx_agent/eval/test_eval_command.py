@@ -121,6 +121,15 @@ def test_service_down_exits_2_with_infrastructure_error(tmp_path: Path) -> None:
     assert report["traces"] == [] and report["all_passed"] is False
 
 
+def test_a_python_file_for_a_cuda_task_is_refused_before_any_build(tmp_path: Path) -> None:
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(TRITON_ADD)
+    result = ptxbench("eval", str(kernel), "--task-config", str(write_task(tmp_path, language="cuda")))
+    assert result.returncode == 2
+    assert "kernel.py does not look like a cuda kernel (expected .cu" in result.stderr
+    assert "identifier" not in result.stderr + result.stdout  # never reached nvcc
+
+
 def test_invalid_task_config_names_the_field(tmp_path: Path) -> None:
     kernel = tmp_path / "kernel.py"
     kernel.write_text(TRITON_ADD)

@@ -482,10 +482,18 @@ def evaluate_kernel(
 
     Raises:
         OSError: the kernel file cannot be read.
+        TaskConfigError: the file's suffix does not fit the task's language (a ``.py`` file for a CUDA task).
     """
     from .service import ServiceStartError
     from .service import service_url as resolve_service
+    from .task import KERNEL_SUFFIXES, TaskConfigError
 
+    suffixes = KERNEL_SUFFIXES[task.language]
+    if Path(kernel_path).suffix not in suffixes:
+        raise TaskConfigError(
+            f"{Path(kernel_path).name} does not look like a {task.language} kernel (expected {', '.join(suffixes)}); "
+            f'pass the matching file, or set "language" in the task config'
+        )
     source = Path(kernel_path).read_text(encoding="utf-8")
     solution = task.solution(source, name=f"ptxbench-eval-{Path(kernel_path).stem}", author="ptxbench-eval")
     try:

@@ -26,6 +26,8 @@ Arch = Literal["sm_90a", "sm_100a"]
 
 ENTRY_FILES: dict[str, str] = {"cuda": "kernel.cu", "triton": "kernel.py"}
 """The single source file of a candidate, per language (DESIGN §3: ``kernel.cu::run``, ``kernel.py::run``)."""
+KERNEL_SUFFIXES: dict[str, tuple[str, ...]] = {"cuda": (".cu", ".cuh", ".cpp", ".cc"), "triton": (".py",)}
+"""File suffixes accepted as a kernel file of each language (by ``ptxbench eval``)."""
 
 
 class TaskConfigError(ValueError):
