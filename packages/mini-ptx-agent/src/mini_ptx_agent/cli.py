@@ -89,7 +89,8 @@ def eval_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the versioned result as JSON.")] = False,
 ) -> None:
-    """Evaluate one kernel for a fixed task through FIBServe; exit 0 for any kernel verdict, 2 if the service failed."""
+    """Evaluate one kernel for a fixed task through FIBServe; exit 0 for any kernel verdict, 2 if the service
+    failed or the task config or kernel file cannot be used."""
     from mini_ptx_agent.evaluation import ReportStatus, evaluate_kernel
     from mini_ptx_agent.task import TaskConfigError, load_task_config
 
