@@ -71,3 +71,29 @@ def test_each_lane_takes_tasks_from_the_one_queue(tmp_path: Path) -> None:
     assert set(seen.values()) == {"cuda:0", "cuda:1"}  # both lanes worked
     assert all(store.get(i).status is TaskStatus.COMPLETED for i in ids)
     store.close()
+
+
+def test_each_task_is_logged_when_it_starts_and_when_it_ends(tmp_path: Path, caplog) -> None:
+    store = TaskStore(tmp_path / "tasks.sqlite3")
+
+    def runner(task, ctx):
+        traces = [
+            {"evaluation": {"status": "PASSED"}},
+            {"evaluation": {"status": "TIMEOUT"}},
+            {"evaluation": None},
+        ]
+        return Outcome(TaskStatus.COMPLETED, result={"traces": traces})
+
+    task_id = store.submit("evaluate", "gemm_n7168_k5120", "my_kernel", {}).id
+    scheduler = Scheduler(store, ["cpu"], runner, lambda device: _Device(), idle_poll_s=0.05)
+    with caplog.at_level("INFO", logger="fibserve.serve"):
+        scheduler.start()
+        try:
+            _wait(lambda: store.get(task_id).status is TaskStatus.COMPLETED)
+        finally:
+            scheduler.stop()
+            store.close()
+    lines = [r.getMessage() for r in caplog.records if task_id in r.getMessage()]
+    assert lines[0].endswith(f"evaluate task {task_id} started (gemm_n7168_k5120, solution my_kernel)")
+    assert f"evaluate task {task_id} completed in " in lines[1]
+    assert lines[1].endswith(": 1 PASSED, 1 TIMEOUT, 1 not executed")

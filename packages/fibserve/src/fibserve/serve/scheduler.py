@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -173,6 +174,11 @@ class Lane:
             return
         ctx = RunContext(self, task)
         self.ctx = ctx
+        started = time.monotonic()
+        log.info(
+            "lane %s: %s task %s started (%s, solution %s)", self.name, task.kind, task.id, task.definition,
+            task.solution,
+        )  # fmt: skip
         try:
             outcome: Outcome | None = sched.runner(task, ctx)
         except TaskInterrupted:
@@ -194,14 +200,29 @@ class Lane:
             outcome = _cancelled()
         # A task that finished while the server was stopping is recorded unless stop() re-queued it first
         # (then the store refuses the result and the next server runs it again).
-        self._finish(task, outcome)
+        self._finish(task, outcome, started)
 
-    def _finish(self, task: TaskRecord, outcome: Outcome) -> None:
+    def _finish(self, task: TaskRecord, outcome: Outcome, started: float | None = None) -> None:
         sched = self.scheduler
         if sched.store.finish(
             task.id, task.attempt, outcome.status, result=outcome.result, error=outcome.error
         ):
+            took = f" in {time.monotonic() - started:.2f} s" if started is not None else ""
+            log.info("lane %s: %s task %s %s%s%s", self.name, task.kind, task.id, outcome.status.value, took,
+                     _outcome_summary(outcome))  # fmt: skip
             sched.notify_finished(task.id)
+
+
+def _outcome_summary(outcome: Outcome) -> str:
+    """``": 2 PASSED, 1 TIMEOUT"`` from the traces of a result, or ``": <error code>"``, for the log line."""
+    if outcome.error:
+        return f": {outcome.error.get('code', 'error')}"
+    counts: dict[str, int] = {}
+    for trace in (outcome.result or {}).get("traces") or []:
+        evaluation = trace.get("evaluation") if isinstance(trace, dict) else None
+        status = evaluation.get("status", "?") if isinstance(evaluation, dict) else "not executed"
+        counts[status] = counts.get(status, 0) + 1
+    return (": " + ", ".join(f"{n} {status}" for status, n in counts.items())) if counts else ""
 
 
 def _cancelled() -> Outcome:
