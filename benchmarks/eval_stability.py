@@ -84,6 +84,7 @@ def main() -> int:
                 "candidate_ms": cand,
                 "reference_ms": ref,
                 "timing_basis": extra.get("timing_basis"),
+                "unexplained_round_trip_ms": extra.get("unexplained_round_trip_ms"),
                 "sm_clock_start": extra["device_start"].get("sm_clock_mhz"),
                 "sm_clock_end": extra["device_end"].get("sm_clock_mhz"),
                 "power_start_w": extra["device_start"].get("power_w"),
@@ -96,7 +97,8 @@ def main() -> int:
                 f"run {i}: speedup {row['speedup']:.4f} (pairs p10 {row['speedup_p10']:.4f} p90 "
                 f"{row['speedup_p90']:.4f}), ratio of medians {row['ratio_of_medians']:.4f}, candidate "
                 f"{cand['median']:.4f} ms [{cand['p10']:.4f}, {cand['p90']:.4f}], reference {ref['median']:.4f} ms, "
-                f"SM clock {row['sm_clock_start']} -> {row['sm_clock_end']} MHz",
+                f"SM clock {row['sm_clock_start']} -> {row['sm_clock_end']} MHz, unexplained round trip "
+                f"{row['unexplained_round_trip_ms']} ms",
                 flush=True,
             )
     speedups = [r["speedup"] for r in rows if "speedup" in r]
