@@ -17,6 +17,7 @@
 #   refgemm     benchmarks/hopper_gemm/fibserve_timing.py: reference kernels vs torch.matmul through FIBServe
 #   latency     benchmarks/launch_latency.py: host launch latency in a timed call, two orderings
 #   symmetry    benchmarks/timing_symmetry.py: where the torch.matmul-vs-itself bias comes from
+#   pidns       benchmarks/pid_namespace_probe.py: do evaluations work with each worker in its own PID namespace
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
 #   overhead    benchmarks/eval_overhead.py: overhead, and memory over $OVERHEAD_EVALUATIONS (200) evaluations
 #   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
@@ -100,6 +101,7 @@ for item in "${steps[@]}"; do
         refgemm) run_step refgemm "$limit" python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
         latency) run_step latency "$limit" python3 benchmarks/launch_latency.py ;;
         symmetry) run_step symmetry "$limit" python3 benchmarks/timing_symmetry.py ;;
+        pidns) run_step pidns "$limit" python3 benchmarks/pid_namespace_probe.py ;;
         stability) run_step stability "$limit" python3 benchmarks/eval_stability.py ;;
         overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations "${OVERHEAD_EVALUATIONS:-200}" \
             --max-wall-s "$((limit - 60))" ;;

@@ -26,6 +26,30 @@ def test_cold_l2_buffer_is_at_least_twice_l2_and_timing_is_bounded():
 
 @gpu
 @needs_gpu
+def test_bound_covers_side_stream_work_that_overlaps_the_l2_overwrite():
+    """Work on a private stream does not wait for the cold-L2 overwrite, so it can run mostly before the
+    start event; the upper bound must still cover it (it saw ~3 ms of a 35 ms side-stream GEMM before)."""
+    from fibserve.bench.timing import ColdL2, time_call
+
+    device = torch.device("cuda:0")
+    flush = ColdL2(device)
+    assert 0 < flush.solo_ms < 1.0
+    a = torch.randn(8192, 8192, device=device)
+    main_ms, _ = time_call(lambda: a @ a, device, flush)
+    side = torch.cuda.Stream(device)
+
+    def on_side_stream() -> None:
+        with torch.cuda.stream(side):
+            a @ a
+
+    for _ in range(3):
+        ms, bound = time_call(on_side_stream, device, flush)
+        assert ms < 0.25 * main_ms
+        assert bound >= 0.8 * main_ms, (ms, bound, main_ms)
+
+
+@gpu
+@needs_gpu
 def test_device_snapshot_reads_clocks():
     from fibserve.bench.device import snapshot
 

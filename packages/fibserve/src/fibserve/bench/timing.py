@@ -1,7 +1,8 @@
 """Timing primitives of the worker processes (the candidate's sandbox worker and the reference's twin).
 
 One timed call (GPU): ``torch.cuda.synchronize()`` (device-wide), overwrite the cold-L2 buffer, record a
-start event, call, record an end event, synchronize, read ``elapsed_time`` in ms. On CPU the same sequence uses
+start event, call, record an end event, synchronize, read ``elapsed_time`` in ms (:func:`time_call` has the
+details, and the upper bound that catches work on other streams). On CPU the same sequence uses
 ``time.perf_counter`` (and is never reported as a GPU speedup). Statistics use linear-interpolated percentiles
 (the same definition as ``numpy.percentile``'s default).
 
@@ -82,13 +83,19 @@ def cold_l2_bytes(device: torch.device) -> int:
 
 class ColdL2:
     """A device buffer of at least ``2 x L2`` bytes that is overwritten before each timed call so that no
-    input or output stays in L2 from the previous call."""
+    input or output stays in L2 from the previous call.
+
+    ``solo_ms`` is the fastest of a few overwrites on an otherwise idle device (ms; 0 on CPU), measured once
+    here: :func:`time_call` subtracts it when its upper bound starts before the overwrite."""
+
+    CALIBRATION_RUNS = 5
 
     def __init__(self, device: torch.device):
         self.device = device
         nbytes = cold_l2_bytes(device)
         self.buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device) if nbytes else None
         self._value = 0
+        self.solo_ms = self._calibrate()
 
     def flush(self) -> None:
         """Overwrite the whole buffer (a different value each time, so nothing can short-circuit it)."""
@@ -96,17 +103,38 @@ class ColdL2:
             self._value = (self._value + 1) & 0x7FFFFFFF
             self.buffer.fill_(self._value)
 
+    def _calibrate(self) -> float:
+        if self.buffer is None or self.device.type != "cuda":
+            return 0.0
+        times = []
+        for _ in range(self.CALIBRATION_RUNS):
+            torch.cuda.synchronize(self.device)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            self.flush()
+            end.record()
+            end.synchronize()
+            times.append(float(begin.elapsed_time(end)))
+        return min(times)
+
 
 def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> tuple[float, float]:
     """Run ``fn`` once, timed; returns ``(ms, bound_ms)`` in milliseconds.
 
-    GPU: device-wide synchronize, enqueue the L2 overwrite (if ``flush``), record a start event, call ``fn``,
-    record an end event, device-wide synchronize again, record a third event. The overwrite is enqueued
-    *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is still busy: host launch
-    latency shorter than the overwrite is then not timed as GPU work (benchmarks/launch_latency.py measures
-    the difference; longer host work still is). ``ms`` is start -> end on the current stream
-    (the latency); ``bound_ms`` is start -> third event, an upper bound that also covers work the call
-    launched on *other* streams (plus one host synchronisation, a few microseconds). A kernel that hides its
+    GPU: device-wide synchronize, record a first event, enqueue the L2 overwrite (if ``flush``), record a
+    start event, call ``fn``, record an end event, device-wide synchronize again, record a last event. The
+    overwrite is enqueued *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is
+    still busy: host launch latency shorter than the overwrite is then not timed as GPU work
+    (benchmarks/launch_latency.py measures the difference; longer host work still is). ``ms`` is start -> end
+    on the current stream (the latency).
+
+    ``bound_ms`` is an upper bound that also covers work the call launched on *other* streams (plus one host
+    synchronisation, a few microseconds): the larger of start -> last event and first -> last event minus
+    the overwrite's time alone (``flush.solo_ms``). The second form is needed because side-stream work does
+    not wait for the overwrite: on the H200 (docs/gpu-results.md, third session) a naive GEMM launched on a
+    private stream ran its 35 ms alongside the overwrite, which finished, and so let the start event record,
+    only near the GEMM's end; start -> last event saw about 3 ms of it. Work that truly overlaps the
+    overwrite can be under-counted by at most ``solo_ms`` (tens of microseconds). A kernel that hides its
     work on a side stream has ``ms`` near zero but a large ``bound_ms``; the caller compares the two.
     CPU: ``perf_counter`` around ``fn`` (both values equal).
     """
@@ -116,16 +144,17 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
         ms = (time.perf_counter() - start) * 1e3
         return ms, ms
     torch.cuda.synchronize(device)
+    first, begin, end, done = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+    stream = torch.cuda.current_stream(device)
+    first.record(stream)
     if flush is not None:
         flush.flush()
-    begin = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    done = torch.cuda.Event(enable_timing=True)
-    stream = torch.cuda.current_stream(device)
     begin.record(stream)
     fn()
     end.record(stream)
     torch.cuda.synchronize(device)
     done.record(stream)
     done.synchronize()
-    return float(begin.elapsed_time(end)), float(begin.elapsed_time(done))
+    solo = flush.solo_ms if flush is not None else 0.0
+    bound = max(float(begin.elapsed_time(done)), float(first.elapsed_time(done)) - solo)
+    return float(begin.elapsed_time(end)), bound
