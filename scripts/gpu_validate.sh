@@ -102,7 +102,7 @@ for item in "${steps[@]}"; do
         latency) run_step latency "$limit" python3 benchmarks/launch_latency.py ;;
         symmetry) run_step symmetry "$limit" python3 benchmarks/timing_symmetry.py ;;
         pidns) run_step pidns "$limit" python3 benchmarks/pid_namespace_probe.py ;;
-        stability) run_step stability "$limit" python3 benchmarks/eval_stability.py ;;
+        stability) run_step stability "$limit" python3 benchmarks/eval_stability.py --repeats "${STABILITY_REPEATS:-10}" ;;
         overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations "${OVERHEAD_EVALUATIONS:-200}" \
             --max-wall-s "$((limit - 60))" ;;
         serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py --devices cuda:0 --settle-s 3 \
