@@ -2,7 +2,10 @@
 # The whole GPU validation of PTXBench in one command, written for the lent H200 (device tool):
 #
 #   bash scripts/device_wheels.sh                 # here, once: fills .whl/ (git-ignored)
-#   device run, carry [".whl"]:  bash scripts/gpu_validate.sh [STEP[:LIMIT_S]...]
+#   device run, carry [".whl"]:  GPU_COMMIT=<commit here> bash scripts/gpu_validate.sh [STEP[:LIMIT_S]...]
+#
+# GPU_COMMIT names the commit in the summary: the device copy's git metadata was seen stale (it named the
+# session's first commit in every call).
 #
 # It installs the carried wheels into /tmp/site, unpacks bubblewrap from its .deb, puts both packages'
 # sources on PYTHONPATH (nothing is built or installed from the checkout), then runs each STEP (default: all)
@@ -46,7 +49,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 
 SUMMARY=$OUT/summary.md
 {
-    echo "# GPU validation, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "# GPU validation, $(date -u +%Y-%m-%dT%H:%MZ), commit ${GPU_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
     echo
     echo "| step | exit | seconds | log |"
     echo "| --- | --- | --- | --- |"
