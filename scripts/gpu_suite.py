@@ -207,12 +207,13 @@ def main() -> int:
         ),
         (
             "side_stream_timed_by_sync_bound",
-            "PASSED, timing_basis device-synchronized, latency >= half the same naive GEMM's on the main stream",
+            "PASSED, timing_basis device-synchronized, latency >= 0.9 x the same naive GEMM's on the main stream",
             lambda: evaluator.evaluate(gemm, solution("gemm_side_stream.cu", GEMM, "cuda"), small),
             lambda r: (
                 ok_status("PASSED")(r)
                 and (perf(r).extra or {}).get("timing_basis") == "device-synchronized"
-                and perf(r).latency_ms >= 0.5 * perf(reports["naive_cuda_gemm_passes"]).latency_ms
+                and "naive_cuda_gemm_passes" in reports  # the main-stream latency to compare with
+                and perf(r).latency_ms >= 0.9 * perf(reports["naive_cuda_gemm_passes"]).latency_ms
             ),
         ),
         (
@@ -242,9 +243,9 @@ def main() -> int:
         try:
             report = reports[name] = run()
             seconds = time.monotonic() - t0
+            (out / "reports" / f"{name}.json").write_text(report.model_dump_json(indent=2))
             passed = bool(check(report))
             observed = describe(report)
-            (out / "reports" / f"{name}.json").write_text(report.model_dump_json(indent=2))
             notes = report.notes
             sandbox = report.sandbox
         except Exception as exc:  # a harness exception is itself a failed scenario

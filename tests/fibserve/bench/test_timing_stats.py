@@ -32,8 +32,26 @@ def test_cpu_time_call_and_cold_l2_is_inert_on_cpu():
     flush = ColdL2(torch.device("cpu"))
     assert flush.buffer is None
     flush.flush()
-    ms, bound = time_call(lambda: sum(range(1000)), torch.device("cpu"), flush)
-    assert 0 <= ms < 1000 and bound == ms
+    ms, bound, overwrite = time_call(lambda: sum(range(1000)), torch.device("cpu"), flush)
+    assert 0 <= ms < 1000 and bound == ms and overwrite == 0.0
+    assert flush.plan == (1, 0.0)
+
+
+def test_an_overwrite_plan_given_to_cold_l2_is_used_as_is():
+    from fibserve.bench.timing import ColdL2, OverwritePlan
+
+    flush = ColdL2(torch.device("cpu"), OverwritePlan(4, 0.12))
+    assert flush.plan == OverwritePlan(4, 0.12)
+
+
+def test_a_slower_overwrite_next_to_the_candidate_is_flagged():
+    from fibserve.bench.timing_checks import overwrite_excess
+
+    reference = [0.120, 0.121, 0.119, 0.122]
+    assert overwrite_excess([0.121, 0.120, 0.122, 0.121], reference)["flagged"] is False
+    slowed = overwrite_excess([0.150, 0.149, 0.151, 0.148], reference)
+    assert slowed["flagged"] is True and slowed["excess_ms"] == pytest.approx(0.029, abs=1e-3)
+    assert overwrite_excess([], [])["flagged"] is False
 
 
 def test_hidden_work_switches_both_sides_to_the_synchronized_bound():

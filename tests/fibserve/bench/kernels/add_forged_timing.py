@@ -7,5 +7,5 @@ import sys
 
 def run(x, y, z):
     fd = int(sys.argv[sys.argv.index("--out") + 1])
-    os.write(fd, b'{"ok": true, "ms": [100000.0], "bound_ms": [100000.0]}\n')
+    os.write(fd, b'{"ok": true, "ms": [100000.0], "bound_ms": [100000.0], "overwrite_ms": [0.0]}\n')
     z.copy_(x + y)

@@ -27,7 +27,7 @@ import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -88,10 +88,20 @@ class Slots:
             )
 
 
+class WorkerTimes(NamedTuple):
+    """One call request's times (ms): the worker's ``ms``, ``bound_ms`` and ``overwrite_ms`` lists (one
+    entry per repeat; see :func:`fibserve.bench.timing.time_call`) and the round trip timed here."""
+
+    ms: list[float]
+    bound: list[float]
+    wall_ms: float
+    overwrite: list[float]
+
+
 def _worker_call(
     worker: WorkerProcess, request: dict[str, Any], timeout: float, what: str, *, discount_post: bool = False
-) -> tuple[list[float], list[float], float]:
-    """Send a call; returns the worker's ``(ms, bound_ms)`` lists and the round trip's wall time here (ms).
+) -> WorkerTimes:
+    """Send a call; returns the worker's times and the round trip's wall time here (ms).
 
     Every failure becomes a CandidateFailure (the worker is then discarded), including timings that could
     not have happened: a call's ``ms`` longer than its ``bound_ms``, or their sum longer than the round trip
@@ -115,11 +125,13 @@ def _worker_call(
         if status in ("INCORRECT_SHAPE", "INCORRECT_DTYPE"):
             raise CandidateFailure(EvaluationStatus(status), log)
         raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, log)
-    ms, bound = reply.get("ms"), reply.get("bound_ms")
-    for values in (ms, bound):
+    ms, bound, overwrite = reply.get("ms"), reply.get("bound_ms"), reply.get("overwrite_ms")
+    for values in (ms, bound, overwrite):
         if not isinstance(values, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in values):
             raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
-    if len(ms) != len(bound) or any(m > b + checks.WALL_SLACK_MS for m, b in zip(ms, bound, strict=True)):
+    if not len(ms) == len(bound) == len(overwrite) or any(
+        m > b + checks.WALL_SLACK_MS for m, b in zip(ms, bound, strict=True)
+    ):
         raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
     wall_ms = (time.perf_counter() - started) * 1e3
     if sum(bound) > wall_ms * (1 + checks.WALL_TOLERANCE) + checks.WALL_SLACK_MS:
@@ -130,7 +142,9 @@ def _worker_call(
     post = reply.get("post_ms")
     if discount_post and isinstance(post, (int, float)) and post > 0:
         wall_ms = max(sum(bound), wall_ms - float(post))
-    return [float(x) for x in ms], [float(x) for x in bound], wall_ms
+    return WorkerTimes(
+        [float(x) for x in ms], [float(x) for x in bound], wall_ms, [float(x) for x in overwrite]
+    )
 
 
 def allocate_slots(
@@ -334,13 +348,10 @@ def measure(
         ReferenceTimingError: the reference's worker failed (a harness problem).
     """
     count = len(slots.inputs)
-    cand_ms: list[float] = []
-    ref_ms: list[float] = []
-    cand_bound: list[float] = []
-    ref_bound: list[float] = []
+    cand_calls: list[WorkerTimes] = []
+    ref_calls: list[WorkerTimes] = []
     wall_ms: list[float] = []
-    cand_trip: list[float] = []
-    ref_trip: list[float] = []
+    plan = timing.overwrite_plan(str(device)) if config.cold_l2 and device.type == "cuda" else None
     budget = config.timeouts.timing
     used = 0.0
     validated = 0
@@ -352,10 +363,11 @@ def measure(
             "scalars": _scalars(data, input_set),
             "timed": True,
             "cold_l2": config.cold_l2,
+            "l2_plan": list(plan) if plan else None,
             "repeat": repeat,
         }
 
-    def candidate(slot: int, input_set: int, repeat: int = 1) -> tuple[list[float], list[float], float]:
+    def candidate(slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
         nonlocal used
         remaining = budget - used
         if remaining <= 0:
@@ -391,7 +403,7 @@ def measure(
             validated += 1
         return result
 
-    def reference(slot: int, input_set: int, repeat: int = 1) -> tuple[list[float], list[float], float]:
+    def reference(slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
         with _harness_fault():
             _poison(reference_slots, slot, device)
             worker = reference_slots.worker
@@ -418,23 +430,24 @@ def measure(
         for i in range(config.iterations):
             s = i % count
             if i % 2 == 0:
-                (c,), (cb,), ct = candidate(s, holds[s])
-                (r,), (rb,), rt = reference(s, holds[s])
+                cand_calls.append(candidate(s, holds[s]))
+                ref_calls.append(reference(s, holds[s]))
             else:
-                (r,), (rb,), rt = reference(s, holds[s])
-                (c,), (cb,), ct = candidate(s, holds[s])
-            cand_ms.append(c)
-            ref_ms.append(r)
-            cand_bound.append(cb)
-            ref_bound.append(rb)
-            cand_trip.append(ct)
-            ref_trip.append(rt)
+                ref_calls.append(reference(s, holds[s]))
+                cand_calls.append(candidate(s, holds[s]))
         if config.validate_timed_outputs:
             for s in range(min(count, config.iterations)) if config.iterations else ():
                 judge(slots, s, data, holds[s], config, f"timing trial {trial} (last timed call on slot {s})")
                 validated += 1
-    unexplained_ms = checks.unexplained_round_trip(cand_trip, cand_bound, ref_trip, ref_bound, device)
+    cand_ms, cand_bound = [c.ms[0] for c in cand_calls], [c.bound[0] for c in cand_calls]
+    ref_ms, ref_bound = [r.ms[0] for r in ref_calls], [r.bound[0] for r in ref_calls]
+    unexplained_ms = checks.unexplained_round_trip(
+        [c.wall_ms for c in cand_calls], cand_bound, [r.wall_ms for r in ref_calls], ref_bound, device
+    )
     basis, hidden_ms = checks.timing_basis(cand_ms, cand_bound, ref_ms, ref_bound)
+    overwrite = checks.overwrite_excess(
+        [c.overwrite[0] for c in cand_calls], [r.overwrite[0] for r in ref_calls]
+    )
     if basis != "events":
         cand_ms, ref_ms = cand_bound, ref_bound
     cand = timing.summarize(cand_ms)
@@ -451,6 +464,7 @@ def measure(
             "timing_basis": basis,
             "hidden_work_ms": hidden_ms,
             "unexplained_round_trip_ms": unexplained_ms,
+            "l2_overwrite": {"passes": plan.passes, "solo_ms": plan.solo_ms, **overwrite} if plan else None,
             "candidate_ms": cand.as_dict(),
             "reference_ms": ref.as_dict(),
             "speedup_p10": timing.percentile(ratios, 10),

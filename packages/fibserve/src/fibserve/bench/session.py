@@ -366,6 +366,14 @@ class EvaluationRun:
                     f"{stats.get('hidden_work_ms', 0):.3f} ms (work on another stream?); both sides were timed "
                     "by the device-synchronized bound instead"
                 )
+            overwrite = stats.get("l2_overwrite") or {}
+            if overwrite.get("flagged"):
+                self.report.notes.append(
+                    f"workload {workload.uuid}: the cold-L2 overwrite before each call ran "
+                    f"{overwrite['excess_ms']:.4f} ms longer next to the candidate than next to the reference: "
+                    "work on another stream may have run before the start event and not been timed (launch on "
+                    "the harness's stream)"
+                )
             if self.config.plausibility:
                 axes = self.definition.axis_values(workload.axes)
                 verdict = check_plausibility(

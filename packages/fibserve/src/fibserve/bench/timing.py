@@ -11,10 +11,12 @@ This module imports only torch and the standard library: the worker imports it.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -83,79 +85,115 @@ def cold_l2_bytes(device: torch.device) -> int:
 
 PRE_CALL_MS = 0.1
 """Least GPU time (ms) of the cold-L2 overwrite queued ahead of a timed call. The host reaches the call's
-launch while the overwrite runs, so host launch latency up to this long is not timed as GPU work (on the H200,
-with a single 2 x L2 pass of about 0.03 ms, a torch.matmul reference once timed 2% slow for a whole
-evaluation: docs/gpu-results.md, third session)."""
+launch while the overwrite runs, so host launch latency up to about this long (less the host's own time to
+queue the overwrite) is not timed as GPU work. On the H200 a torch.matmul reference once timed 2% slow for a
+whole evaluation with a single 2 x L2 pass (docs/gpu-results.md, third session)."""
+
+
+class OverwritePlan(NamedTuple):
+    """How the cold-L2 overwrite runs on one device: ``passes`` over the buffer, and ``solo_ms``, the fastest
+    whole overwrite (all passes) timed alone on an otherwise idle device (ms)."""
+
+    passes: int
+    solo_ms: float
 
 
 class ColdL2:
     """A device buffer of at least ``2 x L2`` bytes, overwritten before each timed call so that no input or
     output stays in L2 from the previous call.
 
-    The overwrite is repeated ``passes`` times, enough for it to last at least ``PRE_CALL_MS`` (measured once
-    here on an otherwise idle device); ``solo_ms`` is the fastest whole overwrite seen then (ms; 0 on CPU),
-    which :func:`time_call` subtracts when its upper bound starts before the overwrite."""
+    The overwrite is repeated ``plan.passes`` times, enough for it to last at least ``PRE_CALL_MS``. The plan
+    is measured here when none is given; the evaluating process measures it once per device
+    (:func:`overwrite_plan`) and sends it to both workers, so the candidate's and the reference's are the same
+    and no candidate code runs while it is measured. ``plan.solo_ms`` is 0 on CPU."""
 
     CALIBRATION_RUNS = 5
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, plan: OverwritePlan | None = None):
         self.device = device
         nbytes = cold_l2_bytes(device)
         self.buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device) if nbytes else None
         self._value = 0
-        self.passes = 1
-        self.solo_ms = 0.0
-        if self.buffer is not None and device.type == "cuda":
-            self.passes = max(1, math.ceil(PRE_CALL_MS / max(self._fastest(), 1e-3)))
-            self.solo_ms = self._fastest()
+        self.plan = OverwritePlan(1, 0.0)
+        if plan is not None:
+            self.plan = OverwritePlan(max(1, int(plan.passes)), max(0.0, float(plan.solo_ms)))
+        elif self.buffer is not None and device.type == "cuda":
+            passes = max(1, math.ceil(PRE_CALL_MS / max(self._fastest(1), 1e-3)))
+            self.plan = OverwritePlan(passes, self._fastest(passes))
 
     def flush(self) -> None:
-        """Overwrite the whole buffer ``passes`` times (a different value each time, so nothing can
+        """Overwrite the whole buffer ``plan.passes`` times (a different value each time, so nothing can
         short-circuit it)."""
+        self._overwrite(self.plan.passes)
+
+    def _overwrite(self, passes: int) -> None:
         if self.buffer is not None:
-            for _ in range(self.passes):
+            for _ in range(passes):
                 self._value = (self._value + 1) & 0x7FFFFFFF
                 self.buffer.fill_(self._value)
 
-    def _fastest(self) -> float:
-        """The fastest of ``CALIBRATION_RUNS`` whole overwrites, timed alone with CUDA events (ms)."""
+    def _fastest(self, passes: int) -> float:
+        """The fastest of ``CALIBRATION_RUNS`` overwrites of ``passes`` passes, timed with CUDA events (ms).
+        One untimed pass runs first, so the host has queued the timed ones before the start event records
+        and its launch latency is not measured."""
         times = []
         for _ in range(self.CALIBRATION_RUNS):
             torch.cuda.synchronize(self.device)
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self._overwrite(1)
             begin.record()
-            self.flush()
+            self._overwrite(passes)
             end.record()
             end.synchronize()
             times.append(float(begin.elapsed_time(end)))
         return min(times)
 
 
-def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> tuple[float, float]:
-    """Run ``fn`` once, timed; returns ``(ms, bound_ms)`` in milliseconds.
+@functools.cache
+def overwrite_plan(device: str) -> OverwritePlan:
+    """The cold-L2 overwrite plan of ``device`` (``cpu`` or ``cuda:N``), measured once per process."""
+    flush = ColdL2(torch.device(device))
+    plan = flush.plan
+    del flush
+    return plan
+
+
+class Timed(NamedTuple):
+    """One timed call (ms): see :func:`time_call`."""
+
+    ms: float
+    bound_ms: float
+    overwrite_ms: float
+
+
+def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> Timed:
+    """Run ``fn`` once, timed.
 
     GPU: device-wide synchronize, record a first event, enqueue the L2 overwrite (if ``flush``), record a
     start event, call ``fn``, record an end event, device-wide synchronize again, record a last event. The
     overwrite is enqueued *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is
-    still busy: host launch latency shorter than the overwrite (at least ``PRE_CALL_MS``) is then not timed as
-    GPU work (benchmarks/launch_latency.py measures the difference; longer host work still is). ``ms`` is start -> end
-    on the current stream (the latency).
+    still busy: host launch latency shorter than the overwrite is then not timed as GPU work
+    (benchmarks/launch_latency.py measures the difference; longer host work still is).
 
-    ``bound_ms`` is an upper bound that also covers work the call launched on *other* streams (plus one host
-    synchronisation, a few microseconds): the larger of start -> last event and first -> last event minus
-    the overwrite's time alone (``flush.solo_ms``). The second form is needed because side-stream work does
-    not wait for the overwrite: on the H200 (docs/gpu-results.md, third session) a naive GEMM launched on a
-    private stream ran its 35 ms alongside the overwrite, which finished, and so let the start event record,
-    only near the GEMM's end; start -> last event saw about 3 ms of it. Work that truly overlaps the
-    overwrite can be under-counted by at most ``solo_ms`` (tens of microseconds). A kernel that hides its
-    work on a side stream has ``ms`` near zero but a large ``bound_ms``; the caller compares the two.
-    CPU: ``perf_counter`` around ``fn`` (both values equal).
+    - ``ms``: start -> end on the current stream (the latency).
+    - ``bound_ms``: an upper bound meant to cover work the call launched on *other* streams too (plus one
+      host synchronisation, a few microseconds): the larger of start -> last event and first -> last event
+      minus ``flush.plan.solo_ms``. The second form is needed because side-stream work does not wait for the
+      overwrite: in the H200 suite (docs/gpu-results.md, third session) a naive GEMM on a private stream
+      left a median 32.6 ms per call unexplained by start -> last event, and with the second form it was
+      timed at 35.7 ms (35.6 ms on the main stream).
+    - ``overwrite_ms``: first -> start, the overwrite as it ran in this call. Side-stream work that runs
+      *during* the overwrite and finishes before it is not in either bound, except as far as it slows the
+      overwrite: the caller compares ``overwrite_ms`` with the reference's (:func:`fibserve.bench.
+      timing_checks.overwrite_excess`).
+
+    CPU: ``perf_counter`` around ``fn`` (``ms`` and ``bound_ms`` equal, ``overwrite_ms`` 0).
     """
     if device.type != "cuda":
         start = time.perf_counter()
         fn()
         ms = (time.perf_counter() - start) * 1e3
-        return ms, ms
+        return Timed(ms, ms, 0.0)
     torch.cuda.synchronize(device)
     first, begin, end, done = (torch.cuda.Event(enable_timing=True) for _ in range(4))
     stream = torch.cuda.current_stream(device)
@@ -168,6 +206,6 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
     torch.cuda.synchronize(device)
     done.record(stream)
     done.synchronize()
-    solo = flush.solo_ms if flush is not None else 0.0
+    solo = flush.plan.solo_ms if flush is not None else 0.0
     bound = max(float(begin.elapsed_time(done)), float(first.elapsed_time(done)) - solo)
-    return float(begin.elapsed_time(end)), bound
+    return Timed(float(begin.elapsed_time(end)), bound, float(first.elapsed_time(begin)))

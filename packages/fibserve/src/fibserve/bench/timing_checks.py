@@ -6,7 +6,8 @@ reports is taken on trust alone: reported times must fit in the round trip timed
 (``WALL_TOLERANCE``/``WALL_SLACK_MS``); time spent before the reply but not reported shows up against the
 reference's twin, which travels the identical path (:func:`unexplained_round_trip`); work left running after
 the reply leaves poisoned outputs (:func:`poison_left`) or wrong ones in a sampled full comparison
-(``SAMPLE_DENOMINATOR``); work on another stream outlives the end event (:func:`timing_basis`).
+(``SAMPLE_DENOMINATOR``); work on another stream outlives the end event (:func:`timing_basis`) or slows the
+cold-L2 overwrite that it ran alongside (:func:`overwrite_excess`, a note only).
 """
 
 from __future__ import annotations
@@ -111,3 +112,30 @@ def timing_basis(
     if hidden > max(HIDDEN_WORK_MS, 0.25 * median):
         return "device-synchronized", hidden
     return "events", hidden
+
+
+OVERWRITE_EXCESS_MS = 0.005
+"""Median slowdown (ms) of the cold-L2 overwrite in the candidate's calls, beyond the reference's, above
+which the result carries a note (and the fraction below, when larger). Not yet calibrated on a GPU."""
+OVERWRITE_EXCESS_FRACTION = 0.05
+"""The same threshold as a fraction of the reference's median overwrite time."""
+
+
+def overwrite_excess(cand_overwrite: list[float], ref_overwrite: list[float]) -> dict[str, float | bool]:
+    """How much longer the cold-L2 overwrite ran in the candidate's timed calls than in the reference's
+    (medians, ms), and whether that exceeds ``max(OVERWRITE_EXCESS_MS, OVERWRITE_EXCESS_FRACTION x the
+    reference's)``.
+
+    Watches for: a candidate that launches its work on a stream of its own, which does not wait for the
+    overwrite queued on the timed stream; work that finishes while the overwrite still runs is in neither
+    of :func:`fibserve.bench.timing.time_call`'s bounds, and shows only as the overwrite running longer.
+    This is a flag for the reader (a note on the result), not a verdict: compute-light work can overlap the
+    overwrite without slowing it, so an unflagged result does not prove there was none.
+    """
+    if not cand_overwrite or not ref_overwrite:
+        return {"candidate_ms": 0.0, "reference_ms": 0.0, "excess_ms": 0.0, "flagged": False}
+    cand = timing.percentile(sorted(cand_overwrite), 50)
+    ref = timing.percentile(sorted(ref_overwrite), 50)
+    excess = cand - ref
+    flagged = excess > max(OVERWRITE_EXCESS_MS, OVERWRITE_EXCESS_FRACTION * ref)
+    return {"candidate_ms": cand, "reference_ms": ref, "excess_ms": excess, "flagged": flagged}

@@ -15,10 +15,12 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   allocated here and exported as CUDA IPC handles; CPU buffers are files the trusted side created (``path``)
   and both sides map. The trusted side writes inputs and poison into these buffers and reads outputs back;
   nothing else crosses, and this process never sees reference outputs or the seed secret;
-* ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "repeat"}`` -> ``{"ok": true,
-  "ms": [...], "bound_ms": [...], "post_ms"}`` or ``{"ok": false, "error", "error_type", "status"?}``. For
-  ``ms`` and ``bound_ms`` see :func:`fibserve.bench.timing.time_call`; ``post_ms`` is the untimed copy of a
-  returned value into the outputs, which the trusted side discounts for the reference's twin only;
+* ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "repeat"}`` ->
+  ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms"}`` or ``{"ok": false,
+  "error", "error_type", "status"?}``. ``l2_plan`` is the trusted side's ``[passes, solo_ms]``
+  (:class:`fibserve.bench.timing.OverwritePlan`); for the three lists see
+  :func:`fibserve.bench.timing.time_call`; ``post_ms`` is the untimed copy of a returned value into the
+  outputs, which the trusted side discounts for the reference's twin only;
 * ``{"op": "exit"}``.
 
 Any error reply makes the trusted side discard this process. This module imports only the standard library,
@@ -42,7 +44,7 @@ from typing import Any
 import torch
 
 from fibserve.bench._dtypes import TORCH_DTYPES
-from fibserve.bench.timing import ColdL2, time_call
+from fibserve.bench.timing import ColdL2, OverwritePlan, time_call
 
 
 def _b64(value: bytes | None) -> str | None:
@@ -154,15 +156,17 @@ class Worker:
             else:
                 returned[:] = [self.fn(*args)]
 
-        times, bounds = [], []
+        times, bounds, overwrites = [], [], []
         flush = None
         if req.get("timed") and req.get("cold_l2") and self.device.type == "cuda":
-            self.flush = self.flush or ColdL2(self.device)
+            plan = req.get("l2_plan")
+            self.flush = self.flush or ColdL2(self.device, OverwritePlan(*plan) if plan else None)
             flush = self.flush
         for _ in range(int(req.get("repeat", 1))):
-            ms, bound = time_call(once, self.device, flush)
-            times.append(ms)
-            bounds.append(bound)
+            timed = time_call(once, self.device, flush)
+            times.append(timed.ms)
+            bounds.append(timed.bound_ms)
+            overwrites.append(timed.overwrite_ms)
         copied = time.perf_counter()
         if not self.dps:
             problem = _copy_returned(returned[0], outputs, cast=self.cast_outputs)
@@ -171,7 +175,7 @@ class Worker:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         post_ms = (time.perf_counter() - copied) * 1e3
-        return {"ok": True, "ms": times, "bound_ms": bounds, "post_ms": post_ms}
+        return {"ok": True, "ms": times, "bound_ms": bounds, "overwrite_ms": overwrites, "post_ms": post_ms}
 
 
 def _import_entry(package_root: str, package: str, entry_file: str, symbol: str) -> Any:
