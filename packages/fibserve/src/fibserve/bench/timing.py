@@ -137,13 +137,14 @@ class ColdL2:
         One untimed pass runs first, so the host has queued the timed ones before the start event records
         and its launch latency is not measured."""
         times = []
+        stream = torch.cuda.current_stream(self.device)  # the one fill_ runs on, whatever the current device
         for _ in range(self.CALIBRATION_RUNS):
             torch.cuda.synchronize(self.device)
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self._overwrite(1)
-            begin.record()
+            begin.record(stream)
             self._overwrite(passes)
-            end.record()
+            end.record(stream)
             end.synchronize()
             times.append(float(begin.elapsed_time(end)))
         return min(times)
