@@ -314,11 +314,11 @@ def evaluate_command(
     from pydantic import ValidationError
     from rich.console import Console
 
+    from fibserve.bench.device import resolve_device
     from fibserve.bench.offline import (
         LookupProblem,
         exit_code,
         print_report,
-        resolve_device,
         run_offline,
         select,
     )

@@ -1,4 +1,5 @@
-"""Device facts recorded with each measurement: name, driver, SM clock, power and temperature.
+"""Devices: which ones a command may use (:func:`resolve_device`), and the facts recorded with each
+measurement: name, driver, SM clock, power and temperature.
 
 Sources, in order: NVML through ``pynvml`` when importable; ``nvidia-smi --query-gpu`` when on PATH; torch's
 own helpers (``torch.cuda.clock_rate``/``power_draw``/``temperature``, which use NVML too). Anything that
@@ -14,6 +15,42 @@ from typing import Any
 
 import torch
 from pydantic import BaseModel, ConfigDict
+
+
+class DeviceProblem(ValueError):
+    """The requested device is malformed or not visible on this machine (a usage error, exit code 2)."""
+
+
+def resolve_device(device: str | None, flag: str = "--device") -> str:
+    """``device`` checked against this machine: ``cpu`` or ``cuda[:N]``; None picks ``cuda:0`` when a GPU is
+    visible, else ``cpu``. ``flag`` is the command-line option the messages tell the user to change.
+
+    Raises:
+        DeviceProblem: not ``cpu``/``cuda[:N]``, or a CUDA device that torch cannot see (the message says what
+            ``cpu`` still does).
+    """
+    if device is None:
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise DeviceProblem(f"unknown device {device!r}: use cpu or cuda:N") from None
+    if parsed.type == "cpu":
+        return device
+    if parsed.type != "cuda":
+        raise DeviceProblem(f"unknown device {device!r}: use cpu or cuda:N")
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible == 0:
+        raise DeviceProblem(
+            f"no CUDA device is visible here; use {flag} cpu (Triton float32 runs under the interpreter, "
+            "CUDA candidates get static analysis only)"
+        )
+    if parsed.index is not None and parsed.index >= visible:
+        raise DeviceProblem(
+            f"{device} is not visible here: {visible} CUDA device(s), cuda:0 to cuda:{visible - 1}"
+        )
+    return device
+
 
 _QUERY = "name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu,memory.used"
 

@@ -19,15 +19,12 @@ from rich.table import Table
 
 from fibserve.trace import Definition, Solution, TraceSet, Workload
 
+from .device import resolve_device
 from .report import EvaluationReport
 
 
 class LookupProblem(ValueError):
     """The request names something that does not exist (a usage error, exit code 2)."""
-
-
-class DeviceProblem(ValueError):
-    """The requested device is malformed or not visible on this machine (a usage error, exit code 2)."""
 
 
 def find_definition(trace_set: TraceSet, name: str) -> Definition:
@@ -52,39 +49,6 @@ def find_definition(trace_set: TraceSet, name: str) -> Definition:
             f"unknown definition {name!r}; {suggestion}({len(trace_set.definitions)} definitions; "
             "list them with `fibserve definitions`)"
         ) from None
-
-
-def resolve_device(device: str | None) -> str:
-    """``device`` checked against this machine: ``cpu`` or ``cuda[:N]``; None picks ``cuda:0`` when a GPU is
-    visible, else ``cpu``.
-
-    Raises:
-        DeviceProblem: not ``cpu``/``cuda[:N]``, or a CUDA device that torch cannot see (the message says what
-            ``--device cpu`` still does).
-    """
-    import torch
-
-    if device is None:
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
-    try:
-        parsed = torch.device(device)
-    except RuntimeError:
-        raise DeviceProblem(f"unknown device {device!r}: use cpu or cuda:N") from None
-    if parsed.type == "cpu":
-        return device
-    if parsed.type != "cuda":
-        raise DeviceProblem(f"unknown device {device!r}: use cpu or cuda:N")
-    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if visible == 0:
-        raise DeviceProblem(
-            "no CUDA device is visible here; use --device cpu (Triton float32 runs under the interpreter, "
-            "CUDA candidates get static analysis only)"
-        )
-    if parsed.index is not None and parsed.index >= visible:
-        raise DeviceProblem(
-            f"{device} is not visible here: {visible} CUDA device(s), cuda:0 to cuda:{visible - 1}"
-        )
-    return device
 
 
 def select(
@@ -131,7 +95,7 @@ def run_offline(
     """Evaluate with a fresh Evaluator (no warm spare: one candidate), showing progress on ``console``.
 
     Raises:
-        DeviceProblem: ``device`` is malformed or not visible (see :func:`resolve_device`).
+        DeviceProblem: ``device`` is malformed or not visible (see :func:`fibserve.bench.device.resolve_device`).
     """
     from .evaluator import Evaluator
 

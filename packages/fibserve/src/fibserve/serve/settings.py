@@ -84,17 +84,14 @@ def resolve_devices(requested: list[str] | None) -> list[str]:
     """The lane devices: ``requested`` checked against the visible GPUs, or all GPUs, or ``["cpu"]``.
 
     Raises:
-        ValueError: a ``cuda:N`` device does not exist here (the message says how many GPUs are visible).
+        ValueError: a device does not exist here (:class:`fibserve.bench.device.DeviceProblem`; the message
+            says how many GPUs are visible).
     """
     import torch
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    from fibserve.bench.device import resolve_device
+
     if requested is None:
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return [f"cuda:{i}" for i in range(count)] or ["cpu"]
-    for device in requested:
-        if device.startswith("cuda:") and int(device.split(":")[1]) >= count:
-            raise ValueError(
-                f"device {device} is not available: this machine has {count} visible CUDA device(s)"
-                + ("; use --devices cpu" if count == 0 else "")
-            )
-    return list(requested)
+    return [resolve_device(device, flag="--devices") for device in requested]
