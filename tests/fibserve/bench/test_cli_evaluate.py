@@ -43,8 +43,10 @@ def test_evaluate_triton_kernel_on_cpu_prints_the_report_as_json():
 def test_unknown_definition_is_a_usage_error_naming_it():
     result = _run(str(KERNELS / "add_correct.py"), "--definition", "no_such_definition", timeout=120)
     assert result.returncode == 2
-    assert "unknown definition 'no_such_definition'" in result.stderr
-    assert "22 definitions; list them with `fibserve definitions`" in result.stderr
+    assert (
+        "unknown definition 'no_such_definition' (22 definitions; list them with `fibserve definitions`)"
+        in (result.stderr)
+    )
 
 
 def test_misspelled_definition_suggests_the_close_name():
@@ -79,7 +81,7 @@ def test_failure_lines_render_markup_and_escape_the_candidates_text(tmp_path: Pa
     kernel.write_text('def run(x, y, z):\n    raise RuntimeError("[red]boom[/red] from the candidate")\n')
     result = _run(
         str(kernel),
-        *("--definition", "vector_add_f32", "--workload", "1e6b0d78", "--device", "cpu"),
+        *("--definition", "vector_add_f32", "--workload", "all", "--device", "cpu"),
         *("--language", "python"),
         env={**os.environ, "COLUMNS": "200", "TERM": "dumb"},
     )
@@ -108,10 +110,12 @@ def test_kernel_and_solution_are_exclusive():
 def test_a_narrow_terminal_folds_the_table_instead_of_cutting_values():
     result = _run(
         str(KERNELS / "add_wrong.py"),
-        *("--definition", "vector_add_f32", "--workload", "1e6b0d78", "--device", "cpu"),
+        *("--definition", "vector_add_f32", "--workload", "all", "--device", "cpu"),
         env={**os.environ, "COLUMNS": "60", "TERM": "dumb"},
     )
     assert result.returncode == 1, result.stderr[-3000:]
     table = result.stdout.split("\n\n")[0]
     assert "INCORRECT_NUMERICAL" in result.stdout  # the failure line below the table names it whole
     assert "…" not in table, table
+    for uuid, axes in (("fea76944", "N=1024"), ("55c949d1", "N=65536"), ("1e6b0d78", "N=1000")):
+        assert uuid in table and axes in table, table  # a row's identity is never folded

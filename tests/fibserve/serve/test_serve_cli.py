@@ -32,6 +32,8 @@ def test_help_lists_the_options(tmp_path: Path) -> None:
         "--max-body-mb",
     ):
         assert option in text
+    # rich markup would swallow an unescaped "[default: ...]" and leave "folder ."
+    assert "Task database folder [default:" in text and "folder ." not in text
 
 
 def test_a_device_that_is_not_there_is_refused(tmp_path: Path) -> None:

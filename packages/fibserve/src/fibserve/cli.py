@@ -62,7 +62,7 @@ def serve_command(
     state_dir: Annotated[
         str | None,
         typer.Option(
-            "--state-dir", help="Task database folder [default: $PTXBENCH_DATA_ROOT/fibserve-state]."
+            "--state-dir", help="Task database folder \\[default: $PTXBENCH_DATA_ROOT/fibserve-state]."
         ),
     ] = None,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest request body (MiB).")] = 32.0,
@@ -287,7 +287,7 @@ def evaluate_command(
     ] = None,
     device: Annotated[
         str | None,
-        typer.Option("--device", help="cpu or cuda:N [default: cuda:0 when a GPU is visible, else cpu]."),
+        typer.Option("--device", help="cpu or cuda:N \\[default: cuda:0 when a GPU is visible, else cpu]."),
     ] = None,
     language: Annotated[
         str | None, typer.Option("--language", help="For a .py KERNEL: triton (default) or python.")
@@ -309,6 +309,7 @@ def evaluate_command(
     3 not executed (a CUDA candidate on a machine without a GPU: static analysis only).
     """
     import os
+    import sys
     from pathlib import Path
 
     from pydantic import ValidationError
@@ -340,7 +341,9 @@ def evaluate_command(
         typer.secho(f"fibserve evaluate: {exc}", err=True, fg=typer.colors.RED)
         raise typer.Exit(2) from None
     overrides = {k: v for k, v in {"atol": atol, "rtol": rtol}.items() if v is not None}
-    console = None if as_json else Console()
+    # piped into a file or a log, rich would assume 80 columns and fold the table; a terminal keeps its width
+    piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    console = None if as_json else Console(width=160 if piped else None)
     report = run_offline(
         definition_model,
         candidate,

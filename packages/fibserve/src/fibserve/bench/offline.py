@@ -44,9 +44,9 @@ def find_definition(trace_set: TraceSet, name: str) -> Definition:
         quoted = [repr(match) for match in exc.close_matches]
         if len(quoted) > 1:
             quoted = [", ".join(quoted[:-1]), quoted[-1]]
-        suggestion = f"did you mean {' or '.join(quoted)}? " if quoted else ""
+        suggestion = f"; did you mean {' or '.join(quoted)}?" if quoted else ""
         raise LookupProblem(
-            f"unknown definition {name!r}; {suggestion}({len(trace_set.definitions)} definitions; "
+            f"unknown definition {name!r}{suggestion} ({len(trace_set.definitions)} definitions; "
             "list them with `fibserve definitions`)"
         ) from None
 
@@ -135,14 +135,18 @@ def print_report(report: EvaluationReport, console: Console) -> None:
             f"{report.solution} on {report.definition} ({report.device.name}, sandbox {report.sandbox})"
         )
     )
-    for column in ("workload", "axes", "status", "ms", "ref ms", "speedup", "abs err", "rel err", "matched"):
-        # fold rather than cut: a narrow terminal must not lose digits of an error or a status
-        table.add_column(
-            column, justify="left" if column in ("workload", "axes", "status") else "right", overflow="fold"
-        )
+    axes_of = {
+        t.workload.uuid: " ".join(f"{k}={v}" for k, v in t.workload.axes.items()) for t in report.traces
+    }
+    # the row's identity stays whole (the width of its longest value, up to 24); the other columns fold
+    # rather than cut: a narrow terminal must not lose digits of an error or a status
+    table.add_column("workload", no_wrap=True, min_width=8)
+    table.add_column("axes", overflow="fold", min_width=min(24, max(map(len, axes_of.values()), default=4)))
+    for column in ("status", "ms", "ref ms", "speedup", "abs err", "rel err", "matched"):
+        table.add_column(column, justify="left" if column == "status" else "right", overflow="fold")
     for trace in report.traces:
         ev = trace.evaluation
-        axes = escape(" ".join(f"{k}={v}" for k, v in trace.workload.axes.items()))
+        axes = escape(axes_of[trace.workload.uuid])
         if ev is None:
             error = report.workload_errors.get(trace.workload.uuid)
             status = "[red]TASK ERROR[/red]" if error else "[yellow]NOT EXECUTED[/yellow]"
