@@ -90,7 +90,9 @@ def test_raising_candidate_is_runtime_error_and_the_evaluator_keeps_working(
     report = _run(evaluator, vector_add, make_solution, "add_raises.py")
     assert report.task_error is None
     assert [t.evaluation.status for t in report.traces] == [EvaluationStatus.RUNTIME_ERROR] * 2
-    assert "deliberate failure" in report.traces[0].evaluation.log
+    log = report.traces[0].evaluation.log
+    assert "deliberate failure" in log
+    assert 'File "kernel.py", line 5, in run' in log and "worker.py" not in log  # the candidate's frames only
     assert _run(evaluator, vector_add, make_solution, "add_correct.py").all_passed
 
 

@@ -87,6 +87,7 @@ class Worker:
         self.cast_outputs = False
         self.slots: list[dict[str, list[torch.Tensor]]] = []
         self.flush: ColdL2 | None = None
+        self.source_dir: str | None = None
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
         language = req["language"]
@@ -101,6 +102,7 @@ class Worker:
                 return {"ok": False, "error": f"the built library exports no function {req['symbol']!r}"}
             self.fn = fn
             return {"ok": True}
+        self.source_dir = str(Path(req["package_root"]) / req["package"])
         fn = _import_entry(req["package_root"], req["package"], req["entry_file"], req["symbol"])
         if not callable(fn):
             return {"ok": False, "error": f"{req['entry_file']} defines no callable {req['symbol']!r}"}
@@ -241,6 +243,22 @@ def _copy_returned(value: Any, outputs: list[torch.Tensor], *, cast: bool = Fals
     return None
 
 
+def _error_text(exc: BaseException, source_dir: str | None) -> str:
+    """The traceback of ``exc`` as the candidate's author (often a model) needs it. When frames of the
+    candidate's own files (under ``source_dir``) are in it, it starts at the first of them, so the harness's
+    frames above are left out; otherwise it is whole, so that a failure of the harness stays diagnosable.
+    Paths under ``source_dir`` are written relative to it (``kernel.py``, as in the solution's sources)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    prefix = source_dir + os.sep if source_dir else None
+    first = next((i for i, f in enumerate(frames) if prefix and f.filename.startswith(prefix)), None)
+    if first is None:
+        text = "".join(traceback.format_exception(exc))
+    else:
+        kept = "".join(traceback.StackSummary.from_list(frames[first:]).format())
+        text = "Traceback (most recent call last):\n" + kept + "".join(traceback.format_exception_only(exc))
+    return text.replace(prefix, "") if prefix else text
+
+
 def serve(fd_in: int, fd_out: int, device: str) -> None:
     """Answer requests until ``exit`` or end of input."""
     reader = os.fdopen(fd_in, "r", encoding="utf-8")
@@ -262,7 +280,7 @@ def serve(fd_in: int, fd_out: int, device: str) -> None:
         except BaseException as exc:
             reply = {
                 "ok": False,
-                "error": "".join(traceback.format_exception(exc))[-8000:],
+                "error": _error_text(exc, worker.source_dir)[-8000:],
                 "error_type": type(exc).__name__,
             }
         send(reply)
