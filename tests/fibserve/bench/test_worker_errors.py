@@ -38,3 +38,20 @@ def test_without_candidate_frames_the_traceback_stays_whole(tmp_path: Path) -> N
     except KeyError as exc:
         text = _error_text(exc, str(tmp_path / "pkg"))
     assert __file__ in text and "KeyError: 'missing'" in text  # a harness failure stays diagnosable
+
+
+def test_a_wrapped_error_keeps_its_cause(tmp_path: Path) -> None:
+    source_dir = tmp_path / "pkg"
+    source_dir.mkdir()
+    kernel = source_dir / "kernel.py"
+    kernel.write_text(
+        "def run():\n    try:\n        {}['k']\n    except KeyError as e:\n        raise RuntimeError('wrapped') from e\n"
+    )
+    namespace: dict = {}
+    exec(compile(kernel.read_text(), str(kernel), "exec"), namespace)
+    try:
+        namespace["run"]()
+    except RuntimeError as exc:
+        text = _error_text(exc, str(source_dir))
+    assert "KeyError: 'k'" in text and "direct cause" in text and text.endswith("RuntimeError: wrapped\n")
+    assert __file__ not in text.split("direct cause")[1]  # the outer stack still starts at the candidate

@@ -29,6 +29,7 @@ import torch
 
 from fibserve.trace import Definition, Solution, Workload
 
+from . import timing
 from .config import resolve_config
 from .device import snapshot
 from .reference import ReferenceCache
@@ -83,6 +84,8 @@ class Evaluator:
             if self.device.index is None:
                 self.device = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(self.device)
+            # measured now, before any worker of this evaluator (or its candidates) is alive on the GPU
+            timing.overwrite_plan(str(self.device))
         env_secret = os.environ.get(SECRET_ENV)
         self.secret = secret or (bytes.fromhex(env_secret) if env_secret else os.urandom(32))
         self.config_path = config_path

@@ -11,8 +11,8 @@ This module imports only torch and the standard library: the worker imports it.
 
 from __future__ import annotations
 
-import functools
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -104,8 +104,9 @@ class ColdL2:
 
     The overwrite is repeated ``plan.passes`` times, enough for it to last at least ``PRE_CALL_MS``. The plan
     is measured here when none is given; the evaluating process measures it once per device
-    (:func:`overwrite_plan`) and sends it to both workers, so the candidate's and the reference's are the same
-    and no candidate code runs while it is measured. ``plan.solo_ms`` is 0 on CPU."""
+    (:func:`overwrite_plan`, when its Evaluator is created, before any of its workers start) and sends it to
+    both workers, so the candidate's and the reference's are the same and the candidate cannot disturb its
+    measurement. ``plan.solo_ms`` is 0 on CPU."""
 
     CALIBRATION_RUNS = 5
 
@@ -150,13 +151,18 @@ class ColdL2:
         return min(times)
 
 
-@functools.cache
+_PLANS: dict[str, OverwritePlan] = {}
+_PLANS_LOCK = threading.Lock()
+
+
 def overwrite_plan(device: str) -> OverwritePlan:
-    """The cold-L2 overwrite plan of ``device`` (``cpu`` or ``cuda:N``), measured once per process."""
-    flush = ColdL2(torch.device(device))
-    plan = flush.plan
-    del flush
-    return plan
+    """The cold-L2 overwrite plan of ``device`` (``cpu`` or ``cuda:N``), measured once per process (under a
+    lock, so that two lanes on one device do not measure against each other). The
+    :class:`fibserve.bench.Evaluator` measures it when it is created, before its workers start."""
+    with _PLANS_LOCK:
+        if device not in _PLANS:
+            _PLANS[device] = ColdL2(torch.device(device)).plan
+        return _PLANS[device]
 
 
 class Timed(NamedTuple):
@@ -183,7 +189,8 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
       overwrite: in the H200 suite (docs/gpu-results.md, third session) a naive GEMM on a private stream
       left a median 32.6 ms per call unexplained by start -> last event, and with the second form it was
       timed at 35.7 ms (35.6 ms on the main stream).
-    - ``overwrite_ms``: first -> start, the overwrite as it ran in this call. Side-stream work that runs
+    - ``overwrite_ms``: first -> start, the overwrite as it ran in this call (with the host's delay before
+      its first pass, since the first event records on an idle GPU). Side-stream work that runs
       *during* the overwrite and finishes before it is not in either bound, except as far as it slows the
       overwrite: the caller compares ``overwrite_ms`` with the reference's (:func:`fibserve.bench.
       timing_checks.overwrite_excess`).

@@ -114,10 +114,12 @@ def timing_basis(
     return "events", hidden
 
 
-OVERWRITE_EXCESS_MS = 0.005
+OVERWRITE_EXCESS_MS = 0.01
 """Median slowdown (ms) of the cold-L2 overwrite in the candidate's calls, beyond the reference's, above
-which the result carries a note (and the fraction below, when larger). Not yet calibrated on a GPU."""
-OVERWRITE_EXCESS_FRACTION = 0.05
+which the result carries a note (and the fraction below, when larger). Not yet calibrated on a GPU: the
+measured overwrite also holds the host's delay before its first pass, which differs a little between the
+two workers."""
+OVERWRITE_EXCESS_FRACTION = 0.1
 """The same threshold as a fraction of the reference's median overwrite time."""
 
 
@@ -130,7 +132,8 @@ def overwrite_excess(cand_overwrite: list[float], ref_overwrite: list[float]) ->
     overwrite queued on the timed stream; work that finishes while the overwrite still runs is in neither
     of :func:`fibserve.bench.timing.time_call`'s bounds, and shows only as the overwrite running longer.
     This is a flag for the reader (a note on the result), not a verdict: compute-light work can overlap the
-    overwrite without slowing it, so an unflagged result does not prove there was none.
+    overwrite without slowing it, and the times are the worker's own report (a candidate that forges its
+    replies reports whatever it likes), so it catches honest use of another stream, not a determined cheat.
     """
     if not cand_overwrite or not ref_overwrite:
         return {"candidate_ms": 0.0, "reference_ms": 0.0, "excess_ms": 0.0, "flagged": False}

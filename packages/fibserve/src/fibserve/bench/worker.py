@@ -248,14 +248,13 @@ def _error_text(exc: BaseException, source_dir: str | None) -> str:
     candidate's own files (under ``source_dir``) are in it, it starts at the first of them, so the harness's
     frames above are left out; otherwise it is whole, so that a failure of the harness stays diagnosable.
     Paths under ``source_dir`` are written relative to it (``kernel.py``, as in the solution's sources)."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    report = traceback.TracebackException.from_exception(exc)
     prefix = source_dir + os.sep if source_dir else None
+    frames = list(report.stack)
     first = next((i for i, f in enumerate(frames) if prefix and f.filename.startswith(prefix)), None)
-    if first is None:
-        text = "".join(traceback.format_exception(exc))
-    else:
-        kept = "".join(traceback.StackSummary.from_list(frames[first:]).format())
-        text = "Traceback (most recent call last):\n" + kept + "".join(traceback.format_exception_only(exc))
+    if first is not None:  # chained causes and exception-group members keep their own stacks
+        report.stack = traceback.StackSummary.from_list(frames[first:])
+    text = "".join(report.format())
     return text.replace(prefix, "") if prefix else text
 
 
