@@ -6,25 +6,26 @@ from pathlib import Path
 
 from fibserve.bench.worker import _error_text
 
+RAISES = "def run(x):\n    return helper(x)\n\n\ndef helper(x):\n    raise ValueError(f'bad {x}')\n"
+WRAPS = "def run(x):\n    try:\n        {}['k']\n    except KeyError as e:\n        raise RuntimeError('wrapped') from e\n"
 
-def _raise_from_candidate(source_dir: Path) -> BaseException:
+
+def _candidate_error(source_dir: Path, source: str) -> str:
+    """Run ``source``'s ``run(3)`` as if imported from ``source_dir/kernel.py``; the worker's error text."""
+    source_dir.mkdir(parents=True, exist_ok=True)
     kernel = source_dir / "kernel.py"
-    kernel.write_text(
-        "def run(x):\n    return helper(x)\n\n\ndef helper(x):\n    raise ValueError(f'bad {x}')\n"
-    )
+    kernel.write_text(source)
     namespace: dict = {}
-    exec(compile(kernel.read_text(), str(kernel), "exec"), namespace)
+    exec(compile(source, str(kernel), "exec"), namespace)
     try:
         namespace["run"](3)
-    except ValueError as exc:
-        return exc
+    except Exception as exc:
+        return _error_text(exc, str(source_dir))
     raise AssertionError("the candidate did not raise")
 
 
 def test_the_traceback_starts_at_the_candidate_and_names_its_files_relatively(tmp_path: Path) -> None:
-    source_dir = tmp_path / "build" / "pkg"
-    source_dir.mkdir(parents=True)
-    text = _error_text(_raise_from_candidate(source_dir), str(source_dir))
+    text = _candidate_error(tmp_path / "build" / "pkg", RAISES)
     lines = text.splitlines()
     assert lines[0] == "Traceback (most recent call last):"
     assert lines[1].strip() == 'File "kernel.py", line 2, in run'
@@ -41,17 +42,6 @@ def test_without_candidate_frames_the_traceback_stays_whole(tmp_path: Path) -> N
 
 
 def test_a_wrapped_error_keeps_its_cause(tmp_path: Path) -> None:
-    source_dir = tmp_path / "pkg"
-    source_dir.mkdir()
-    kernel = source_dir / "kernel.py"
-    kernel.write_text(
-        "def run():\n    try:\n        {}['k']\n    except KeyError as e:\n        raise RuntimeError('wrapped') from e\n"
-    )
-    namespace: dict = {}
-    exec(compile(kernel.read_text(), str(kernel), "exec"), namespace)
-    try:
-        namespace["run"]()
-    except RuntimeError as exc:
-        text = _error_text(exc, str(source_dir))
+    text = _candidate_error(tmp_path / "pkg", WRAPS)
     assert "KeyError: 'k'" in text and "direct cause" in text and text.endswith("RuntimeError: wrapped\n")
     assert __file__ not in text.split("direct cause")[1]  # the outer stack still starts at the candidate
