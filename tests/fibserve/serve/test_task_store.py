@@ -111,3 +111,34 @@ def test_a_second_server_on_the_same_store_is_refused_until_the_first_closes(tmp
         TaskStore(path)
     first.close()
     TaskStore(path).close()
+
+
+def test_non_finite_errors_are_stored_as_standard_json_strings_and_read_back(tmp_path: Path) -> None:
+    import json
+    import math
+
+    from fibserve.serve.app import task_answer
+
+    store = TaskStore(tmp_path / "tasks.sqlite3")
+    (task_id,) = _submit(store, 1)
+    claimed = store.claim("cpu")
+    assert claimed is not None
+    trace = {
+        "definition": "vector_add_f32",
+        "workload": {"uuid": "w", "axes": {"N": 4}, "inputs": {}},
+        "solution": "s",
+        "evaluation": {
+            "status": "INCORRECT_NUMERICAL",
+            "environment": {"hardware": "cpu"},
+            "timestamp": "2026-01-01T00:00:00Z",
+            "correctness": {"max_relative_error": math.nan, "max_absolute_error": math.inf},
+        },
+    }
+    assert store.finish(task_id, claimed.attempt, TaskStatus.COMPLETED, result={"traces": [trace]})
+    raw = sqlite3.connect(tmp_path / "tasks.sqlite3").execute("SELECT result FROM tasks").fetchone()[0]
+    stored = json.loads(raw, parse_constant=lambda token: pytest.fail(f"bare {token} in the store"))
+    assert stored["traces"][0]["evaluation"]["correctness"]["max_relative_error"] == "NaN"
+    record = store.get(task_id)
+    assert record is not None
+    correctness = task_answer(record).traces[0].evaluation.correctness
+    assert math.isnan(correctness.max_relative_error) and correctness.max_absolute_error == math.inf

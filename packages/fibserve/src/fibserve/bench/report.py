@@ -41,7 +41,8 @@ class DeviceInfo(BaseModel):
 class EvaluationReport(BaseModel):
     """Everything one evaluation produced."""
 
-    model_config = ConfigDict(extra="forbid")
+    # "NaN"/"Infinity" strings for non-finite errors in the traces (the outermost model decides, see trace/evaluation)
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     definition: str
     """Definition name."""

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Response
 
 import fibserve
 from fibserve.tools.executables import ToolPaths
@@ -193,6 +193,19 @@ def task_answer(record: TaskRecord) -> TaskAnswer:
     )
 
 
+def _answer_json(answer: TaskAnswer | list[TaskAnswer]) -> Response:
+    """``answer`` as an HTTP answer with non-finite floats as ``"NaN"``/``"Infinity"`` strings.
+
+    FastAPI writes a ``response_model`` through a type adapter of its own, whose default turns every nested
+    NaN into ``null`` (the outermost schema decides); the answer models' own serializer keeps the convention.
+    """
+    if isinstance(answer, list):
+        body = "[" + ",".join(a.model_dump_json() for a in answer) + "]"
+    else:
+        body = answer.model_dump_json()
+    return Response(content=body, media_type="application/json")
+
+
 def _not_found(exc: NotFound) -> ApiError:
     return ApiError(
         404, exc.code, exc.message, {"close_matches": exc.close_matches} if exc.close_matches else None
@@ -349,17 +362,17 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         timeout: float = Query(
             0.0, ge=0, le=3600, description="seconds to wait for the task to finish (long poll)"
         ),
-    ) -> TaskAnswer:
+    ) -> Any:
         """A task's status and, once finished, its answer; waits up to ``timeout`` seconds for it to finish."""
-        return task_answer((await wait_for([task_id], timeout))[0])
+        return _answer_json(task_answer((await wait_for([task_id], timeout))[0]))
 
     @app.post("/tasks/batch", response_model=list[TaskAnswer], tags=["tasks"])
-    async def batch(request: BatchRequest) -> list[TaskAnswer]:
+    async def batch(request: BatchRequest) -> Any:
         """Several tasks in the given order; waits up to ``timeout`` seconds for all of them to finish."""
-        return [task_answer(rec) for rec in await wait_for(request.task_ids, request.timeout)]
+        return _answer_json([task_answer(rec) for rec in await wait_for(request.task_ids, request.timeout)])
 
     @app.delete("/tasks/{task_id}", response_model=TaskAnswer, tags=["tasks"])
-    def cancel(task_id: str) -> TaskAnswer:
+    def cancel(task_id: str) -> Any:
         """Cancel a task: pending ones fail at once (code ``cancelled``), running ones are interrupted."""
         record = store.cancel(task_id)
         if record is None:
@@ -368,4 +381,4 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
             state.scheduler.interrupt(task_id)
         elif state.waiters is not None:
             state.waiters.notify_threadsafe(task_id)
-        return task_answer(record)
+        return _answer_json(task_answer(record))

@@ -3,6 +3,8 @@
 Every non-2xx answer of the server has this one shape, whether it comes from routing (404), validation
 (422), the body limit (413), auth (401) or a handler. Validation messages name the field path and the
 reason (``body.solution.sources.0.path: source path '../x' contains '..'``) so the caller can fix the request.
+Error bodies are written in the JSON convention of :mod:`fibserve.serve.json_values`, so echoing what the
+client sent (a NaN tolerance, a lone surrogate in a name) cannot turn a 422 into a 500.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .json_values import dumps, plain_json
 
 _CODES = {
     400: "bad_request",
@@ -47,6 +51,11 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details}}
 
 
+def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    """``body`` as an HTTP answer, in the one JSON convention (see :mod:`fibserve.serve.json_values`)."""
+    return JSONResponse(plain_json(body), status_code=status, headers=headers)
+
+
 def _summarize_validation(errors: list[dict[str, Any]]) -> tuple[str, str]:
     """(code, message) for pydantic/FastAPI validation errors: malformed JSON gets its own code."""
     for err in errors:
@@ -72,13 +81,13 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=exc.status)
+        return error_response(exc.status, error_body(exc.code, exc.message, exc.details))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = _jsonable_errors(exc.errors())
         code, message = _summarize_validation(errors)
-        return JSONResponse(error_body(code, message, errors), status_code=422)
+        return error_response(422, error_body(code, message, errors))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -87,16 +96,16 @@ def install_error_handlers(app: FastAPI) -> None:
             message = "no such endpoint; the API is listed at /docs"
         if exc.status_code == 405:
             message = f"{message}; the API is listed at /docs"
-        return JSONResponse(
+        return error_response(
+            exc.status_code,
             error_body(_CODES.get(exc.status_code, "error"), message),
-            status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            getattr(exc, "headers", None),
         )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(
-            error_body("internal_error", f"the server failed: {exc!r}; see the server log"), status_code=500
+        return error_response(
+            500, error_body("internal_error", f"the server failed: {exc!r}; see the server log")
         )
 
 
@@ -118,7 +127,7 @@ def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
 async def _send_json(
     send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()
 ) -> None:
-    payload = json.dumps(body).encode()
+    payload = dumps(body).encode()
     await send(
         {
             "type": "http.response.start",

@@ -80,10 +80,12 @@ class _SolutionRequest(_Request):
 class EvaluateRequest(_SolutionRequest):
     """Body of ``POST /evaluate``: check, build, run and time a solution against its definition's reference."""
 
-    atol: float | None = Field(default=None, ge=0)
-    """Absolute tolerance; overrides the definition's and op type's (DESIGN section 4.5 precedence)."""
-    rtol: float | None = Field(default=None, ge=0)
-    """Relative tolerance; overrides the definition's and op type's."""
+    atol: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Absolute tolerance (finite, >= 0); overrides the definition's and op type's (DESIGN section 4.5
+    precedence). A server started with ``--locked-tolerances`` refuses it (403 ``tolerances_locked``)."""
+    rtol: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Relative tolerance (finite, >= 0); overrides the definition's and op type's. Refused like ``atol`` by a
+    server with locked tolerances."""
     profile_baseline: bool = False
     """Accepted for compatibility with older clients. The reference is always timed interleaved with the
     candidate (DESIGN section 4.6), so there is no separate baseline to profile."""
@@ -145,7 +147,9 @@ class BatchRequest(_Request):
 
 
 class _Answer(BaseModel):
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    # Non-finite floats in traces (a NaN error of a kernel that wrote nothing) travel as "NaN"/"Infinity":
+    # the outermost model's setting decides how nested floats are written, so every answer carries it.
+    model_config = ConfigDict(use_attribute_docstrings=True, ser_json_inf_nan="strings")
 
 
 class ErrorInfo(_Answer):

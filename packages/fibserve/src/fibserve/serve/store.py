@@ -9,6 +9,9 @@ until ``expires_at`` (finish time plus the TTL) and are then deleted.
 Statuses are the four of DESIGN section 5: ``pending``, ``running``, ``completed``, ``failed``. A cancelled
 task is ``failed`` with error code ``cancelled`` so that clients that wait for one of the two final statuses
 keep working.
+
+Requests, results and errors are stored as standard JSON in the convention of :mod:`fibserve.serve.json_values`
+(a NaN error is the string ``"NaN"``), so what a lane recorded reads back exactly.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from .json_values import dumps
 
 SCHEMA_VERSION = 1
 """Version of the table layout, stored in ``PRAGMA user_version``; a mismatch is refused, not migrated."""
@@ -172,7 +177,7 @@ class TaskStore:
             self._db.execute(
                 "INSERT INTO tasks (id, kind, status, definition, solution, request, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (task_id, kind, TaskStatus.PENDING.value, definition, solution, json.dumps(request), now),
+                (task_id, kind, TaskStatus.PENDING.value, definition, solution, dumps(request), now),
             )
             row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
         return _decode(row)
@@ -233,8 +238,8 @@ class TaskStore:
                 "WHERE id = ? AND status = ? AND attempt = ?",
                 (
                     status.value,
-                    None if result is None else json.dumps(result),
-                    None if error is None else json.dumps(error),
+                    None if result is None else dumps(result),
+                    None if error is None else dumps(error),
                     now,
                     now + self.ttl_s,
                     task_id,
@@ -278,7 +283,7 @@ class TaskStore:
                         "WHERE status = ? AND attempt >= ? RETURNING id",
                         (
                             TaskStatus.FAILED.value,
-                            json.dumps(error),
+                            dumps(error),
                             now,
                             now + self.ttl_s,
                             TaskStatus.RUNNING.value,
@@ -316,7 +321,7 @@ class TaskStore:
                 "UPDATE tasks SET status = ?, error = ?, finished_at = ?, expires_at = ? WHERE id = ? AND status = ?",
                 (
                     TaskStatus.FAILED.value,
-                    json.dumps(error),
+                    dumps(error),
                     now,
                     now + self.ttl_s,
                     task_id,

@@ -2,7 +2,9 @@
 
 JSON-compatible with FlashInfer Trace evaluations. Non-finite floats are written as the JSON strings
 ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (pydantic ``ser_json_inf_nan="strings"``, as FlashInfer-Bench
-writes them) and read back from those strings.
+writes them) and read back from those strings. A model that holds these (a task answer, a report) must set
+``ser_json_inf_nan="strings"`` too: pydantic writes nested floats by the outermost model's setting, whose default
+turns NaN into ``null``, which these float fields then refuse.
 """
 
 from __future__ import annotations
