@@ -37,7 +37,8 @@ def test_evaluate_triton_kernel_on_cpu_prints_the_report_as_json():
     assert report["executed"] is True and report["task_error"] is None
     assert [t["evaluation"]["status"] for t in report["traces"]] == ["PASSED"]
     assert report["traces"][0]["workload"]["uuid"].startswith("1e6b0d78")
-    assert report["traces"][0]["evaluation"]["performance"]["speedup_factor"] == 0.0
+    performance = report["traces"][0]["evaluation"]["performance"]
+    assert performance["latency_ms"] is None and performance["speedup_factor"] is None  # not measured
 
 
 def test_unknown_definition_is_a_usage_error_naming_it():

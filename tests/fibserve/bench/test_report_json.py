@@ -45,3 +45,14 @@ def test_nan_errors_are_printed_as_nan_strings_and_read_back() -> None:
     assert _strict(text)["traces"][0]["evaluation"]["correctness"]["max_absolute_error"] == "NaN"
     again = EvaluationReport.model_validate_json(text)
     assert math.isnan(again.traces[0].evaluation.correctness.max_absolute_error)
+
+
+def test_untimed_performance_is_null_and_public_timings_still_load() -> None:
+    from fibserve.bench.run import untimed_performance
+
+    untimed = untimed_performance("CPU mode: nothing is timed without a GPU").model_dump(mode="json")
+    assert (untimed["latency_ms"], untimed["reference_latency_ms"], untimed["speedup_factor"]) == (None,) * 3
+    assert untimed["extra"]["timed"] is False
+    public = {"latency_ms": 0.5, "reference_latency_ms": 1.0, "speedup_factor": 2.0}  # FlashInfer Trace form
+    trace = _trace({"status": "PASSED", "correctness": {}, "performance": public})
+    assert trace.evaluation.performance.model_dump(exclude={"extra"}) == public

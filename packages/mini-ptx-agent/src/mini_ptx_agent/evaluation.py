@@ -195,7 +195,7 @@ def workload_result(trace: Trace) -> WorkloadResult:
         raise ValueError(f"trace for workload {trace.workload.uuid} has no evaluation")
     perf, corr = evaluation.performance, evaluation.correctness
     if perf is not None and (perf.extra or {}).get("timed") is False:
-        perf = None  # an untimed run (CPU mode) carries zero latencies that are not measurements
+        perf = None  # untimed (CPU mode): older FIBServe versions sent 0.0 here instead of null
     return WorkloadResult(
         workload_uuid=trace.workload.uuid,
         axes=dict(trace.workload.axes),

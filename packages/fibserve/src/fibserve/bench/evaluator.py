@@ -10,8 +10,8 @@ serves one candidate, is replaced after a crash, a timeout or a CUDA error, and 
 CPU mode (``device="cpu"``): CUDA/C++ candidates are built and analysed (the static pipeline) but not
 executed (traces with null evaluation, ``executed=False``); Triton candidates run under ``TRITON_INTERPRET=1``
 only when every floating-point input and output is float32 (the interpreter gets bfloat16 ``tl.dot`` wrong);
-Python candidates run on CPU tensors. Nothing is timed on CPU: PASSED results carry zero latencies and
-``speedup_factor = 0`` marked ``measured_on: cpu``, so no target speedup is ever met without a GPU.
+Python candidates run on CPU tensors. Nothing is timed on CPU: PASSED results carry null latencies and a
+null ``speedup_factor`` (not measured) marked ``measured_on: cpu``, so no target speedup is ever met without a GPU.
 """
 
 from __future__ import annotations

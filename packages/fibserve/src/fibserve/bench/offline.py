@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fibserve.trace import Definition, Solution, TraceSet, Workload
+from fibserve.trace import Definition, Performance, Solution, TraceSet, Workload
 
 from .device import resolve_device
 from .report import EvaluationReport
@@ -153,15 +153,14 @@ def print_report(report: EvaluationReport, console: Console) -> None:
             table.add_row(escape(trace.workload.uuid[:8]), axes, status, *["-"] * 6)
             continue
         color = "green" if ev.status.value == "PASSED" else "red"
-        perf, corr = ev.performance, ev.correctness
-        timed = perf is not None and (perf.extra or {}).get("measured_on") == "gpu"
+        perf, corr = ev.performance or Performance(), ev.correctness
         table.add_row(
             escape(trace.workload.uuid[:8]),
             axes,
             f"[{color}]{ev.status.value}[/{color}]",
-            _num(perf.latency_ms, ".4f") if timed else "-",
-            _num(perf.reference_latency_ms, ".4f") if timed else "-",
-            _num(perf.speedup_factor, ".3f") + "x" if timed else "-",
+            _num(perf.latency_ms, ".4f"),
+            _num(perf.reference_latency_ms, ".4f"),
+            "-" if perf.speedup_factor is None else _num(perf.speedup_factor, ".3f") + "x",
             _num(corr.max_absolute_error, ".3g") if corr else "-",
             _num(corr.max_relative_error, ".3g") if corr else "-",
             _num((corr.extra or {}).get("matched_ratio"), ".4f") if corr else "-",

@@ -485,9 +485,9 @@ def measure(
 
 
 def untimed_performance(reason: str, call_ms: float | None = None) -> Performance:
-    """The Performance of a run without GPU timing: zero latencies and speedup, marked so nobody reads it
-    as a GPU result (``measured_on: cpu``, ``timed: false``)."""
+    """The Performance of a run without GPU timing: latencies and speedup null (not measured), marked
+    ``measured_on: cpu``, ``timed: false`` with the reason."""
     extra: dict[str, Any] = {"measured_on": "cpu", "timed": False, "reason": reason}
     if call_ms is not None:
         extra["cpu_call_wall_ms"] = call_ms
-    return Performance(latency_ms=0.0, reference_latency_ms=0.0, speedup_factor=0.0, extra=extra)
+    return Performance(extra=extra)

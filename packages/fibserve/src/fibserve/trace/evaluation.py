@@ -61,14 +61,20 @@ NonNegativeFloat = Annotated[float, Field(ge=0.0)]
 
 
 class Performance(TraceModel):
-    """Timing of the candidate and the reference on the same device."""
+    """Timing of the candidate and the reference on the same device.
 
-    latency_ms: NonNegativeFloat = 0.0
-    """Candidate latency in milliseconds (median)."""
-    reference_latency_ms: NonNegativeFloat = 0.0
-    """Reference latency in milliseconds (median)."""
-    speedup_factor: NonNegativeFloat = 0.0
-    """``reference_latency_ms / latency_ms`` (or the median of per-pair ratios when interleaved)."""
+    A value that was not measured is null (absent), never 0: a PASSED run without a GPU (CPU mode) has all
+    three null, with ``extra.timed: false`` and the reason, so averaging speedups cannot count it as 0x.
+    Public FlashInfer Trace files always carry numbers, and load unchanged.
+    """
+
+    latency_ms: NonNegativeFloat | None = None
+    """Candidate latency in milliseconds (median); null when not measured."""
+    reference_latency_ms: NonNegativeFloat | None = None
+    """Reference latency in milliseconds (median); null when not measured."""
+    speedup_factor: NonNegativeFloat | None = None
+    """``reference_latency_ms / latency_ms`` (or the median of per-pair ratios when interleaved); null when
+    not measured."""
     extra: dict[str, Any] | None = None
     """Further timing facts: spread (p10/p90), counts, clocks, whether measured on a GPU."""
 
