@@ -154,8 +154,10 @@ def test_definition_json_round_trip_is_stable() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["../evil.cu", "a/../../b.cu", "/etc/passwd", "C:\\x.cu", "a//b.cu", "./k.cu", ""]
-)
+    "path",
+    ["../evil.cu", "a/../../b.cu", "/etc/passwd", "C:\\x.cu", "a//b.cu", "./k.cu", "", "x" * 5000 + ".cu",
+     "d/" + "x" * 300 + ".cu", "k\ud800.cu"],
+)  # fmt: skip
 def test_source_paths_must_be_safe_and_relative(path: str) -> None:
     with pytest.raises(ValidationError, match="path"):
         SourceFile(path=path, content="")
@@ -169,6 +171,10 @@ def test_solution_rules() -> None:
     with pytest.raises(ValidationError, match="duplicate source path"):
         Solution.model_validate(
             _solution(sources=[{"path": "kernel.cu", "content": "a"}, {"path": "kernel.cu", "content": "b"}])
+        )
+    with pytest.raises(ValidationError, match=r"'a\.cu' is a file, but 'a\.cu/b\.cu' uses it as a folder"):
+        Solution.model_validate(
+            _solution(sources=[{"path": p, "content": ""} for p in ("kernel.cu", "a.cu/b.cu", "a.cu")])
         )
     with pytest.raises(ValidationError, match=r"entry file 'kernel\.cu' is not among the sources"):
         Solution.model_validate(_solution(sources=[{"path": "main.cu", "content": ""}]))

@@ -66,6 +66,15 @@ def serve_command(
         ),
     ] = None,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest request body (MiB).")] = 32.0,
+    max_sources: Annotated[
+        int, typer.Option("--max-sources", help="Most source files in one solution (more: HTTP 413).")
+    ] = 64,
+    max_source_mb: Annotated[
+        float,
+        typer.Option(
+            "--max-source-mb", help="Largest total size of one solution's sources (MiB; more: HTTP 413)."
+        ),
+    ] = 8.0,
     task_ttl_s: Annotated[
         float, typer.Option("--task-ttl-s", help="Seconds finished answers are kept (default 7 days).")
     ] = 604800.0,
@@ -84,6 +93,8 @@ def serve_command(
         "host": host,
         "port": port,
         "max_body_mb": max_body_mb,
+        "max_sources": max_sources,
+        "max_source_mb": max_source_mb,
         "task_ttl_s": task_ttl_s,
     }
     if devices:

@@ -110,7 +110,9 @@ def build_solution(
             )
             _build_into(solution, staging, result, list(extra_flags or []), limits)
             result.timings_ms["total"] = (time.perf_counter() - start) * 1000.0
-            return cache.publish(staging, result)
+            published = cache.publish(staging, result)
+        cache.evict()  # outside the key's lock: other builders of this key need not wait for it
+        return published
     except Timeout:
         return BuildResult(
             status=BuildStatus.INFRA_ERROR,

@@ -10,27 +10,66 @@ Layout under the cache root (``FIBSERVE_CACHE_DIR``, default ``~/.cache/fibserve
 A directory only appears under its final name once ``result.json`` is complete, so a reader never sees half a
 build. Compile errors are cached (they are a function of the key); timeouts, infrastructure errors and compilers
 killed by a signal (a memory limit, say) are not.
+
+The cache is bounded (``FIBSERVE_CACHE_MAX_GB``, default 10 GiB): after each new build, the least recently
+used builds are deleted until the rest fit. The modification time of ``result.json`` is a build's last use
+(every cache hit touches it first). A build used within ``IN_USE_S`` is never deleted, since its user may still
+be loading its library or writing its analysis; nor is one whose lock a builder holds. A deleter takes the key's
+lock, renames the build out of place, and puts it back if a reader touched it in the meantime: a reader either
+sees the whole build (and has marked it used) or none, and then rebuilds under the lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from .result import BuildResult, BuildStatus
+
+log = logging.getLogger("fibserve.build")
 
 CACHE_FORMAT = 1
 """Bumped when the layout or the builders change in a way that invalidates old builds."""
+
+DEFAULT_MAX_GB = 10.0
+"""Default size bound of the cache (GiB), when ``FIBSERVE_CACHE_MAX_GB`` is not set."""
+
+IN_USE_S = 600.0
+"""A build used (built or read from the cache) this many seconds ago or less is never evicted."""
+
+_SIZE_FILE = "size-bytes"
+"""File in a finished build holding its size in bytes, so eviction need not walk every build."""
 
 
 def default_cache_dir() -> Path:
     """``FIBSERVE_CACHE_DIR`` if set, else ``~/.cache/fibserve``."""
     env = os.environ.get("FIBSERVE_CACHE_DIR")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "fibserve"
+
+
+def default_max_bytes() -> int:
+    """``FIBSERVE_CACHE_MAX_GB`` (GiB) in bytes, else ``DEFAULT_MAX_GB``.
+
+    Raises:
+        ValueError: the variable is not a positive number.
+    """
+    env = os.environ.get("FIBSERVE_CACHE_MAX_GB")
+    try:
+        gib = float(env) if env else DEFAULT_MAX_GB
+    except ValueError:
+        gib = -1.0
+    if not gib > 0:
+        raise ValueError(f"FIBSERVE_CACHE_MAX_GB={env!r} is not a positive number of GiB (e.g. 10 or 0.5)")
+    return int(gib * 1024**3)
 
 
 def build_key(payload: dict[str, object]) -> str:
@@ -40,10 +79,11 @@ def build_key(payload: dict[str, object]) -> str:
 
 
 class BuildCache:
-    """Directories and locks of one cache root."""
+    """Directories and locks of one cache root, bounded to ``max_bytes`` (default: :func:`default_max_bytes`)."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, max_bytes: int | None = None) -> None:
         self.root = (root or default_cache_dir()).expanduser().resolve()
+        self.max_bytes = default_max_bytes() if max_bytes is None else max_bytes
 
     def final_dir(self, key: str) -> Path:
         """Where the finished build of ``key`` lives."""
@@ -66,6 +106,7 @@ class BuildCache:
         """The cached result of ``key``, or None if there is none (or it is unreadable)."""
         final = self.final_dir(key)
         try:
+            os.utime(final / "result.json")  # marks the use before reading: see the module docstring
             text = (final / "result.json").read_text()
         except OSError:
             return None
@@ -88,7 +129,117 @@ class BuildCache:
             result.build_dir = str(final)
         (staging / "result.json").write_text(result.model_dump_json(indent=2))
         if cacheable:
+            (staging / _SIZE_FILE).write_text(str(_tree_bytes(staging)))
             if final.exists():  # a stale or unreadable build: replace it
                 shutil.rmtree(final, ignore_errors=True)
             os.replace(staging, final)
         return result
+
+    def evict(self) -> list[str]:
+        """Delete the least recently used builds until the cache holds at most ``max_bytes``.
+
+        Builds used within ``IN_USE_S`` and builds whose key lock is held are kept (the cache may then stay
+        above its bound for a while). Kept staging directories of unpublished builds (timeouts) count too and
+        go first once unused. One process evicts at a time; others skip.
+
+        Returns:
+            Names of the directories deleted under ``builds/`` (none when the cache cannot be read: that is
+            logged, never raised, since a build that succeeded must not fail over its clean-up).
+        """
+        try:
+            guard = FileLock(str(self._lock_file("evict")), timeout=0).acquire()
+        except Timeout:
+            return []
+        except OSError:
+            log.exception("build cache %s: cannot take the eviction lock", self.root)
+            return []
+        with guard:
+            return self._evict_unlocked()
+
+    def _evict_unlocked(self) -> list[str]:
+        builds = self.root / "builds"
+        try:
+            entries = [e for e in (self._entry(p) for p in _listdir(builds)) if e is not None]
+            total = sum(size for _, _, size in entries)
+            removed = []
+            for _used, path, size in sorted(entries, key=lambda e: (".tmp-" not in e[1].name, e[0])):
+                if total <= self.max_bytes:
+                    break
+                if self._remove(path):
+                    total -= size
+                    removed.append(path.name)
+        except OSError:
+            log.exception("build cache %s: eviction failed; the cache may exceed its bound", self.root)
+            return []
+        if removed:
+            log.info("build cache %s: evicted %d builds, %d bytes left", self.root, len(removed), total)
+        return removed
+
+    def _lock_file(self, name: str) -> Path:
+        path = self.root / "locks" / f"{name}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _entry(self, path: Path) -> tuple[float, Path, int] | None:
+        """(last use, path, bytes) of one directory under ``builds/``; leftovers of a crashed eviction are
+        deleted on sight, and a build being written (no ``result.json`` yet) is skipped."""
+        if ".evict-" in path.name:
+            shutil.rmtree(path, ignore_errors=True)
+            return None
+        try:
+            if ".tmp-" in path.name:
+                return path.stat().st_mtime, path, _tree_bytes(path)
+            used = (path / "result.json").stat().st_mtime
+        except OSError:
+            return None
+        try:
+            size = int((path / _SIZE_FILE).read_text())
+        except (OSError, ValueError):
+            size = _tree_bytes(path)
+        return used, path, size
+
+    def _remove(self, path: Path) -> bool:
+        """Delete one build (or staging directory) unless it is in use; True when it was deleted."""
+        key = path.name.split(".tmp-")[0]
+        try:
+            lock = FileLock(str(self._lock_file(key)), timeout=0).acquire()  # the builders' lock_path(key)
+        except Timeout:
+            return False  # a builder of this key is at work
+        with lock:
+            marker = path if ".tmp-" in path.name else path / "result.json"
+            if _recently_used(marker):
+                return False
+            away = path.with_name(f"{path.name}.evict-{uuid.uuid4().hex[:12]}")
+            try:
+                os.replace(path, away)
+            except OSError:
+                return False
+            if _recently_used(away if ".tmp-" in path.name else away / "result.json"):
+                os.replace(away, path)  # a reader marked it used just before the rename: keep it
+                return False
+        shutil.rmtree(away, ignore_errors=True)
+        return True
+
+
+def _recently_used(marker: Path) -> bool:
+    try:
+        return time.time() - marker.stat().st_mtime < IN_USE_S
+    except OSError:
+        return False
+
+
+def _listdir(path: Path) -> list[Path]:
+    try:
+        return [Path(entry.path) for entry in os.scandir(path) if entry.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return []
+
+
+def _tree_bytes(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (symlinks not followed)."""
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):  # removed meanwhile
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total

@@ -20,7 +20,7 @@ from fastapi import FastAPI, Query, Response
 
 import fibserve
 from fibserve.tools.executables import ToolPaths
-from fibserve.trace import Definition, Workload
+from fibserve.trace import Definition, Solution, Workload
 
 from .catalog import Catalog, NotFound, WorkloadMismatch
 from .errors import ApiError, GuardMiddleware, install_error_handlers
@@ -48,7 +48,9 @@ log = logging.getLogger("fibserve.serve")
 OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 """Paths that need no bearer token."""
 
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 413, 422)}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (401, 403, 404, 413, 422, 503)
+}
 
 
 @dataclass
@@ -87,7 +89,8 @@ def create_app(
 
     Raises:
         fibserve.trace.problems.TraceSetError: a trace-set root has errors.
-        ValueError: a requested device does not exist, or the evaluation config file is invalid.
+        ValueError: a requested device does not exist, the evaluation config file is invalid, or
+            ``FIBSERVE_CACHE_MAX_GB`` is not a positive number.
         RuntimeError: the task store cannot be opened.
     """
     from . import work
@@ -96,6 +99,9 @@ def create_app(
         from fibserve.bench.config import resolve_config
 
         resolve_config(None, config_path=settings.eval_config)  # a broken file fails here, not in every task
+    from fibserve.build.cache import default_max_bytes
+
+    default_max_bytes()  # a malformed FIBSERVE_CACHE_MAX_GB fails here, not in every build
     tools = ToolPaths.discover()
     catalog = catalog or Catalog.load(settings.roots)
     devices = resolve_devices(settings.devices)
@@ -206,6 +212,34 @@ def _answer_json(answer: TaskAnswer | list[TaskAnswer]) -> Response:
     return Response(content=body, media_type="application/json")
 
 
+def check_source_limits(solution: Solution, settings: ServeSettings) -> None:
+    """Refuse a solution with more files, or more bytes of sources, than this server builds.
+
+    Raises:
+        ApiError: 413 ``too_many_sources`` or ``sources_too_large``, naming ``solution.sources`` and the limit.
+    """
+    count = len(solution.sources)
+    if count > settings.max_sources:
+        raise ApiError(
+            413,
+            "too_many_sources",
+            f"solution.sources holds {count} files; this server builds at most {settings.max_sources} "
+            "(fibserve serve --max-sources): merge files",
+            {"field": "solution.sources", "count": count, "limit": settings.max_sources},
+        )
+    size = sum(
+        len(s.path.encode()) + len(s.content.encode("utf-8", "surrogatepass")) for s in solution.sources
+    )
+    if size > settings.max_source_bytes:
+        raise ApiError(
+            413,
+            "sources_too_large",
+            f"solution.sources holds {size} bytes; this server builds at most {settings.max_source_bytes} "
+            f"({settings.max_source_mb:g} MiB, fibserve serve --max-source-mb)",
+            {"field": "solution.sources", "bytes": size, "limit": settings.max_source_bytes},
+        )
+
+
 def _not_found(exc: NotFound) -> ApiError:
     return ApiError(
         404, exc.code, exc.message, {"close_matches": exc.close_matches} if exc.close_matches else None
@@ -263,6 +297,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
 
     def submit(kind: str, request: EvaluateRequest | SanitizeRequest | ProfileRequest) -> SubmitAnswer:
         solution = request.solution
+        check_source_limits(solution, state.settings)
         try:
             chosen = catalog.select(solution.definition, request.workload_uuids)
         except NotFound as exc:
@@ -310,6 +345,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     @app.post("/compile", response_model=Analysis, tags=["analysis"])
     async def compile_(request: CompileRequest) -> Any:
         """Static analysis of a solution, answered directly: policy, compile log, PTX/SASS families, resources."""
+        check_source_limits(request.solution, state.settings)
         try:
             definition = catalog.definition(request.solution.definition)
         except NotFound as exc:

@@ -42,6 +42,12 @@ class ServeSettings(BaseModel):
     """Directory of the task database (``tasks.sqlite3``) and scratch files of tool runs."""
     max_body_mb: float = Field(32.0, gt=0, le=4096)
     """Largest request body in MiB; larger bodies get 413."""
+    max_sources: int = Field(64, ge=1, le=100_000)
+    """Most source files in one solution; more get 413 ``too_many_sources`` (each file is written to the
+    build cache, and 300,000 tiny files once kept a lane busy for 113 s)."""
+    max_source_mb: float = Field(8.0, gt=0, le=4096)
+    """Largest total size of a solution's sources (paths and contents, UTF-8 MiB); more gets 413
+    ``sources_too_large``."""
     task_ttl_s: float = Field(7 * 24 * 3600.0, gt=0)
     """Seconds a finished task's answer is kept before it expires."""
     max_attempts: int = Field(3, ge=1, le=100)
@@ -73,6 +79,11 @@ class ServeSettings(BaseModel):
     def max_body_bytes(self) -> int:
         """``max_body_mb`` in bytes."""
         return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def max_source_bytes(self) -> int:
+        """``max_source_mb`` in bytes."""
+        return int(self.max_source_mb * 1024 * 1024)
 
     @property
     def db_path(self) -> Path:

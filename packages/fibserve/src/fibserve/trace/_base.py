@@ -52,12 +52,20 @@ def defines_top_level_function(source: str, name: str) -> bool:
     )
 
 
+MAX_PATH_BYTES = 1024
+"""Longest source path (UTF-8 bytes); the build directory's own prefix must still fit in ``PATH_MAX`` (4096)."""
+
+MAX_NAME_BYTES = 255
+"""Longest component of a source path (UTF-8 bytes): Linux ``NAME_MAX``."""
+
+
 def check_relative_path(path: str) -> str:
     """Validate that ``path`` is a safe relative POSIX path inside a solution directory.
 
     Rejects empty paths, absolute paths (``/x``, ``C:\\x``), backslashes, ``..`` components and ``.``/empty
     components (``a//b``, ``./a``), so a source file can never be written outside its build directory and
-    two spellings of one file cannot both appear.
+    two spellings of one file cannot both appear; and paths no file system can hold (longer than
+    ``MAX_PATH_BYTES``, or a component longer than ``MAX_NAME_BYTES``).
 
     Returns:
         ``path`` unchanged.
@@ -78,4 +86,18 @@ def check_relative_path(path: str) -> str:
         raise ValueError(f"source path {path!r} has an empty or '.' component; write it in normal form")
     if "\x00" in path:
         raise ValueError("source path contains a NUL byte")
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"source path {path.encode('utf-8', 'backslashreplace').decode()!r} holds a lone surrogate, which "
+            "no file name can hold; use valid Unicode"
+        ) from None
+    if len(encoded) > MAX_PATH_BYTES:
+        raise ValueError(f"source path {path[:60]!r}... is longer than {MAX_PATH_BYTES} bytes; shorten it")
+    if long := next((p for p in parts if len(p.encode("utf-8")) > MAX_NAME_BYTES), None):
+        raise ValueError(
+            f"source path component {long[:60]!r}... is longer than {MAX_NAME_BYTES} bytes (the file system's "
+            "limit); shorten it"
+        )
     return path

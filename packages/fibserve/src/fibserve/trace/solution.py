@@ -91,8 +91,8 @@ class BuildSpec(TraceModel):
 class Solution(TraceModel):
     """A named implementation of a definition: build spec plus source files.
 
-    Validation: at least one source; source paths are safe (see ``SourceFile``) and unique; the entry file
-    is one of the sources.
+    Validation: at least one source; source paths are safe (see ``SourceFile``) and unique; no path is also
+    a folder of another (``a.py`` beside ``a.py/b.py``); the entry file is one of the sources.
     """
 
     name: NonEmptyStr
@@ -117,6 +117,13 @@ class Solution(TraceModel):
             if source.path in seen:
                 raise ValueError(f"duplicate source path {source.path!r}; each file must appear once")
             seen.add(source.path)
+        for source in self.sources:
+            parts = source.path.split("/")
+            folder = next((f for f in ("/".join(parts[:i]) for i in range(1, len(parts))) if f in seen), None)
+            if folder is not None:
+                raise ValueError(
+                    f"source path {folder!r} is a file, but {source.path!r} uses it as a folder; rename one"
+                )
         if self.spec.entry_file not in seen:
             raise ValueError(f"entry file {self.spec.entry_file!r} is not among the sources {sorted(seen)}")
         return self
