@@ -59,6 +59,18 @@ def serve_command(
             help="Bearer token required on every request but /health and /docs.",
         ),
     ] = None,
+    locked_tolerances: Annotated[
+        bool | None,
+        typer.Option(
+            "--locked-tolerances/--unlocked-tolerances",
+            show_default=False,
+            help=(
+                "Refuse requests that set atol/rtol (HTTP 403), so only --config decides what is correct. "
+                "Default: locked when a token is set (a shared benchmark or reward service, where a client "
+                "sending atol 1e308 would pass any wrong kernel), unlocked without one (your own server)."
+            ),
+        ),
+    ] = None,
     state_dir: Annotated[
         str | None,
         typer.Option(
@@ -103,6 +115,8 @@ def serve_command(
         options["eval_config"] = config
     if token:
         options["token"] = token
+    if locked_tolerances is not None:
+        options["locked_tolerances"] = locked_tolerances
     if state_dir:
         options["state_dir"] = state_dir
     try:

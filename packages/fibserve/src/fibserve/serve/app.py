@@ -260,6 +260,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
             queue_size=counts["pending"],
             running=counts["running"],
             version=fibserve.__version__,
+            tolerances_locked=state.settings.tolerances_locked,
             tools=state.tools.as_dict(),
         )
 
@@ -327,7 +328,20 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
 
     @app.post("/evaluate", status_code=202, response_model=SubmitAnswer, tags=["tasks"])
     def evaluate(request: EvaluateRequest) -> SubmitAnswer:
-        """Queue an evaluation (build, static checks, correctness, timing) over the chosen workloads."""
+        """Queue an evaluation (build, static checks, correctness, timing) over the chosen workloads.
+
+        A server with locked tolerances answers 403 ``tolerances_locked`` to a request that sets atol or rtol.
+        """
+        given = [name for name in ("atol", "rtol") if getattr(request, name) is not None]
+        if given and state.settings.tolerances_locked:
+            raise ApiError(
+                403,
+                "tolerances_locked",
+                f"this server's tolerances are locked (fibserve serve --locked-tolerances, the default with a "
+                f"token): remove {' and '.join(given)} from the request; the tolerances used are in each trace's "
+                "correctness.extra and in the answer's config",
+                {"fields": given},
+            )
         return submit("evaluate", request)
 
     @app.post("/sanitize", status_code=202, response_model=SubmitAnswer, tags=["tasks"])

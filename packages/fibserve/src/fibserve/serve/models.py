@@ -198,6 +198,9 @@ class HealthAnswer(_Answer):
     """Tasks running now."""
     version: str
     """fibserve version."""
+    tolerances_locked: bool = False
+    """Whether this server refuses ``atol``/``rtol`` in requests (``fibserve serve --locked-tolerances``); the
+    tolerances it uses are in every trace's ``correctness.extra`` and in each answer's ``config``."""
     tools: dict[str, str | None] = Field(default_factory=dict)
     """Server-side tool executables (``compute-sanitizer``, ``ncu``, ``nvcc``) or null when absent."""
 

@@ -38,6 +38,9 @@ class ServeSettings(BaseModel):
     """TCP port (0 picks a free one)."""
     token: SecretStr | None = None
     """Bearer token every request except ``/health`` and the docs must carry; None disables auth."""
+    locked_tolerances: bool | None = None
+    """Refuse requests that set ``atol``/``rtol`` (403 ``tolerances_locked``), so only the evaluation config
+    decides what is correct. None: locked exactly when a token is set (see :attr:`tolerances_locked`)."""
     state_dir: Path = Field(default_factory=default_state_dir)
     """Directory of the task database (``tasks.sqlite3``) and scratch files of tool runs."""
     max_body_mb: float = Field(32.0, gt=0, le=4096)
@@ -74,6 +77,16 @@ class ServeSettings(BaseModel):
             if not _DEVICE.match(device):
                 raise ValueError(f"device {device!r} is not 'cpu' or 'cuda:N'")
         return value
+
+    @property
+    def tolerances_locked(self) -> bool:
+        """Whether request tolerances are refused: ``locked_tolerances``, or by default whether a token is set.
+
+        A token means the server is shared with clients its operator does not control (a benchmark or an RL
+        reward service), where a client that sends ``atol: 1e308`` would make any wrong kernel PASS; a server
+        without one is a person's own (the quickstart's embedded server, offline experiments with tolerances).
+        """
+        return self.token is not None if self.locked_tolerances is None else self.locked_tolerances
 
     @property
     def max_body_bytes(self) -> int:
