@@ -97,3 +97,28 @@ def test_each_task_is_logged_when_it_starts_and_when_it_ends(tmp_path: Path, cap
     assert lines[0].endswith(f"evaluate task {task_id} started (gemm_n7168_k5120, solution my_kernel)")
     assert f"evaluate task {task_id} completed in " in lines[1]
     assert lines[1].endswith(": 1 PASSED, 1 TIMEOUT, 1 not executed")
+
+
+def test_a_result_the_store_refuses_fails_its_task_and_the_lane_goes_on(tmp_path: Path) -> None:
+    import sqlite3
+
+    store = TaskStore(tmp_path / "tasks.sqlite3")
+    store._db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 20_000)  # SQLite refuses longer values ("too big")
+
+    def runner(task, ctx):
+        size = task.request["log_bytes"]
+        return Outcome(TaskStatus.COMPLETED, result={"logs": "x" * size})
+
+    huge = store.submit("evaluate", "d", "s", {"log_bytes": 50_000}).id
+    small = store.submit("evaluate", "d", "s", {"log_bytes": 10}).id
+    scheduler = Scheduler(store, ["cpu"], runner, lambda device: _Device(), idle_poll_s=0.05)
+    scheduler.start()
+    try:
+        _wait(lambda: store.get(small).status is TaskStatus.COMPLETED)
+        (lane,) = scheduler.health()
+    finally:
+        scheduler.stop()
+    record = store.get(huge)
+    assert record.status is TaskStatus.FAILED and record.error["code"] == "store_error"
+    assert "too big" in record.error["message"] and lane["healthy"]
+    store.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -101,6 +102,14 @@ def install_error_handlers(app: FastAPI) -> None:
             error_body(_CODES.get(exc.status_code, "error"), message),
             getattr(exc, "headers", None),
         )
+
+    @app.exception_handler(sqlite3.Error)
+    async def _store(_: Request, exc: sqlite3.Error) -> JSONResponse:
+        message = (
+            f"the server's task store refused the request ({exc}): the disk under its state directory may be "
+            "full or read-only; retry later (accepted tasks are kept)"
+        )
+        return error_response(503, error_body("store_unavailable", message))
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -110,8 +110,18 @@ ResourceCloser = Callable[[Any], None]
 """Releases what the factory built."""
 
 
+STORE_RETRY_S = (1.0, 30.0)
+"""First and longest wait (seconds) between attempts to write to a task store that refused a write."""
+
+
 class Lane:
-    """One worker thread bound to one device."""
+    """One worker thread bound to one device.
+
+    A store that refuses a write (disk full, read-only file system) never stops the lane: a finished task's
+    outcome is kept in memory and written again, with its full result or, when that alone is refused, as
+    failed with code ``store_error``, until one of them is stored; meanwhile the lane claims nothing, and
+    ``/health`` names the problem (``store_problem``). Once the store takes writes again the lane serves on.
+    """
 
     def __init__(self, scheduler: Scheduler, device: str, name: str) -> None:
         self.scheduler = scheduler
@@ -120,6 +130,8 @@ class Lane:
         self.resources: Any = None
         self.healthy = False
         self.detail: str | None = "starting"
+        self.store_problem: str | None = None
+        self.unrecorded: tuple[TaskRecord, Outcome, float | None] | None = None
         self.ctx: RunContext | None = None
         self.thread = threading.Thread(target=self._loop, name=f"fibserve-lane-{name}", daemon=True)
 
@@ -143,13 +155,21 @@ class Lane:
                 )
                 sched.stopping.wait(delay)
                 delay = min(delay * 2, 60.0)
+        retry_s = STORE_RETRY_S[0]
         while not sched.stopping.is_set():
+            if self.unrecorded is not None and not self._record(*self.unrecorded):
+                sched.stopping.wait(retry_s)
+                retry_s = min(retry_s * 2, STORE_RETRY_S[1])
+                continue
             try:
                 task = sched.store.claim(self.name)
-            except Exception:  # a store hiccup (disk full, locked) must not kill the lane
+            except Exception as exc:  # a store hiccup (disk full, locked) must not kill the lane
                 log.exception("lane %s could not claim a task; retrying", self.name)
-                sched.stopping.wait(1.0)
+                self.store_problem = f"the task store refused to hand out a task ({exc!r}); retrying"
+                sched.stopping.wait(retry_s)
+                retry_s = min(retry_s * 2, STORE_RETRY_S[1])
                 continue
+            self.store_problem, retry_s = None, STORE_RETRY_S[0]
             if task is None:
                 with sched.wakeup:
                     if not sched.stopping.is_set():
@@ -195,7 +215,7 @@ class Lane:
         finally:
             self.ctx = None
         if ctx.interrupted or outcome is None:
-            if not sched.store.cancel_requested(task.id):
+            if sched.stopping.is_set():
                 return  # interrupted by shutdown: stop() has put it back in the queue
             outcome = _cancelled()
         # A task that finished while the server was stopping is recorded unless stop() re-queued it first
@@ -203,14 +223,33 @@ class Lane:
         self._finish(task, outcome, started)
 
     def _finish(self, task: TaskRecord, outcome: Outcome, started: float | None = None) -> None:
-        sched = self.scheduler
-        if sched.store.finish(
-            task.id, task.attempt, outcome.status, result=outcome.result, error=outcome.error
-        ):
+        self.unrecorded = (task, outcome, started)
+        self._record(task, outcome, started)
+
+    def _record(self, task: TaskRecord, outcome: Outcome, started: float | None) -> bool:
+        """Store the outcome of ``task`` (see the class docstring); True once it is stored or moot."""
+        store = self.scheduler.store
+        try:
+            recorded = store.finish(task.id, task.attempt, outcome.status, result=outcome.result,
+                                    error=outcome.error)  # fmt: skip
+        except Exception as exc:
+            log.exception("lane %s: the task store refused the result of task %s", self.name, task.id)
+            outcome = _store_error(exc)
+            try:
+                recorded = store.finish(task.id, task.attempt, outcome.status, error=outcome.error)
+            except Exception:
+                self.store_problem = (
+                    f"the task store refused to record task {task.id} ({exc!r}): free space or fix the state "
+                    "directory; the result is kept in memory and written again, and no new task starts until then"
+                )
+                return False
+        self.unrecorded, self.store_problem = None, None
+        if recorded:
             took = f" in {time.monotonic() - started:.2f} s" if started is not None else ""
             log.info("lane %s: %s task %s %s%s%s", self.name, task.kind, task.id, outcome.status.value, took,
                      _outcome_summary(outcome))  # fmt: skip
-            sched.notify_finished(task.id)
+            self.scheduler.notify_finished(task.id)
+        return True
 
 
 def _outcome_summary(outcome: Outcome) -> str:
@@ -223,6 +262,16 @@ def _outcome_summary(outcome: Outcome) -> str:
         status = evaluation.get("status", "?") if isinstance(evaluation, dict) else "not executed"
         counts[status] = counts.get(status, 0) + 1
     return (": " + ", ".join(f"{n} {status}" for status, n in counts.items())) if counts else ""
+
+
+def _store_error(exc: Exception) -> Outcome:
+    return Outcome(
+        TaskStatus.FAILED,
+        error={
+            "code": "store_error",
+            "message": f"the task ran, but the server could not store its result ({exc!r}); submit it again",
+        },
+    )
 
 
 def _cancelled() -> Outcome:
@@ -338,10 +387,10 @@ class Scheduler:
             out.append(
                 {
                     "device": lane.name,
-                    "healthy": lane.healthy and alive,
+                    "healthy": lane.healthy and alive and lane.store_problem is None,
                     "busy": ctx is not None,
                     "task_id": ctx.task.id if ctx is not None else None,
-                    "detail": detail,
+                    "detail": lane.store_problem or detail,
                 }
             )
         return out
