@@ -193,9 +193,13 @@ class WorkerProcess:
         return self.proc.poll() is None
 
     def log_tail(self, limit: int = 4000) -> str:
-        """The last ``limit`` characters the worker (and the candidate) printed."""
+        """The last ``limit`` bytes the worker (and the candidate) printed, decoded as UTF-8; only those bytes
+        are read, however much the candidate printed."""
         try:
-            data = self.log_path.read_bytes()[-limit:]
+            with open(self.log_path, "rb") as log:
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(0, size - limit))
+                data = log.read(limit)
         except OSError:
             return ""
         return data.decode("utf-8", "replace")

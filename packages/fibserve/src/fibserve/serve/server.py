@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from .settings import ServeSettings
 
@@ -20,6 +21,10 @@ def serve(settings: ServeSettings, *, log_level: str = "info") -> None:
     import uvicorn
 
     from .app import create_app
+
+    # Everything this server writes (the task store, tool-run scratch files, worker logs) holds candidates'
+    # sources and results: private to its user. The store also sets its own modes (fibserve.serve.store).
+    os.umask(0o077)
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:

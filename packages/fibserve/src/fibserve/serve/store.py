@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -117,7 +118,9 @@ class TaskStore:
     ``synchronous=FULL`` makes each commit durable against power loss as well as process death.
 
     Args:
-        path: database file; its directory is created.
+        path: database file; its directory is created. The directory is made ``0700`` and the database, its
+            ``-wal`` and ``-shm`` files (SQLite gives those the database's mode) and the lock ``0600``: the
+            store holds every candidate's source and result.
         ttl_s: seconds a finished task's answer is kept (then it is deleted and reads answer "unknown task").
         max_attempts: claims after which a task left running by a dead server is failed instead of re-queued.
         exclusive: hold an exclusive lock (``<path>.lock``, ``flock``) for the store's lifetime, so that a
@@ -134,10 +137,11 @@ class TaskStore:
         self.path = Path(path)
         self.ttl_s = float(ttl_s)
         self.max_attempts = int(max_attempts)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _make_private(self.path)
         self._owner = None
         if exclusive:
-            self._owner = open(self.path.with_name(self.path.name + ".lock"), "w")  # noqa: SIM115 (held open)
+            lock = self.path.with_name(self.path.name + ".lock")
+            self._owner = os.fdopen(os.open(lock, os.O_WRONLY | os.O_CREAT, 0o600), "w")  # held open
             try:
                 fcntl.flock(self._owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -354,6 +358,16 @@ class TaskStore:
             self._db.close()
         if self._owner is not None:
             self._owner.close()
+
+
+def _make_private(path: Path) -> None:
+    """Create ``path``'s directory as ``0700`` and ``path`` as ``0600``, tightening ones that exist already."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for file in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", ".lock"))):
+        if file.exists():
+            os.chmod(file, 0o600)
 
 
 def _decode(row: sqlite3.Row) -> TaskRecord:
