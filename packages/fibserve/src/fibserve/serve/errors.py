@@ -119,14 +119,17 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
-    """Validation errors with values that JSON can hold (ctx may carry exceptions), without echoing large
-    inputs (a whole solution's sources) or documentation links back to the caller."""
+    """Validation errors with values that JSON can hold (ctx may carry exceptions), without echoing structured
+    or long inputs (a whole solution, 13 MB of sources) or documentation links back to the caller. Inputs
+    are dropped before anything is serialized, so a huge body costs nothing here."""
     out = []
-    for err in json.loads(json.dumps(list(errors), default=str)):
+    for err in errors:
+        err = dict(err)
         err.pop("url", None)
-        if len(json.dumps(err.get("input"))) > 200:
+        value = err.get("input")
+        if isinstance(value, dict | list | tuple | bytes) or (isinstance(value, str) and len(value) > 200):
             err.pop("input", None)
-        out.append(err)
+        out.append(plain_json(err))
     return out
 
 

@@ -60,6 +60,23 @@ def _check_ncu_names(values: list[str], what: str) -> list[str]:
 # -- requests -----------------------------------------------------------------------------------------------
 
 
+MAX_SOURCES_PER_REQUEST = 10_000
+"""Most source files any request may carry, counted before they are validated one by one (300,000 sources took
+9 s to validate on a loaded 2-core machine, blocking the server); each server's own, lower, limit is
+``ServeSettings.max_sources``."""
+
+
+def _count_sources_first(solution: Any) -> Any:
+    """Refuse a raw solution with more than ``MAX_SOURCES_PER_REQUEST`` sources before validating any."""
+    sources = solution.get("sources") if isinstance(solution, dict) else None
+    if isinstance(sources, list) and len(sources) > MAX_SOURCES_PER_REQUEST:
+        raise ValueError(
+            f"sources holds {len(sources)} files; a request may carry at most {MAX_SOURCES_PER_REQUEST} "
+            "(and this server's --max-sources may be lower)"
+        )
+    return solution
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -67,6 +84,7 @@ class _Request(BaseModel):
 class _SolutionRequest(_Request):
     solution: Solution
     """The candidate: FlashInfer Trace solution JSON (sources inline, relative paths only)."""
+    _sources_counted = field_validator("solution", mode="before")(_count_sources_first)
     workload_uuids: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
         default=None, max_length=10_000
     )
@@ -130,6 +148,7 @@ class CompileRequest(_Request):
 
     solution: Solution
     """The candidate."""
+    _sources_counted = field_validator("solution", mode="before")(_count_sources_first)
     arch: Literal["sm_90a", "sm_100a"] = "sm_90a"
     """Target architecture of the build and of the instruction-family checks."""
 

@@ -45,9 +45,10 @@ class ServeSettings(BaseModel):
     """Directory of the task database (``tasks.sqlite3``) and scratch files of tool runs."""
     max_body_mb: float = Field(32.0, gt=0, le=4096)
     """Largest request body in MiB; larger bodies get 413."""
-    max_sources: int = Field(64, ge=1, le=100_000)
+    max_sources: int = Field(64, ge=1, le=10_000)
     """Most source files in one solution; more get 413 ``too_many_sources`` (each file is written to the
-    build cache, and 300,000 tiny files once kept a lane busy for 113 s)."""
+    build cache, and 300,000 tiny files once kept a lane busy for 113 s). At most
+    :data:`fibserve.serve.models.MAX_SOURCES_PER_REQUEST`, which every request is held to before validation."""
     max_source_mb: float = Field(8.0, gt=0, le=4096)
     """Largest total size of a solution's sources (paths and contents, UTF-8 MiB); more gets 413
     ``sources_too_large``."""
