@@ -10,7 +10,6 @@ client sent (a NaN tolerance, a lone surrogate in a name) cannot turn a 422 into
 from __future__ import annotations
 
 import hmac
-import json
 import sqlite3
 from typing import Any
 
