@@ -60,17 +60,23 @@ def serve_command(
         ),
     ] = None,
     locked_tolerances: Annotated[
-        bool | None,
+        bool,
         typer.Option(
-            "--locked-tolerances/--unlocked-tolerances",
-            show_default=False,
+            "--locked-tolerances",
             help=(
-                "Refuse requests that set atol/rtol (HTTP 403), so only --config decides what is correct. "
-                "Default: locked when a token is set (a shared benchmark or reward service, where a client "
-                "sending atol 1e308 would pass any wrong kernel), unlocked without one (your own server)."
+                "Refuse requests that set atol/rtol (HTTP 403): only --config decides what is correct. The "
+                "default when a token is set: a shared benchmark or reward service, where a client sending "
+                "atol 1e308 would pass any wrong kernel."
             ),
         ),
-    ] = None,
+    ] = False,
+    unlocked_tolerances: Annotated[
+        bool,
+        typer.Option(
+            "--unlocked-tolerances",
+            help="Accept atol/rtol from requests even with a token (the default without one: your own server).",
+        ),
+    ] = False,
     state_dir: Annotated[
         str | None,
         typer.Option(
@@ -115,7 +121,10 @@ def serve_command(
         options["eval_config"] = config
     if token:
         options["token"] = token
-    if locked_tolerances is not None:
+    if locked_tolerances and unlocked_tolerances:
+        typer.secho("fibserve serve: give --locked-tolerances or --unlocked-tolerances, not both", err=True)
+        raise typer.Exit(2)
+    if locked_tolerances or unlocked_tolerances:
         options["locked_tolerances"] = locked_tolerances
     if state_dir:
         options["state_dir"] = state_dir
