@@ -20,8 +20,9 @@ from fastapi import FastAPI, Query, Response
 
 import fibserve
 from fibserve.tools.executables import ToolPaths
-from fibserve.trace import Definition, Solution, Workload
+from fibserve.trace import Definition, Workload
 
+from .admission import check_source_limits, check_tolerances
 from .catalog import Catalog, NotFound, WorkloadMismatch
 from .errors import ApiError, GuardMiddleware, install_error_handlers
 from .models import (
@@ -212,34 +213,6 @@ def _answer_json(answer: TaskAnswer | list[TaskAnswer]) -> Response:
     return Response(content=body, media_type="application/json")
 
 
-def check_source_limits(solution: Solution, settings: ServeSettings) -> None:
-    """Refuse a solution with more files, or more bytes of sources, than this server builds.
-
-    Raises:
-        ApiError: 413 ``too_many_sources`` or ``sources_too_large``, naming ``solution.sources`` and the limit.
-    """
-    count = len(solution.sources)
-    if count > settings.max_sources:
-        raise ApiError(
-            413,
-            "too_many_sources",
-            f"solution.sources holds {count} files; this server builds at most {settings.max_sources} "
-            "(fibserve serve --max-sources): merge files",
-            {"field": "solution.sources", "count": count, "limit": settings.max_sources},
-        )
-    size = sum(
-        len(s.path.encode()) + len(s.content.encode("utf-8", "surrogatepass")) for s in solution.sources
-    )
-    if size > settings.max_source_bytes:
-        raise ApiError(
-            413,
-            "sources_too_large",
-            f"solution.sources holds {size} bytes; this server builds at most {settings.max_source_bytes} "
-            f"({settings.max_source_mb:g} MiB, fibserve serve --max-source-mb)",
-            {"field": "solution.sources", "bytes": size, "limit": settings.max_source_bytes},
-        )
-
-
 def _not_found(exc: NotFound) -> ApiError:
     return ApiError(
         404, exc.code, exc.message, {"close_matches": exc.close_matches} if exc.close_matches else None
@@ -332,16 +305,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
 
         A server with locked tolerances answers 403 ``tolerances_locked`` to a request that sets atol or rtol.
         """
-        given = [name for name in ("atol", "rtol") if getattr(request, name) is not None]
-        if given and state.settings.tolerances_locked:
-            raise ApiError(
-                403,
-                "tolerances_locked",
-                f"this server's tolerances are locked (fibserve serve --locked-tolerances, the default with a "
-                f"token): remove {' and '.join(given)} from the request; the tolerances used are in each trace's "
-                "correctness.extra and in the answer's config",
-                {"fields": given},
-            )
+        check_tolerances(request, state.settings)
         return submit("evaluate", request)
 
     @app.post("/sanitize", status_code=202, response_model=SubmitAnswer, tags=["tasks"])
