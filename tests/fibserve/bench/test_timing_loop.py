@@ -22,6 +22,7 @@ from fibserve.bench.run import (
     measure,
 )
 from fibserve.bench.sandbox import WorkerPool
+from fibserve.bench.sides import Side
 from fibserve.trace import EvaluationStatus
 
 pytestmark = pytest.mark.slow
@@ -63,6 +64,11 @@ def _reference_twin(pool, definition, data, tmp_path):
     return twin, twin.slots(data, 3, CPU)
 
 
+def _reference_side(twin, twin_slots):
+    """The reference as the only (primary) side, as the evaluator times a definition without a baseline."""
+    return [Side("reference", twin.solution.name, twin_slots)]
+
+
 def _timing_failure(pool, trace_set, make_solution, tmp_path, kernel, overrides, *, correctness_first=False):
     """Run ``kernel`` through the timing loop against the reference's twin; returns the CandidateFailure it
     must end in (the test fails when it ends in none)."""
@@ -73,7 +79,7 @@ def _timing_failure(pool, trace_set, make_solution, tmp_path, kernel, overrides,
         if correctness_first:
             check_correctness(worker, slots, data, config, CPU)
         with pytest.raises(CandidateFailure) as caught:
-            measure(slots, twin_slots, data, config, CPU)
+            measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
     finally:
         worker.kill()
         twin.discard()
@@ -88,7 +94,7 @@ def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path
     config = resolve_config(definition, {"warmup": 1, "iterations": 6, "trials": 2})
     try:
         check_correctness(worker, slots, data, config, CPU)
-        performance, validated = measure(slots, twin_slots, data, config, CPU)
+        performance, validated = measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
         # the twin's buffers are exported: after each reference call its outputs are poisoned again
         assert all(bool(torch.isnan(slot["z"]).all()) for slot in twin_slots.outputs)
     finally:
@@ -123,8 +129,8 @@ def test_a_dead_reference_twin_is_a_harness_error_not_the_candidates(
     twin.worker.kill()
     config = resolve_config(definition, {"warmup": 0, "iterations": 2, "trials": 1})
     try:
-        with pytest.raises(ReferenceTimingError, match="reference could not be timed"):
-            measure(slots, twin_slots, data, config, CPU)
+        with pytest.raises(ReferenceTimingError, match="the reference .* could not be timed"):
+            measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
         assert worker.alive, "the candidate's worker is not retired for a harness failure"
     finally:
         worker.kill()
@@ -178,7 +184,7 @@ def test_the_twin_times_a_reference_whose_dtype_differs_from_the_definition(
     twin, twin_slots = _reference_twin(pool, wide, data, tmp_path)
     config = resolve_config(definition, {"warmup": 0, "iterations": 2, "trials": 1})
     try:
-        performance, _ = measure(slots, twin_slots, data, config, CPU)
+        performance, _ = measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
     finally:
         worker.kill()
         twin.discard()

@@ -129,6 +129,7 @@ class Evaluator:
         overrides: dict[str, Any] | None = None,
         progress: Progress | None = None,
         roots: Sequence[Path] | None = None,
+        baseline: Solution | None = None,
     ) -> EvaluationReport:
         """Evaluate ``solution`` on each workload of ``definition``.
 
@@ -136,6 +137,9 @@ class Evaluator:
             overrides: request-level :class:`EvalConfig` keys (highest precedence).
             progress: optional callback for progress events.
             roots: trace-set roots for safetensors inputs (default: the evaluator's).
+            baseline: the definition's baseline Solution (trusted; ``TraceSet.baseline_for``): timed next to
+                every candidate call, and ``speedup_factor`` is against it. None: against the reference, and
+                every result says that no baseline was given.
 
         Returns:
             The report; it never raises for candidate behaviour or harness failures (see ``task_error``).
@@ -163,7 +167,7 @@ class Evaluator:
                     scope = torch.cuda.device(self.device) if not self.cpu_mode else contextlib.nullcontext()
                     with scope:
                         EvaluationRun(
-                            self, report, definition, solution, list(workloads), progress, roots
+                            self, report, definition, solution, list(workloads), progress, roots, baseline
                         ).execute()
             except Exception as exc:  # the serving process never dies from an evaluation
                 report.task_error = f"internal error in the evaluator: {exc!r}"
@@ -187,9 +191,11 @@ def evaluate(
     device: str | None = None,
     overrides: dict[str, Any] | None = None,
     roots: Sequence[Path] = (),
+    baseline: Solution | None = None,
 ) -> EvaluationReport:
     """One-shot convenience: a fresh :class:`Evaluator` (``cuda:0`` when a GPU is visible, else ``cpu``),
-    one evaluation, then close. Services should keep an Evaluator per device instead (warm spare)."""
+    one evaluation (against ``baseline``, see :meth:`Evaluator.evaluate`), then close. Services should keep an
+    Evaluator per device instead (warm spare)."""
     device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
     with Evaluator(device, warm_spare=False, roots=roots) as evaluator:
-        return evaluator.evaluate(definition, solution, workloads, overrides=overrides)
+        return evaluator.evaluate(definition, solution, workloads, overrides=overrides, baseline=baseline)

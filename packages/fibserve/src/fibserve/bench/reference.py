@@ -180,6 +180,7 @@ class ReferenceCache:
         self.budget_bytes = budget_bytes
         self._entries: OrderedDict[tuple[str, ...], dict[str, torch.Tensor]] = OrderedDict()
         self._sizes: dict[tuple[str, ...], int] = {}
+        self._call_ms: dict[tuple[str, ...], float] = {}
         self._lock = threading.Lock()
 
     @property
@@ -195,8 +196,18 @@ class ReferenceCache:
                 self._entries.move_to_end(key)
             return value
 
-    def put(self, key: tuple[str, ...], outputs: dict[str, torch.Tensor]) -> None:
-        """Store ``outputs``, evicting least recently used entries to stay within the budget."""
+    def call_ms(self, key: tuple[str, ...]) -> float | None:
+        """How long the reference call that made ``key``'s outputs took (ms), when it was noted."""
+        return self._call_ms.get(key)
+
+    def put(
+        self, key: tuple[str, ...], outputs: dict[str, torch.Tensor], call_ms: float | None = None
+    ) -> None:
+        """Store ``outputs`` (and the time of the call that made them), evicting least recently used entries
+        to stay within the budget. The time is kept even when the outputs are too large to cache."""
+        if call_ms is not None:
+            with self._lock:
+                self._call_ms[key] = call_ms
         size = sum(t.numel() * t.element_size() for t in outputs.values())
         if size > self.budget_bytes:
             return
@@ -215,3 +226,4 @@ class ReferenceCache:
         with self._lock:
             self._entries.clear()
             self._sizes.clear()
+            self._call_ms.clear()
