@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from fibserve.trace import Definition, EvaluationStatus, Solution, Trace
+from fibserve.trace import Comparisons, Definition, EvaluationStatus, Solution, Trace
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .task import TaskConfig
@@ -69,7 +69,22 @@ class WorkloadResult(_Model):
     reference_latency_ms: float | None = None
     """Reference median latency (ms), PASSED only."""
     speedup: float | None = None
-    """Reference / candidate latency (x), PASSED only."""
+    """Comparator / candidate latency (x), PASSED only: against the baseline Solution when ``speedup_basis``
+    is ``baseline`` (targets are judged on it), else against the definition's reference."""
+    speedup_basis: Literal["baseline", "reference"] | None = None
+    """What ``speedup`` and ``reference_latency_ms`` are against (None: the service did not say)."""
+    baseline: str | None = None
+    """The baseline Solution's name, when the speedup is against one."""
+    baseline_description: str = ""
+    """What the baseline runs and its caveats (e.g. the FP8 baseline runs at bf16 speed)."""
+    speedup_vs_reference: float | None = None
+    """Reference / candidate latency (x) when the reference was timed too."""
+    reference_not_timed: str | None = None
+    """Why the reference was not timed, or only sampled."""
+    roofline_fraction: float | None = None
+    """The roofline floor over the candidate's latency (1.0 at the device's roofline)."""
+    roofline_device: str | None = None
+    """The device model of the roofline, e.g. ``H200``."""
     max_absolute_error: float | None = None
     max_relative_error: float | None = None
     log: str = ""
@@ -196,6 +211,8 @@ def workload_result(trace: Trace) -> WorkloadResult:
     perf, corr = evaluation.performance, evaluation.correctness
     if perf is not None and (perf.extra or {}).get("timed") is False:
         perf = None  # untimed (CPU mode): older FIBServe versions sent 0.0 here instead of null
+    seen = Comparisons.of(perf)
+    vs_reference = seen.vs_reference
     return WorkloadResult(
         workload_uuid=trace.workload.uuid,
         axes=dict(trace.workload.axes),
@@ -205,6 +222,13 @@ def workload_result(trace: Trace) -> WorkloadResult:
         latency_ms=_finite(perf.latency_ms) if perf else None,
         reference_latency_ms=_finite(perf.reference_latency_ms) if perf else None,
         speedup=_finite(perf.speedup_factor) if perf else None,
+        speedup_basis=seen.speedup_basis,
+        baseline=seen.baseline.solution if seen.baseline else None,
+        baseline_description=seen.baseline.description if seen.baseline else "",
+        speedup_vs_reference=_finite(vs_reference.speedup) if vs_reference else None,
+        reference_not_timed=vs_reference.reason if vs_reference else None,
+        roofline_fraction=_finite(seen.roofline.fraction) if seen.roofline else None,
+        roofline_device=seen.roofline.device_model if seen.roofline else None,
         max_absolute_error=corr.max_absolute_error if corr else None,
         max_relative_error=corr.max_relative_error if corr else None,
         log=evaluation.log,

@@ -1,7 +1,9 @@
 """Deterministic feedback text for one evaluated kernel (DESIGN §6).
 
 The same :class:`~mini_ptx_agent.evaluation.EvaluationReport` always gives the same text: per workload status,
-speedup, kernel and reference times (ms); the error and compile log when failing (trimmed, head and tail kept);
+speedup (against the definition's baseline Solution, labelled, or against its reference where it has none),
+kernel and comparator times (ms), the speedup against the reference and the fraction of the device
+roofline when measured; the error and compile log when failing (trimmed, head and tail kept);
 the architecture instructions found (PTX and SASS families); ptxas resources; and one final ``VERDICT:`` line.
 The verdict is chosen from structured fields only (status, all_passed, target_met, executed_on_gpu).
 """
@@ -42,10 +44,7 @@ def _workload_line(index: int, result: WorkloadResult) -> str:
         line += f"; not timed ({result.hardware or 'cpu'}: correctness only)"
     if result.speedup is not None:
         where = "" if result.executed_on_gpu else f" [{result.hardware or 'cpu'}, not a GPU timing]"
-        line += (
-            f"; speedup {result.speedup:.3f}x; kernel {_ms(result.latency_ms)}; "
-            f"reference {_ms(result.reference_latency_ms)}{where}"
-        )
+        line += _timing_text(result) + where
     if result.roofline_floor_ms is not None:
         line += f"; IMPLAUSIBLE: faster than the roofline floor of {result.roofline_floor_ms:.4f} ms"
     if result.max_absolute_error is not None and result.status.value != "PASSED":
@@ -53,6 +52,41 @@ def _workload_line(index: int, result: WorkloadResult) -> str:
             f"; max abs error {result.max_absolute_error:.4g}; max rel error {result.max_relative_error:.4g}"
         )
     return line
+
+
+def _timing_text(result: WorkloadResult) -> str:
+    """Speedup, kernel and comparator times, each labelled with what it is against."""
+    kernel = f"kernel {_ms(result.latency_ms)}"
+    if result.speedup_basis == "baseline":
+        text = (
+            f"; speedup {result.speedup:.3f}x vs baseline {result.baseline}; {kernel}; "
+            f"baseline {_ms(result.reference_latency_ms)}"
+        )
+        if result.speedup_vs_reference is not None:
+            text += f"; {result.speedup_vs_reference:.3g}x vs the reference"
+    elif result.speedup_basis == "reference":
+        text = (
+            f"; speedup {result.speedup:.3f}x vs the reference (no baseline Solution); {kernel}; "
+            f"reference {_ms(result.reference_latency_ms)}"
+        )
+    else:
+        text = f"; speedup {result.speedup:.3f}x; {kernel}; reference {_ms(result.reference_latency_ms)}"
+    if result.roofline_fraction is not None:
+        text += f"; {result.roofline_fraction:.0%} of the {result.roofline_device} roofline"
+    return text
+
+
+def _basis_line(report: EvaluationReport) -> list[str]:
+    """One line saying what the speedups are against (the baseline and its caveats), when the service said."""
+    timed = next((r for r in report.workloads if r.speedup_basis is not None), None)
+    if timed is None:
+        return []
+    if timed.speedup_basis == "baseline":
+        return [
+            f"Speedups are against the baseline {timed.baseline} ({timed.baseline_description}); the target "
+            "is judged on them."
+        ]
+    return ["Speedups are against the definition's reference: it names no baseline Solution."]
 
 
 def _workload_section(report: EvaluationReport) -> list[str]:
@@ -67,6 +101,7 @@ def _workload_section(report: EvaluationReport) -> list[str]:
         for result in rest:
             counts[result.status.value] = counts.get(result.status.value, 0) + 1
         lines.append(f"  ... {len(rest)} more: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    lines += _basis_line(report)
     failing = next((r for r in report.workloads if r.status.value != "PASSED" and r.log.strip()), None)
     analysis = report.static_analysis
     compile_failed = analysis is not None and analysis.compiled is False

@@ -96,7 +96,12 @@ class TaskWork:
             ctx.check()
 
         report = ctx.resources.evaluate(
-            definition, request.solution, workloads, overrides=overrides or None, progress=progress
+            definition,
+            request.solution,
+            workloads,
+            overrides=overrides or None,
+            progress=progress,
+            baseline=self.catalog.baseline(definition.name),
         )
         ctx.check()
         result = evaluation_result(report)
