@@ -4,8 +4,8 @@
 raises for anything a candidate does: candidate failures become statuses, harness failures become
 ``task_error``. The candidate only ever runs in a sandbox worker (:mod:`fibserve.bench.sandbox`); a worker
 serves one candidate, is replaced after a crash, a timeout or a CUDA error, and warm spares are kept ready
-(four on a GPU, since the reference is timed in a worker of the same construction too, see
-:mod:`fibserve.bench.reference_twin`).
+(six on a GPU: the baseline and the reference are timed in workers of the same construction too, see
+:mod:`fibserve.bench.comparators`).
 
 CPU mode (``device="cpu"``): CUDA/C++ candidates are built and analysed (the static pipeline) but not
 executed (traces with null evaluation, ``executed=False``); Triton candidates run under ``TRITON_INTERPRET=1``
@@ -55,9 +55,9 @@ class Evaluator:
         secret: server-side secret mixed into input seeds (default: ``$FIBSERVE_INPUT_SECRET`` hex, else
             32 random bytes for this process).
         sandbox: ``auto`` (bubblewrap when installed), ``bwrap`` or ``none``.
-        warm_spare: keep spare workers started: on a GPU four, two evaluations' worth (each takes the
-            candidate's worker and the reference's timing twin); on CPU one. With two spares, back-to-back
-            cheap evaluations on the H200 took 3.2 s each while their own phases took under 1 s: the rest
+        warm_spare: keep spare workers started: on a GPU six, two evaluations' worth (each takes the
+            candidate's worker and the timing twins of the baseline and the reference); on CPU one. With
+            two spares, back-to-back cheap evaluations on the H200 took 3.2 s each while their own phases took under 1 s: the rest
             was waiting for workers to start (Python, torch, a CUDA context, inside bubblewrap).
         config_path: operator YAML for :func:`resolve_config`.
         roots: trace-set roots for safetensors inputs.
@@ -95,7 +95,7 @@ class Evaluator:
             str(self.device),
             sandbox=sandbox,
             interpret_triton=self.cpu_mode,
-            spares=(1 if self.cpu_mode else 4) if warm_spare else 0,
+            spares=(1 if self.cpu_mode else 6) if warm_spare else 0,
             root_dir=work_root,
         )
         self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)
