@@ -184,97 +184,93 @@ def _tags(suite: str, causal: bool, head_dim: int) -> list[str]:
     return tags + (["causal"] if causal else [])
 
 
+def _definition(
+    family: str, op_type: str, head_dim: int, causal: bool, description: str, tensors: tuple, reference: str
+) -> Definition:
+    """One attention definition: ``{family}_d{head_dim}[_causal]`` with the suite's axes and tags;
+    ``tensors`` is (inputs, outputs) as name -> TensorSpec."""
+    inputs, outputs = tensors
+    return Definition(
+        name=f"{family}_d{head_dim}" + ("_causal" if causal else ""),
+        op_type=op_type,
+        description=description,
+        tags=_tags(f"ptxbench-{family.replace('_', '-')}", causal, head_dim),
+        axes=_axes(head_dim),
+        inputs=inputs,
+        outputs=outputs,
+        reference=reference.format(causal=causal),
+    )
+
+
 def forward_definition(head_dim: int, causal: bool, seq_lens: list[int]) -> Definition:
     """``mha_with_lse_d{head_dim}[_causal]``: attention forward with LSE in bf16, var seq_len."""
     flops = "2*B*H*S^2*D (half of the non-causal count)" if causal else "4*B*H*S^2*D"
-    name = f"mha_with_lse_d{head_dim}" + ("_causal" if causal else "")
-    return Definition(
-        name=name,
-        op_type="mha",
-        description=(
-            f"Multi-head attention forward, {MASK_NOTE[causal]}, returning the output and the natural-log "
-            f"log-sum-exp of each score row. Softmax scale is the constant 1/sqrt(head_dim) = 1/sqrt({head_dim}). "
-            "Layout [batch, heads, seq, dim]. "
-            + SHAPES_NOTE.format(flops=flops, csv="mha_problems.csv", seq_lens=sorted(seq_lens))
-        ),
-        tags=_tags("ptxbench-mha-with-lse", causal, head_dim),
-        axes=_axes(head_dim),
-        inputs={n: _t(QKV, "bfloat16", w) for n, w in (("q", "Queries."), ("k", "Keys."), ("v", "Values."))},
-        outputs={
-            "o": _t(QKV, "bfloat16", "Attention output."),
-            "lse": _t(ROWS, "float32", "Natural-log logsumexp of the scaled scores of each query."),
-        },
-        reference=FORWARD_REFERENCE.format(causal=causal),
+    description = (
+        f"Multi-head attention forward, {MASK_NOTE[causal]}, returning the output and the natural-log "
+        f"log-sum-exp of each score row. Softmax scale is the constant 1/sqrt(head_dim) = 1/sqrt({head_dim}). "
+        "Layout [batch, heads, seq, dim]. "
+        + SHAPES_NOTE.format(flops=flops, csv="mha_problems.csv", seq_lens=sorted(seq_lens))
+    )
+    inputs = {n: _t(QKV, "bfloat16", w) for n, w in (("q", "Queries."), ("k", "Keys."), ("v", "Values."))}
+    outputs = {
+        "o": _t(QKV, "bfloat16", "Attention output."),
+        "lse": _t(ROWS, "float32", "Natural-log logsumexp of the scaled scores of each query."),
+    }
+    return _definition(
+        "mha_with_lse", "mha", head_dim, causal, description, (inputs, outputs), FORWARD_REFERENCE
     )
 
 
 def backward_definition(head_dim: int, causal: bool, seq_lens: list[int]) -> Definition:
     """``mha_bwd_d{head_dim}[_causal]``: the attention backward in bf16 given o, lse and do, var seq_len."""
     flops = "5*B*H*S^2*D (half of the non-causal count)" if causal else "10*B*H*S^2*D (2.5x the forward)"
-    name = f"mha_bwd_d{head_dim}" + ("_causal" if causal else "")
-    return Definition(
-        name=name,
-        op_type="mha_bwd",
-        description=(
-            f"Multi-head attention backward, {MASK_NOTE[causal]}, softmax scale 1/sqrt({head_dim}), layout "
-            "[batch, heads, seq, dim]: from q, k, v, the forward's output o and natural-log LSE lse, and the "
-            "output gradient do, compute dq, dk, dv (FlashAttention-2 formulation: P is recomputed from lse, "
-            "delta = rowsum(do * o)). o and lse are always the true forward of q, k, v (the harness derives "
-            "them; do is random). "
-            + SHAPES_NOTE.format(flops=flops, csv="mha_bwd_problems.csv", seq_lens=sorted(seq_lens))
-        ),
-        tags=_tags("ptxbench-mha-bwd", causal, head_dim),
-        axes=_axes(head_dim),
-        inputs={
-            "q": _t(QKV, "bfloat16", "Queries."),
-            "k": _t(QKV, "bfloat16", "Keys."),
-            "v": _t(QKV, "bfloat16", "Values."),
-            "o": _t(QKV, "bfloat16", "Forward output for q, k, v."),
-            "lse": _t(ROWS, "float32", "Forward natural-log logsumexp for q, k, v."),
-            "do": _t(QKV, "bfloat16", "Gradient of the loss with respect to o."),
-        },
-        outputs={
-            "dq": _t(QKV, "bfloat16", "Gradient with respect to q."),
-            "dk": _t(QKV, "bfloat16", "Gradient with respect to k."),
-            "dv": _t(QKV, "bfloat16", "Gradient with respect to v."),
-        },
-        reference=BACKWARD_REFERENCE.format(causal=causal),
+    description = (
+        f"Multi-head attention backward, {MASK_NOTE[causal]}, softmax scale 1/sqrt({head_dim}), layout "
+        "[batch, heads, seq, dim]: from q, k, v, the forward's output o and natural-log LSE lse, and the "
+        "output gradient do, compute dq, dk, dv (FlashAttention-2 formulation: P is recomputed from lse, "
+        "delta = rowsum(do * o)). o and lse are always the true forward of q, k, v (the harness derives "
+        "them; do is random). "
+        + SHAPES_NOTE.format(flops=flops, csv="mha_bwd_problems.csv", seq_lens=sorted(seq_lens))
+    )
+    inputs = {
+        "q": _t(QKV, "bfloat16", "Queries."),
+        "k": _t(QKV, "bfloat16", "Keys."),
+        "v": _t(QKV, "bfloat16", "Values."),
+        "o": _t(QKV, "bfloat16", "Forward output for q, k, v."),
+        "lse": _t(ROWS, "float32", "Forward natural-log logsumexp for q, k, v."),
+        "do": _t(QKV, "bfloat16", "Gradient of the loss with respect to o."),
+    }
+    outputs = {f"d{n}": _t(QKV, "bfloat16", f"Gradient with respect to {n}.") for n in ("q", "k", "v")}
+    return _definition(
+        "mha_bwd", "mha_bwd", head_dim, causal, description, (inputs, outputs), BACKWARD_REFERENCE
     )
 
 
 def fp8_definition(head_dim: int, causal: bool, seq_lens: list[int]) -> Definition:
     """``fp8_mha_with_lse_d{head_dim}[_causal]``: FP8 (e4m3) attention forward with per-head scales."""
     flops = "2*B*H*S^2*D (half of the non-causal count)" if causal else "4*B*H*S^2*D"
-    name = f"fp8_mha_with_lse_d{head_dim}" + ("_causal" if causal else "")
     scale = "Dequantization scale per (batch, head): real value = fp8 value * scale."
-    return Definition(
-        name=name,
-        op_type="fp8_mha",
-        description=(
-            f"FP8 multi-head attention forward, {MASK_NOTE[causal]}, with LSE: q, k, v in float8_e4m3fn, each "
-            "with an fp32 dequantization scale per (batch, head) (q_scale etc. [batch, heads]; the real value is "
-            "fp8 value * scale). Per head rather than per tensor: it is the layout of FlashAttention-3's FP8 "
-            "descale tensors, one head's outliers do not cost the others their precision, and a kernel applies "
-            "it once per tile (scores times q_scale*k_scale, output times v_scale). The softmax scale "
-            f"1/sqrt({head_dim}) is separate. Output o in bf16, lse the natural-log logsumexp in fp32. Inputs "
-            "are bf16 standard normals quantized with scale = amax / 448 per (batch, head). "
-            + SHAPES_NOTE.format(flops=flops, csv="fp8_mha_problems.csv", seq_lens=sorted(seq_lens))
-        ),
-        tags=_tags("ptxbench-fp8-mha-with-lse", causal, head_dim),
-        axes=_axes(head_dim),
-        inputs={
-            "q": _t(QKV, "float8_e4m3fn", "Queries (e4m3)."),
-            "k": _t(QKV, "float8_e4m3fn", "Keys (e4m3)."),
-            "v": _t(QKV, "float8_e4m3fn", "Values (e4m3)."),
-            "q_scale": _t(HEADS, "float32", scale),
-            "k_scale": _t(HEADS, "float32", scale),
-            "v_scale": _t(HEADS, "float32", scale),
-        },
-        outputs={
-            "o": _t(QKV, "bfloat16", "Attention output."),
-            "lse": _t(ROWS, "float32", "Natural-log logsumexp of the scaled, dequantized scores."),
-        },
-        reference=FP8_REFERENCE.format(causal=causal),
+    description = (
+        f"FP8 multi-head attention forward, {MASK_NOTE[causal]}, with LSE: q, k, v in float8_e4m3fn, each "
+        "with an fp32 dequantization scale per (batch, head) (q_scale etc. [batch, heads]; the real value is "
+        "fp8 value * scale). Per head rather than per tensor: it is the layout of FlashAttention-3's FP8 "
+        "descale tensors, one head's outliers do not cost the others their precision, and a kernel applies "
+        "it once per tile (scores times q_scale*k_scale, output times v_scale). The softmax scale "
+        f"1/sqrt({head_dim}) is separate. Output o in bf16, lse the natural-log logsumexp in fp32. Inputs "
+        "are bf16 standard normals quantized with scale = amax / 448 per (batch, head). "
+        + SHAPES_NOTE.format(flops=flops, csv="fp8_mha_problems.csv", seq_lens=sorted(seq_lens))
+    )
+    inputs = {
+        n: _t(QKV, "float8_e4m3fn", f"{w} (e4m3).")
+        for n, w in (("q", "Queries"), ("k", "Keys"), ("v", "Values"))
+    }
+    inputs |= {f"{n}_scale": _t(HEADS, "float32", scale) for n in ("q", "k", "v")}
+    outputs = {
+        "o": _t(QKV, "bfloat16", "Attention output."),
+        "lse": _t(ROWS, "float32", "Natural-log logsumexp of the scaled, dequantized scores."),
+    }
+    return _definition(
+        "fp8_mha_with_lse", "fp8_mha", head_dim, causal, description, (inputs, outputs), FP8_REFERENCE
     )
 
 

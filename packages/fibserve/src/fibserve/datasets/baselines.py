@@ -143,6 +143,27 @@ CI_BASELINES = {
 """CI definition -> (baseline kind, source): the torch op of the reference, as a Solution."""
 
 
+ATTENTION_BASELINES = {
+    "mha": (
+        "cudnn_sdpa",
+        MHA_BASELINE,
+        "PyTorch cuDNN SDPA with LSE (FlashAttention-2 where cuDNN refuses the shape).",
+    ),
+    "mha_bwd": (
+        "cudnn_sdpa_backward",
+        BACKWARD_BASELINE,
+        "PyTorch cuDNN SDPA backward (FlashAttention-2 backward where cuDNN refuses the shape).",
+    ),
+    "fp8_mha": (
+        "dequantize_cudnn_sdpa",
+        FP8_BASELINE,
+        "Not an FP8 kernel: q, k, v dequantized to bf16, then PyTorch cuDNN SDPA with LSE (PyTorch has no "
+        "FP8 attention); bf16 speed, so a speedup against it is not a speedup against FP8-class attention.",
+    ),
+}
+"""Attention op_type -> (baseline kind, source template with ``{causal}``, description)."""
+
+
 def baseline_solution(definition: Definition, kind: str, source: str, description: str) -> Solution:
     """A value-returning Python Solution ``baseline.py::run`` named ``<definition>_baseline_<kind>``."""
     return Solution.model_validate(
@@ -168,32 +189,13 @@ def baseline_for(definition: Definition) -> Solution:
     Raises:
         KeyError: a definition this module has no baseline for.
     """
-    causal = "causal" in definition.tags
-    op = definition.op_type
-    if op == "gemm":
+    if definition.op_type in ATTENTION_BASELINES:
+        kind, template, description = ATTENTION_BASELINES[definition.op_type]
+        return baseline_solution(
+            definition, kind, template.format(causal="causal" in definition.tags), description
+        )
+    if definition.op_type == "gemm":
         return baseline_solution(definition, "torch_matmul", GEMM_BASELINE, "cuBLAS through torch.matmul.")
-    if op == "mha":
-        return baseline_solution(
-            definition,
-            "cudnn_sdpa",
-            MHA_BASELINE.format(causal=causal),
-            "PyTorch cuDNN SDPA with LSE (FlashAttention-2 where cuDNN refuses the shape).",
-        )
-    if op == "mha_bwd":
-        return baseline_solution(
-            definition,
-            "cudnn_sdpa_backward",
-            BACKWARD_BASELINE.format(causal=causal),
-            "PyTorch cuDNN SDPA backward (FlashAttention-2 backward where cuDNN refuses the shape).",
-        )
-    if op == "fp8_mha":
-        return baseline_solution(
-            definition,
-            "dequantize_cudnn_sdpa",
-            FP8_BASELINE.format(causal=causal),
-            "Not an FP8 kernel: q, k, v dequantized to bf16, then PyTorch cuDNN SDPA with LSE (PyTorch has no "
-            "FP8 attention); bf16 speed, so a speedup against it is not a speedup against FP8-class attention.",
-        )
     kind, source = CI_BASELINES[definition.name]
     return baseline_solution(definition, kind, source, f"The reference's torch op ({kind}).")
 
