@@ -286,6 +286,8 @@ class EvaluationRun:
                     cached = run_reference(definition, inputs, shapes)
                 except ReferenceError as exc:
                     raise _TaskError(str(exc)) from None
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)  # the call's time, not its launches'
                 self.ev.references.put(key, cached, call_ms=(time.perf_counter() - started) * 1e3)
             refs.append(cached)
         self._time("reference", time.monotonic() - t0)
