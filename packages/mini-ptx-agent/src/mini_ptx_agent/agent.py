@@ -8,8 +8,9 @@ what kernels need:
   reply when there is none), sends it to the :class:`EvaluationEnvironment` (the environment of this agent is
   the evaluation service), writes the kernel, the evaluator result and each correct version, and appends the
   deterministic feedback; it raises ``Submitted`` when the target is met on a GPU;
-- the model is wrapped in :class:`BoundedModel`: each call is bounded by ``turn_timeout_s`` and a failing
-  model API becomes :class:`InfrastructureError` (exit status ``InfrastructureError``), never a kernel failure;
+- the model is wrapped in :class:`BoundedModel`: each call is bounded by ``turn_timeout_s`` and by the wall-time
+  limit, and a failing model API becomes :class:`InfrastructureError` (exit status ``InfrastructureError``),
+  never a kernel failure;
   an evaluation service failure ends the run the same way;
 - ``save`` writes the trajectory atomically with secrets scrubbed (:mod:`mini_ptx_agent.trajectory`);
 - :meth:`KernelAgent.resume` restores the conversation up to the last complete turn of a saved trajectory.
@@ -20,8 +21,8 @@ Exit statuses: ``Submitted`` (target met), ``LimitsExceeded`` (``step_limit`` = 
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a banner to stdout on import
 
 from minisweagent.agents.default import AgentConfig, DefaultAgent
-from minisweagent.exceptions import FormatError, InterruptAgentFlow, LimitsExceeded, Submitted
+from minisweagent.exceptions import FormatError, InterruptAgentFlow, LimitsExceeded, Submitted, TimeExceeded
 
 from .evaluation import EvaluationBackend, EvaluationInfrastructureError, EvaluationReport
 from .extraction import extract_kernel, format_error_message
@@ -130,48 +131,85 @@ def _exit(status: str, content: str, **extra: Any) -> dict:
 
 
 class BoundedModel:
-    """Wraps a mini-swe-agent model: each ``query`` gets ``timeout_s``; any API failure is an InfrastructureError.
+    """Wraps a mini-swe-agent model: each ``query`` is waited for at most ``timeout_s`` seconds and no later than
+    ``wall_deadline`` (``time.time()`` seconds); any API failure is an InfrastructureError.
 
-    ``FormatError`` (and other agent-flow exceptions a model may raise) pass through unchanged; a ``replay:`` model
-    that ran out of recorded replies ends the run as ``LimitsExceeded``. Everything else
-    a model raises (connection refused, HTTP 5xx after retries, authentication) is the model API's failure, not
-    the kernel's. Other attributes are forwarded to the wrapped model, so ``serialize`` and ``config`` work.
+    The call runs in a daemon thread, so a model that never answers cannot keep the process alive after the run
+    has ended (a pooled worker thread would be joined at interpreter exit, i.e. after the HTTP timeout).
+    Past ``timeout_s`` the run ends as ``InfrastructureError``; past ``wall_deadline`` (the run's wall-time limit)
+    it ends as ``TimeExceeded``, the run's own rule. ``FormatError`` (and other agent-flow exceptions a model may
+    raise) pass through unchanged; a ``replay:`` model that ran out of recorded replies ends the run as
+    ``LimitsExceeded``. Everything else a model raises (connection refused, HTTP 5xx after retries,
+    authentication) is the model API's failure, not the kernel's. Other attributes are forwarded to the wrapped
+    model, so ``serialize`` and ``config`` work.
     """
 
     def __init__(self, model: Any, timeout_s: float):
         self.model = model
         self.timeout_s = timeout_s
+        self.wall_deadline: float | None = None
+        """End of the run's wall time (``time.time()`` seconds); None = no wall limit."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
+    def _wait_s(self) -> tuple[float | None, bool]:
+        """Seconds to wait for this call (None = no limit) and whether the wall deadline is what limits it."""
+        turn = self.timeout_s or None
+        if self.wall_deadline is None:
+            return turn, False
+        wall = max(0.0, self.wall_deadline - time.time())
+        return (wall, True) if turn is None or wall < turn else (turn, False)
+
     def query(self, messages: list[dict], **kwargs) -> dict:
-        """``model.query`` in a worker thread, waited for at most ``timeout_s`` seconds (0 = no limit)."""
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-query")
-        try:
-            return pool.submit(self.model.query, messages, **kwargs).result(timeout=self.timeout_s or None)
-        except InterruptAgentFlow:
-            raise
-        except ReplayExhaustedError as exc:  # a recording ran out: the run's turn limit, not an outage
-            raise LimitsExceeded(_exit("LimitsExceeded", f"replay exhausted: {exc}")) from exc
-        except concurrent.futures.TimeoutError:
+        """``model.query`` in a daemon thread, waited for as long as :meth:`_wait_s` allows."""
+        wait_s, by_wall = self._wait_s()
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def call() -> None:
+            try:
+                outcome["reply"] = self.model.query(messages, **kwargs)
+            except BaseException as exc:  # handed to the waiting thread, which decides
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=call, name="model-query", daemon=True).start()
+        if not done.wait(wait_s):
+            if by_wall:
+                raise TimeExceeded(
+                    _exit("TimeExceeded", "wall time limit reached while waiting for the model")
+                )
             raise InfrastructureError(
                 _exit(
                     "InfrastructureError",
                     f"model API: no answer within the turn timeout of {self.timeout_s:g} s",
                     infrastructure={"source": "model", "kind": "timeout"},
                 )
-            ) from None
-        except Exception as exc:
-            raise InfrastructureError(
-                _exit(
-                    "InfrastructureError",
-                    f"model API failed: {type(exc).__name__}: {exc}",
-                    infrastructure={"source": "model", "kind": type(exc).__name__},
-                )
-            ) from exc
-        finally:
-            pool.shutdown(wait=False)
+            )
+        if "reply" in outcome:
+            return outcome["reply"]
+        raise self._failure(outcome["error"])
+
+    @staticmethod
+    def _failure(exc: BaseException) -> BaseException:
+        """The exception that ends the turn for an exception the model raised."""
+        if isinstance(exc, InterruptAgentFlow):
+            return exc
+        if isinstance(exc, ReplayExhaustedError):  # a recording ran out: the run's turn limit, not an outage
+            return LimitsExceeded(_exit("LimitsExceeded", f"replay exhausted: {exc}"))
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not the model API's failure
+            return exc
+        error = InfrastructureError(
+            _exit(
+                "InfrastructureError",
+                f"model API failed: {type(exc).__name__}: {exc}",
+                infrastructure={"source": "model", "kind": type(exc).__name__},
+            )
+        )
+        error.__cause__ = exc
+        return error
 
 
 class KernelAgent(DefaultAgent):
@@ -298,7 +336,10 @@ class KernelAgent(DefaultAgent):
         }
 
     def step(self) -> list[dict]:
-        """``DefaultAgent.step``; the first step of a resumed run first swaps in the saved conversation."""
+        """``DefaultAgent.step``; the first step of a resumed run first swaps in the saved conversation.
+
+        The model call of the step may not outlast the wall-time limit (see :class:`BoundedModel`).
+        """
         if self._resume is not None:
             state, self._resume = self._resume, None
             self.messages = state["messages"]
@@ -308,6 +349,8 @@ class KernelAgent(DefaultAgent):
                 state["best"] if state["best"] and state["best"].get("turn", 0) <= self.n_calls else None
             )
             self._start_time = time.time() - state["elapsed_s"]
+        wall = self.config.wall_time_limit_seconds
+        self.model.wall_deadline = self._start_time + wall if wall > 0 else None
         return super().step()
 
     # -- trajectory -----------------------------------------------------------------------------------------

@@ -396,7 +396,10 @@ def run_agent(
     failure: str | None = None
     try:  # the model first: a configuration mistake must not leave an empty run directory behind
         if model is None:
-            model = make_model(plan.model or None, model_host=model_host, fallback_replay=fallback_replay)
+            model = make_model(
+                plan.model or None, model_host=model_host, fallback_replay=fallback_replay,
+                request_timeout_s=plan.turn_timeout_s,
+            )  # fmt: skip
         if not plan.model:  # record the model the factory chose (e.g. the bundled demo replay)
             plan = plan.model_copy(update={"model": str(getattr(model.config, "model_name", "unknown"))})
     except ModelConfigError as exc:
