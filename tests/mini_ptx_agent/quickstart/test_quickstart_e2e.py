@@ -83,11 +83,11 @@ def test_cpu_run_writes_every_file(cuda_run):
 def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
     _, run = cuda_run
     result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
-    assert result["schema_version"] == "ptxbench.quickstart/2"
+    assert result["schema_version"] == "ptxbench.quickstart/3"
     # Nothing was executed: the files say "unknown" (null), as the console does, not false.
     assert result["kernel_correct"] is None and [t["correct"] for t in result["turns"]] == [None] * 3
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-    assert summary["kernel_correct"] is None and summary["schema_version"] == "ptxbench.run/2"
+    assert summary["kernel_correct"] is None and summary["schema_version"] == "ptxbench.run/3"
     assert result["demo"] is True and result["language"] == "cuda"
     assert result["service"] == {**result["service"], "kind": "embedded", "gpu": False, "lanes": ["cpu"]}
     assert result["runner_completed"] is True and result["runner"]["exit_status"] == "LimitsExceeded"
@@ -208,6 +208,10 @@ def test_run_against_an_unreachable_service_reports_an_infrastructure_error(tmp_
     assert result["runner_completed"] is False and result["runner"]["exit_status"] == "InfrastructureError"
     assert result["generated"] == 0 and "evaluation service unavailable" in result["exit_message"]
     assert "Runner completed:      no" in done.stdout and "no kernel was evaluated" in done.stdout
+    # An outage says nothing about the model: unknown (null), never false.
+    assert result["kernel_correct"] is None
+    assert json.loads((run / "summary.json").read_text(encoding="utf-8"))["kernel_correct"] is None
+    assert "A kernel was correct:  unknown" in done.stdout
 
 
 @pytest.fixture

@@ -216,8 +216,8 @@ def run_command(
 
 
 def _yes_no_unknown(value: bool | None) -> str:
-    """A summary verdict for people: None means nothing was executed, so correctness is unknown."""
-    return "unknown (not executed)" if value is None else ("yes" if value else "no")
+    """A summary verdict for people: None means no kernel was executed, so correctness is unknown."""
+    return "unknown (no kernel executed)" if value is None else ("yes" if value else "no")
 
 
 def main() -> None:

@@ -263,7 +263,7 @@ def _make_model(settings: QuickstartSettings, run_dir: Path | None) -> tuple[Any
 
 def _failed_summary(run_id: str, status: str, message: str, started: float) -> RunSummary:
     return RunSummary(
-        run_id=run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=False,
+        run_id=run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=None,
         target_met=False, turns=0, infrastructure_error=message if status == "InfrastructureError" else None,
         elapsed_s=round(time.time() - started, 3),
     )  # fmt: skip

@@ -12,7 +12,9 @@ One run directory holds one experiment (``exp_000``) of one definition (DESIGN Â
 
 The summary keeps three facts apart: the runner completed (no infrastructure failure), a kernel was correct,
 and the target was achieved (on a GPU). "A kernel was correct" is ``null`` (unknown) when no version passed and
-some kernel was built but never executed (CUDA on a service without a GPU lane): see :func:`kernel_correctness`.
+some kernel was built but never executed (CUDA on a service without a GPU lane), or when no kernel was evaluated
+because the run stopped on an infrastructure failure (an outage is never counted against a model): see
+:func:`kernel_correctness`.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from .trajectory import load_trajectory, write_json
 EXPERIMENT = "exp_000"
 RUN_SCHEMA = "ptxbench.run/1"
 """Schema of ``plan.json`` (unchanged, so older runs can still be resumed)."""
-SUMMARY_SCHEMA = "ptxbench.run/2"
-"""Schema of ``summary.json``. /2: ``kernel_correct`` may be null (unknown: built, never executed); /1 wrote
-false there."""
+SUMMARY_SCHEMA = "ptxbench.run/3"
+"""Schema of ``summary.json``. /3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did
+not complete (an outage; /2 wrote false there). /2: ``kernel_correct`` may be null (unknown: built, never
+executed); /1 wrote false there."""
 NOT_EXECUTED = "NOT_EXECUTED"
 """Evaluator status of a kernel that was built and analysed but not run (no GPU lane)."""
 DEFAULT_OUTPUT_ROOT = Path("data") / "eval_runs"
@@ -112,7 +115,7 @@ class RunPlan(_Model):
 class RunSummary(_Model):
     """What happened (``summary.json``)."""
 
-    schema_version: Literal["ptxbench.run/2"] = SUMMARY_SCHEMA
+    schema_version: Literal["ptxbench.run/3"] = SUMMARY_SCHEMA
     run_id: str
     exit_status: str
     """Submitted, LimitsExceeded, TimeExceeded, RepeatedFormatError, InfrastructureError, or an exception name."""
@@ -121,8 +124,9 @@ class RunSummary(_Model):
     """The loop ended by its own rules (not by an infrastructure failure or a crash)."""
     kernel_correct: bool | None
     """True: at least one version passed every workload. None (unknown): none passed and at least one kernel was
-    built but not executed (``NOT_EXECUTED``: CUDA without a GPU lane). False: none passed otherwise (each
-    evaluated kernel failed, or no kernel was evaluated)."""
+    built but not executed (``NOT_EXECUTED``: CUDA without a GPU lane), or no kernel was evaluated and the runner
+    did not complete (service or model API down). False: none passed otherwise (each evaluated kernel failed, or
+    the runner completed without a kernel, e.g. only format errors)."""
     target_met: bool
     """A version passed every workload on a GPU at or above the target speedup."""
     turns: int
@@ -153,12 +157,17 @@ def default_prompt_tag(task: TaskConfig) -> str:
     return DEFAULT_PROMPT_TAGS.get((task.language, task.arch), "hopper-no-hint")
 
 
-def kernel_correctness(versions: Sequence[int], statuses: Sequence[str]) -> bool | None:
-    """Whether a kernel was correct: True when ``versions`` (correct turns) is not empty, None (unknown) when
-    some evaluated kernel has status ``NOT_EXECUTED``, else False. ``statuses``: evaluator status per turn."""
+def kernel_correctness(
+    versions: Sequence[int], statuses: Sequence[str], *, runner_completed: bool
+) -> bool | None:
+    """Whether a kernel was correct: True when ``versions`` (correct turns) is not empty; None (unknown) when some
+    evaluated kernel has status ``NOT_EXECUTED``, or when no kernel was evaluated and the runner did not complete
+    (an outage says nothing about the model); else False. ``statuses``: evaluator status per evaluated turn."""
     if versions:
         return True
-    return None if NOT_EXECUTED in statuses else False
+    if NOT_EXECUTED in statuses or (not statuses and not runner_completed):
+        return None
+    return False
 
 
 def evaluation_statuses(layout: RunLayout) -> list[str]:
@@ -190,12 +199,15 @@ def summarize(
     status = str(result.get("exit_status") or "")
     infra = status == "InfrastructureError"
     best = state.get("best")
+    completed = status in ("Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError")
     return RunSummary(
         run_id=run_id,
         exit_status=status,
         exit_message=str(last.get("content", "")) if last.get("role") == "exit" else "",
-        runner_completed=status in ("Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError"),
-        kernel_correct=kernel_correctness(list(state.get("versions", [])), statuses),
+        runner_completed=completed,
+        kernel_correct=kernel_correctness(
+            list(state.get("versions", [])), statuses, runner_completed=completed
+        ),
         target_met=status == "Submitted",
         turns=int(state.get("turns", 0)),
         correct_versions=list(state.get("versions", [])),
@@ -264,7 +276,7 @@ def run_experiment(
     except EvaluationInfrastructureError as exc:
         summary = RunSummary(
             run_id=plan.run_id, exit_status="InfrastructureError", exit_message=str(exc), runner_completed=False,
-            kernel_correct=False, target_met=False, turns=0, infrastructure_error=str(exc),
+            kernel_correct=None, target_met=False, turns=0, infrastructure_error=str(exc),
             elapsed_s=round(time.time() - started, 3), resumed=resume,
         )  # fmt: skip
         write_json(layout.summary_path, summary.model_dump(mode="json"))
@@ -321,7 +333,7 @@ def _infrastructure_summary(run_id: str, message: str, started: float, resumed: 
         exit_status="InfrastructureError",
         exit_message=message,
         runner_completed=False,
-        kernel_correct=False,
+        kernel_correct=None,
         target_met=False,
         turns=0,
         infrastructure_error=message,
