@@ -16,9 +16,12 @@ CLEARED = ("SERVICE_URL", "MODEL_NAME", "ACCRL_MODEL_HOST", "FIBSERVE_TOKEN", "D
 def ptxbench(
     *args: str, env: dict[str, str] | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess:
-    """``ptxbench ARGS`` with ``env`` added to this environment (less :data:`CLEARED`); raises on timeout."""
+    """``ptxbench ARGS`` with ``env`` added to this environment (less :data:`CLEARED`); raises on timeout.
+
+    ``COLUMNS=200``: rich wraps messages at 80 columns when not on a terminal, which would split the phrases
+    the tests look for."""
     exe = Path(sys.executable).parent / "ptxbench"
-    base = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    base = {k: v for k, v in os.environ.items() if k not in CLEARED} | {"COLUMNS": "200"}
     return subprocess.run(
         [str(exe), *args], capture_output=True, text=True, timeout=timeout, env=base | (env or {})
     )

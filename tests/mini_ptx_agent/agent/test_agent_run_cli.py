@@ -1,7 +1,7 @@
-"""`ptxbench run` against a model host that accepts a request and never answers: the command still exits.
+"""`ptxbench run`'s command line: limits that end a run, options checked before anything starts, resume.
 
-The real console script runs against one CPU-mode FIBServe on 127.0.0.1 (shared by the module) and a
-scripted OpenAI-compatible server that answers ``GET /v1/models`` but holds every chat completion open.
+The real console script runs against one CPU-mode FIBServe on 127.0.0.1 (shared by the module, passed with
+``--service-url``) and scripted OpenAI-compatible servers; the option checks need no service at all.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from mini_ptx_agent.service import EmbeddedService
 from run_cli import ptxbench
 from scripted_model import ScriptedOpenAIServer
-from test_agent_loop import MODEL_ID, WORKLOAD
+from test_agent_loop import BAD_REPLY, GOOD_REPLY, MODEL_ID, WORKLOAD
 
 pytestmark = pytest.mark.slow
 
@@ -68,3 +68,90 @@ def test_the_wall_time_limit_bounds_a_model_call(service_url: str, tmp_path: Pat
     summary = json.loads(done.stdout)
     assert summary["exit_status"] == "TimeExceeded" and summary["runner_completed"]
     assert "wall time limit" in summary["exit_message"]
+
+
+def _no_run_directory(root: Path) -> bool:
+    return not root.exists() or not any(root.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--definition", "gemm_n7168"], "did you mean gemm_n256_k7168, gemm_n7168_k5120"),
+        (["--definition", "gemm_n7168_k5120", "--workloads", "94920358-01a8-4c5b-9209-3103fd490e9"],
+         "did you mean 94920358-01a8-4c5b-9209-3103fd490e94?"),
+        (["--definition", "gemm_n7168_k5120", "--prompt-tag", "triton-hopper"],
+         "tags that fit: hopper-abi-only, hopper-no-hint"),
+        (["--definition", "gemm_n7168_k5120", "--target-speedup", "0"], "--target-speedup: Input should be greater"),
+        (["--language", "cud", "--definition", "gemm_n7168_k5120"], "'cud' is not one of 'cuda', 'triton'"),
+        (["--arch", "sm_80", "--definition", "gemm_n7168_k5120"], "'sm_80' is not one of 'sm_90a', 'sm_100a'"),
+    ],
+)  # fmt: skip
+def test_bad_options_are_refused_before_anything_is_created(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    out = tmp_path / "runs"
+    done = ptxbench("run", *args, "--model", "replay:unused.json", "--output-root", str(out), timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says in " ".join(done.stderr.split()), done.stderr
+    assert "pydantic" not in done.stderr and "Traceback" not in done.stderr
+    assert _no_run_directory(out)
+
+
+def test_resume_of_a_missing_directory_says_it_does_not_exist(tmp_path: Path) -> None:
+    done = ptxbench("run", "--resume", str(tmp_path / "run-nothere"), timeout=120)
+    assert done.returncode == 2
+    assert f"run directory {tmp_path / 'run-nothere'} does not exist" in done.stderr
+    done = ptxbench("run", "--resume", str(tmp_path), timeout=120)
+    assert done.returncode == 2 and "is not a run directory: plan.json is missing" in done.stderr
+
+
+def test_a_model_litellm_does_not_know_is_refused_before_the_service_starts(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    done = ptxbench(
+        "run", "--definition", "vector_add_f32", "--language", "triton", "--model", "nonsense-model-xyz",
+        "--output-root", str(out), timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "does not know model 'nonsense-model-xyz'" in done.stderr and "ACCRL_MODEL_HOST" in done.stderr
+    assert "rejected the request" not in done.stderr  # no request was made
+    assert _no_run_directory(out)
+
+
+def test_resume_keeps_the_plan_unless_an_option_is_given(service_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    common = ["--service-url", service_url, "--json"]
+    with ScriptedOpenAIServer(MODEL_ID, [BAD_REPLY]) as server:
+        env = {"MODEL_NAME": MODEL_ID, "ACCRL_MODEL_HOST": server.host_port}
+        first = ptxbench(
+            "run", "--definition", "vector_add_f32", "--language", "triton", "--workloads", WORKLOAD,
+            "--num-turns", "1", "--turn-timeout", "120", "--output-root", str(out), *common, env=env,
+        )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    (run_dir,) = out.iterdir()
+    plan_before = json.loads((run_dir / "plan.json").read_text())
+
+    with ScriptedOpenAIServer(MODEL_ID, [GOOD_REPLY]) as server:
+        env = {"ACCRL_MODEL_HOST": server.host_port}
+        again = ptxbench("run", "--resume", str(run_dir), *common, env=env)
+        assert again.returncode == 0, again.stderr
+        assert server.requests == []  # the plan's single turn was made already: nothing to continue
+        assert json.loads((run_dir / "plan.json").read_text()) == plan_before
+        assert json.loads(again.stdout)["turns"] == 1
+
+        refused = ptxbench("run", "--resume", str(run_dir), "--language", "cuda", *common, env=env)
+        assert refused.returncode == 2 and "--language cuda: this run was made with triton" in refused.stderr
+        fewer = ptxbench("run", "--resume", str(run_dir), "--num-turns", "0", *common, env=env)
+        assert fewer.returncode == 2 and "--num-turns" in fewer.stderr
+
+        extended = ptxbench(
+            "run", "--resume", str(run_dir), "--num-turns", "2", "--turn-timeout", "60", *common, env=env
+        )
+        assert extended.returncode == 0, extended.stderr
+        assert len(server.requests) == 1
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert (plan["num_turns"], plan["turn_timeout_s"]) == (2, 60)
+    assert {k: v for k, v in plan.items() if k not in ("num_turns", "turn_timeout_s")} == {
+        k: v for k, v in plan_before.items() if k not in ("num_turns", "turn_timeout_s")
+    }
+    assert json.loads(extended.stdout)["correct_versions"] == [2]

@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .demo import DEMO_DEFINITION, DEMO_MODEL_NAME
-from .runs import DEFAULT_OUTPUT_ROOT, RunLayout, RunPlan, RunSummary, default_prompt_tag, utc_stamp
+from .runs import (
+    DEFAULT_OUTPUT_ROOT,
+    RunLayout,
+    RunPlan,
+    RunSummary,
+    default_prompt_tag,
+    failed_summary,
+    utc_stamp,
+)
 from .task import TaskConfig
 from .trajectory import write_json
 
@@ -261,14 +269,6 @@ def _make_model(settings: QuickstartSettings, run_dir: Path | None) -> tuple[Any
     return ReplayModel(path=path, model_name=DEMO_MODEL_NAME, fallback=True), DEMO_MODEL_NAME
 
 
-def _failed_summary(run_id: str, status: str, message: str, started: float) -> RunSummary:
-    return RunSummary(
-        run_id=run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=None,
-        target_met=False, turns=0, infrastructure_error=message if status == "InfrastructureError" else None,
-        elapsed_s=round(time.time() - started, 3),
-    )  # fmt: skip
-
-
 DEMO_BANNER = (
     "DEMO REPLAY: MODEL_NAME is not set, so the bundled demo trajectory is replayed. Its three kernels were "
     "written by the PTXBench authors; what follows is NOT a model's result. Set MODEL_NAME (and ACCRL_MODEL_HOST "
@@ -363,7 +363,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
                 context["refused"] = f"{TRITON_NEEDS_GPU}. {TRITON_ALTERNATIVES}"
                 write_json(run_dir / CONTEXT_FILE, context)
                 write_json(layout.plan_path, plan.model_dump(mode="json"))
-                summary = _failed_summary(plan.run_id, "Refused", context["refused"], started)
+                summary = failed_summary(plan.run_id, "Refused", context["refused"], started)
                 write_json(layout.summary_path, summary.model_dump(mode="json"))
             else:
                 if not settings.model:  # only now is it certain that the demo is replayed
@@ -378,7 +378,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
                         plan, run_dir, backend=live.backend(backend), model=live.model(model)
                     )
     except (ServiceStartError, EvaluationInfrastructureError) as exc:
-        summary = _failed_summary(
+        summary = failed_summary(
             plan.run_id, "InfrastructureError", f"evaluation service unavailable: {exc}", started
         )
         write_json(layout.plan_path, plan.model_dump(mode="json"))

@@ -218,12 +218,27 @@ def summarize(
     )
 
 
+def failed_summary(
+    run_id: str, status: str, message: str, started: float, *, resumed: bool = False
+) -> RunSummary:
+    """The summary of a run that ended before its first turn: ``status`` ``InfrastructureError`` (the service or
+    the model API was down) or ``Refused``; ``started`` is ``time.time()`` at its start. Nothing was evaluated,
+    so ``kernel_correct`` is None (unknown)."""
+    return RunSummary(
+        run_id=run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=None,
+        target_met=False, turns=0, infrastructure_error=message if status == "InfrastructureError" else None,
+        elapsed_s=round(time.time() - started, 3), resumed=resumed,
+    )  # fmt: skip
+
+
 def load_plan(run_dir: Path) -> RunPlan:
     """Read ``plan.json`` of a run directory.
 
     Raises:
-        FileNotFoundError: not a run directory (no plan.json).
+        FileNotFoundError: the directory does not exist, or it is not a run directory (no plan.json).
     """
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"run directory {run_dir} does not exist")
     path = RunLayout(run_dir).plan_path
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir} is not a run directory: {path.name} is missing")
@@ -274,11 +289,7 @@ def run_experiment(
         definition = backend.definition(task.definition)
         workloads = backend.workloads(task.definition)
     except EvaluationInfrastructureError as exc:
-        summary = RunSummary(
-            run_id=plan.run_id, exit_status="InfrastructureError", exit_message=str(exc), runner_completed=False,
-            kernel_correct=None, target_met=False, turns=0, infrastructure_error=str(exc),
-            elapsed_s=round(time.time() - started, 3), resumed=resume,
-        )  # fmt: skip
+        summary = failed_summary(plan.run_id, "InfrastructureError", str(exc), started, resumed=resume)
         write_json(layout.summary_path, summary.model_dump(mode="json"))
         return summary
     if task.workload_uuids is not None:
@@ -325,113 +336,3 @@ def run_experiment(
     summary = summarize(plan.run_id, result, trajectory, resumed=resume, statuses=evaluation_statuses(layout))
     write_json(layout.summary_path, summary.model_dump(mode="json"))
     return summary
-
-
-def _infrastructure_summary(run_id: str, message: str, started: float, resumed: bool) -> RunSummary:
-    return RunSummary(
-        run_id=run_id,
-        exit_status="InfrastructureError",
-        exit_message=message,
-        runner_completed=False,
-        kernel_correct=None,
-        target_met=False,
-        turns=0,
-        infrastructure_error=message,
-        elapsed_s=round(time.time() - started, 3),
-        resumed=resumed,
-    )
-
-
-def run_agent(
-    *,
-    task: TaskConfig | None = None,
-    model_name: str | None = None,
-    num_turns: int = 3,
-    output_root: Path | None = None,
-    service_url: str | None = None,
-    resume_dir: Path | None = None,
-    prompt_tag: str | None = None,
-    wall_time_limit_s: int | None = None,
-    turn_timeout_s: float = 900.0,
-    run_name: str | None = None,
-    model_host: str | None = None,
-    model: Any = None,
-    fallback_replay: Path | None = None,
-    devices: list[str] | None = None,
-) -> tuple[Path, RunSummary]:
-    """Run the kernel agent on one task into a new run directory, or resume ``resume_dir``.
-
-    The model is ``model_name`` (else ``$MODEL_NAME``; see :func:`mini_ptx_agent.models.make_model`), the service
-    ``service_url`` (else ``$SERVICE_URL``, else an embedded FIBServe logging to ``logs/fibserve.log``). A resumed
-    run takes task, model and limits from its ``plan.json``; a larger ``num_turns`` extends it, and a given
-    ``wall_time_limit_s`` (s, 0 = none; None keeps the plan's) replaces its limit (time already spent counts).
-    Returns the run directory and its summary (also in ``summary.json``).
-
-    ``model``: an already built model (skips the factory); ``fallback_replay``: trajectory the factory replays
-    when no model is configured at all (the quickstart's bundled demo); ``devices``: lanes of an embedded
-    FIBServe (default: every GPU, else cpu).
-
-    Raises:
-        ValueError: neither ``task`` nor ``resume_dir``; resuming a run that already met its target; no model
-            configured or the endpoint serves another id (the message says what to set).
-        FileNotFoundError: ``resume_dir`` is not a run directory.
-    """
-    from .evaluation import EvaluationInfrastructureError, FIBServeBackend
-    from .models import ModelConfigError, ModelUnavailableError, make_model
-    from .service import ServiceStartError
-    from .service import service_url as resolve_service
-
-    started = time.time()
-    if resume_dir is not None:
-        run_dir: Path | None = Path(resume_dir)
-        plan = load_plan(run_dir)
-        if num_turns > plan.num_turns:
-            plan = plan.model_copy(update={"num_turns": num_turns})
-        if wall_time_limit_s is not None:
-            plan = plan.model_copy(update={"wall_time_limit_s": wall_time_limit_s})
-    elif task is not None:
-        run_dir = None
-        plan = RunPlan(
-            run_id=run_name or f"run-{utc_stamp()}-{task.language}-{task.definition}",
-            created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            task=task,
-            model=model_name or os.environ.get("MODEL_NAME") or "",
-            prompt_tag=prompt_tag or default_prompt_tag(task),
-            num_turns=num_turns,
-            wall_time_limit_s=wall_time_limit_s or 0,
-            turn_timeout_s=turn_timeout_s,
-            service=service_url or os.environ.get("SERVICE_URL") or "embedded",
-        )
-    else:
-        raise ValueError("give a task (a new run) or resume_dir (continue a run)")
-    resumed = resume_dir is not None
-    failure: str | None = None
-    try:  # the model first: a configuration mistake must not leave an empty run directory behind
-        if model is None:
-            model = make_model(
-                plan.model or None, model_host=model_host, fallback_replay=fallback_replay,
-                request_timeout_s=plan.turn_timeout_s,
-            )  # fmt: skip
-        if not plan.model:  # record the model the factory chose (e.g. the bundled demo replay)
-            plan = plan.model_copy(update={"model": str(getattr(model.config, "model_name", "unknown"))})
-    except ModelConfigError as exc:
-        raise ValueError(str(exc)) from None
-    except ModelUnavailableError as exc:
-        failure = f"model API unavailable: {exc}"
-    if run_dir is None:
-        run_dir = new_run_dir(output_root or default_output_root(), plan.task, plan.run_id)
-    layout = RunLayout(run_dir)
-    if failure is None:
-        try:
-            embedded_options = {"devices": devices} if devices else {}
-            service = resolve_service(service_url, log_path=layout.service_log_path, **embedded_options)
-            with service as (url, embedded):
-                token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
-                backend = FIBServeBackend(url, token=token)
-                return run_dir, run_experiment(plan, run_dir, backend=backend, model=model, resume=resumed)
-        except (ServiceStartError, EvaluationInfrastructureError) as exc:
-            failure = f"evaluation service unavailable: {exc}"
-    summary = _infrastructure_summary(plan.run_id, failure, started, resumed)
-    write_json(layout.plan_path, plan.model_dump(mode="json"))
-    write_json(layout.summary_path, summary.model_dump(mode="json"))
-    return run_dir, summary
