@@ -181,12 +181,20 @@ def test_triton_run_without_service_or_gpu_is_refused_before_anything_starts(tmp
 
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "mini_ptx_agent.cli", "quickstart", "--run", "--language", "triton",
-         "--output-root", str(tmp_path / "runs")],
+        [sys.executable, "-X", "importtime", "-m", "mini_ptx_agent.cli", "quickstart", "--run", "--language",
+         "triton", "--output-root", str(tmp_path / "runs")],
         capture_output=True, text=True, timeout=300,
         env={**_env(), "CUDA_VISIBLE_DEVICES": ""},  # no GPU visible to torch, even on a GPU machine
     )  # fmt: skip
     elapsed = time.monotonic() - started
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    # "At once": refused before torch (seconds to import), the HTTP client or the service are loaded.
+    assert not imported & {"torch", "httpx", "fibserve.client", "mini_ptx_agent.service"}, sorted(imported)
+    done.stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
     assert not (tmp_path / "runs").exists(), "no run directory may be created for an up-front refusal"

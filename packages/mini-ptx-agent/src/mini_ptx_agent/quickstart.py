@@ -19,7 +19,9 @@ Importing this module is cheap; mini-swe-agent is imported when a run starts, li
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -137,12 +139,31 @@ def dataset_roots(env: dict[str, str] | os._Environ) -> list[Path]:
     return roots
 
 
+def no_gpu_for_certain(environ: dict[str, str] | os._Environ | None = None) -> bool:
+    """Whether this machine certainly has no GPU torch could use, decided without importing torch (seconds).
+
+    True when ``CUDA_VISIBLE_DEVICES`` hides every device (empty, or starting with ``-1``), on macOS, or on
+    Linux when no ``/dev/nvidia<N>`` device node exists (the NVIDIA driver creates one per GPU, containers
+    given a GPU see it). False means "maybe": :func:`local_gpu_available` asks torch.
+    """
+    env = os.environ if environ is None else environ
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and (not visible.strip() or visible.strip().startswith("-1")):
+        return True
+    if sys.platform == "darwin":
+        return True
+    return sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*")
+
+
 def local_gpu_available() -> bool:
     """Whether an embedded FIBServe on this machine would get a GPU lane.
 
     The same test as ``fibserve.serve.settings.resolve_devices`` (the embedded server's default lanes):
-    ``torch.cuda.is_available()`` and at least one device; otherwise its only lane is ``cpu``. Imports torch.
+    ``torch.cuda.is_available()`` and at least one device; otherwise its only lane is ``cpu``. Imports torch
+    only when :func:`no_gpu_for_certain` cannot rule a GPU out.
     """
+    if no_gpu_for_certain():
+        return False
     import torch
 
     return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
@@ -157,8 +178,8 @@ def refusal_before_start(settings: QuickstartSettings) -> str | None:
     if settings.language != "triton" or settings.service_url or local_gpu_available():
         return None
     return (
-        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU (torch.cuda.is_available() is "
-        f"False), so nothing was started and no run directory was created. {TRITON_ALTERNATIVES}"
+        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU, so nothing was started and no "
+        f"run directory was created. {TRITON_ALTERNATIVES}"
     )
 
 
@@ -288,6 +309,9 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
         QuickstartRefused: refused up front (nothing is started or written then).
         QuickstartError: the model is misconfigured (nothing is written then).
     """
+    refusal = refusal_before_start(settings)  # before any import that takes time: "refused at once"
+    if refusal is not None:
+        raise QuickstartRefused(refusal)
     from fibserve.client import FIBServeError
     from rich.console import Console
     from rich.markup import escape
@@ -300,9 +324,6 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     from .service import service_url as resolve_service
 
     console = console or Console(highlight=False)
-    refusal = refusal_before_start(settings)
-    if refusal is not None:
-        raise QuickstartRefused(refusal)
     started = time.time()
     if settings.model:
         model, model_name = _make_model(settings, None)  # a misconfigured model must not leave a directory
