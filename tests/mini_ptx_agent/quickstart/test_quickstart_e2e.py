@@ -88,6 +88,13 @@ def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
     assert result["kernel_correct"] is None and [t["correct"] for t in result["turns"]] == [None] * 3
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
     assert summary["kernel_correct"] is None and summary["schema_version"] == "ptxbench.run/3"
+    # The demo is flagged wherever a pipeline may look: plan, summary and the trajectory's info.
+    assert (
+        summary["demo"] is True
+        and json.loads((run / "plan.json").read_text(encoding="utf-8"))["demo"] is True
+    )
+    trajectory = json.loads((run / "trajectories/exp_000.json").read_text(encoding="utf-8"))
+    assert trajectory["info"]["ptxbench"]["demo"] is True
     assert result["demo"] is True and result["language"] == "cuda"
     assert result["service"] == {**result["service"], "kind": "embedded", "gpu": False, "lanes": ["cpu"]}
     assert result["runner_completed"] is True and result["runner"]["exit_status"] == "LimitsExceeded"

@@ -35,7 +35,7 @@ from minisweagent.exceptions import FormatError, InterruptAgentFlow, LimitsExcee
 from .evaluation import EvaluationBackend, EvaluationInfrastructureError, EvaluationReport
 from .extraction import extract_kernel, format_error_message
 from .feedback import format_feedback
-from .models_base import ReplayExhaustedError
+from .models_base import ReplayExhaustedError, is_demo_model
 from .task import TaskConfig
 from .trajectory import write_json, write_text_atomic
 
@@ -356,10 +356,15 @@ class KernelAgent(DefaultAgent):
     # -- trajectory -----------------------------------------------------------------------------------------
 
     def serialize(self, *extra_dicts) -> dict:
-        """``DefaultAgent.serialize`` plus ``info.ptxbench`` (task, versions, best, elapsed time)."""
+        """``DefaultAgent.serialize`` plus ``info.ptxbench`` (task, versions, best, elapsed time, demo).
+
+        ``demo`` is true when the replies are a demo replay, not a model's output (:func:`is_demo_model`):
+        such a trajectory is never a model's result nor training data (docs/run-directory.md).
+        """
         state = {
             "info": {
                 "ptxbench": {
+                    "demo": is_demo_model(self.model),
                     "task": self.config.task.model_dump(mode="json"),
                     "turns": sum(1 for m in self.messages if m.get("role") == "assistant"),  # answered calls
                     "versions": list(self.versions),

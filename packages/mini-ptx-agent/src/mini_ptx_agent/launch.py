@@ -330,6 +330,7 @@ def run_agent(
     """
     from .evaluation import EvaluationInfrastructureError, FIBServeBackend
     from .models import ModelConfigError, ModelUnavailableError, make_model
+    from .models_base import is_demo_model
     from .service import ServiceStartError
     from .service import service_url as resolve_service
 
@@ -340,7 +341,7 @@ def run_agent(
     model = None
     try:
         model = make_model(plan.model or None, model_host=model_host, request_timeout_s=plan.turn_timeout_s)
-        plan = plan.model_copy(update={"model": str(model.config.model_name)})
+        plan = plan.model_copy(update={"model": str(model.config.model_name), "demo": is_demo_model(model)})
     except ModelConfigError as exc:
         raise RunOptionError(str(exc)) from None
     except ModelUnavailableError as exc:
@@ -360,9 +361,7 @@ def run_agent(
                 return run_dir, summary
         except (ServiceStartError, EvaluationInfrastructureError) as exc:
             failure = f"evaluation service unavailable: {exc}"
-    summary = failed_summary(
-        plan.run_id, "InfrastructureError", failure, started, resumed=resume_dir is not None
-    )
+    summary = failed_summary(plan, "InfrastructureError", failure, started, resumed=resume_dir is not None)
     write_json(layout.plan_path, plan.model_dump(mode="json"))
     write_json(layout.summary_path, summary.model_dump(mode="json"))
     return run_dir, summary

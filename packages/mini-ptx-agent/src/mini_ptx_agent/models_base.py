@@ -158,6 +158,12 @@ def prepare_messages(messages: list[dict]) -> list[dict]:
     ]
 
 
+def is_demo_model(model: Any) -> bool:
+    """Whether ``model``'s replies are a demo, not a model's output (``config.demo``: a replay of a flagged
+    trajectory or the no-model fallback; see :class:`mini_ptx_agent.models_replay.ReplayModelConfig`)."""
+    return bool(getattr(getattr(model, "config", None), "demo", False))
+
+
 class KernelModelBase:
     """Shared protocol methods; subclasses set ``config`` (a pydantic model) and implement ``query``."""
 

@@ -318,6 +318,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from .evaluation import EvaluationInfrastructureError, FIBServeBackend
+    from .models_base import is_demo_model
     from .quickstart_report import CONTEXT_FILE, build_result, write_result
     from .runs import run_experiment
     from .service import ServiceStartError
@@ -340,6 +341,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
         prompt_tag=default_prompt_tag(task),
         num_turns=QUICKSTART_TURNS,
         service=settings.service_url or "embedded",
+        demo=is_demo_model(model),
     )
     context: dict[str, Any] = {"demo": not settings.model, "refused": None}
     if not settings.model:
@@ -384,7 +386,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
                 context["refused"] = f"{TRITON_NEEDS_GPU}. {TRITON_ALTERNATIVES}"
                 write_json(run_dir / CONTEXT_FILE, context)
                 write_json(layout.plan_path, plan.model_dump(mode="json"))
-                summary = failed_summary(plan.run_id, "Refused", context["refused"], started)
+                summary = failed_summary(plan, "Refused", context["refused"], started)
                 write_json(layout.summary_path, summary.model_dump(mode="json"))
             else:
                 if not settings.model:  # only now is it certain that the demo is replayed
@@ -400,7 +402,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
                     )
     except (ServiceStartError, EvaluationInfrastructureError) as exc:
         summary = failed_summary(
-            plan.run_id, "InfrastructureError", f"evaluation service unavailable: {exc}", started
+            plan, "InfrastructureError", f"evaluation service unavailable: {exc}", started
         )
         write_json(layout.plan_path, plan.model_dump(mode="json"))
         write_json(layout.summary_path, summary.model_dump(mode="json"))

@@ -209,7 +209,7 @@ def build_result(run_dir: Path) -> QuickstartResult:
     service = ServiceInfo.model_validate({**(context.get("service") or {}), "hardware": _hardware(reports)})
     exit_status = str(summary.get("exit_status") or "not finished")
     completed = bool(summary.get("runner_completed"))
-    demo = bool(context.get("demo", plan["model"] == DEMO_MODEL_NAME))
+    demo = bool(plan.get("demo") or context.get("demo", plan["model"] == DEMO_MODEL_NAME))
     logs = (
         sorted(p for p in (run_dir / "logs").glob("*") if p.is_file()) if (run_dir / "logs").is_dir() else []
     )

@@ -110,6 +110,9 @@ class RunPlan(_Model):
     """Limit on one model call (s); each evaluation's limit is ``min(task.timeout_s, turn_timeout_s)``."""
     service: str
     """``embedded`` or the FIBServe URL used."""
+    demo: bool = False
+    """The model is a demo replay (the bundled demo trajectory, or a replay of a trajectory flagged as one): its
+    kernels were written by the PTXBench authors, so the run is never a model's result nor training data."""
 
 
 class RunSummary(_Model):
@@ -139,6 +142,9 @@ class RunSummary(_Model):
     elapsed_s: float
     trajectory: str = f"trajectories/{EXPERIMENT}.json"
     resumed: bool = False
+    demo: bool = False
+    """A demo replay, not a model's output (as ``plan.json`` and the trajectory's ``info.ptxbench.demo`` say):
+    never count it as a model's result, never use it as training data."""
 
 
 def utc_stamp() -> str:
@@ -192,7 +198,8 @@ def summarize(
     """Build the summary from the agent's final message and the saved trajectory's ``info.ptxbench``.
 
     ``statuses``: the evaluator status of each evaluated turn (:func:`evaluation_statuses`); they decide whether
-    "no correct version" means False or unknown (:func:`kernel_correctness`).
+    "no correct version" means False or unknown (:func:`kernel_correctness`). ``demo`` comes from the
+    trajectory's ``info.ptxbench.demo``.
     """
     state = trajectory.get("info", {}).get("ptxbench", {})
     last = trajectory["messages"][-1] if trajectory.get("messages") else {}
@@ -215,19 +222,20 @@ def summarize(
         infrastructure_error=str(last.get("content", "")) if infra else None,
         elapsed_s=float(state.get("elapsed_s", 0.0)),
         resumed=resumed,
+        demo=state.get("demo") is True,
     )
 
 
 def failed_summary(
-    run_id: str, status: str, message: str, started: float, *, resumed: bool = False
+    plan: RunPlan, status: str, message: str, started: float, *, resumed: bool = False
 ) -> RunSummary:
-    """The summary of a run that ended before its first turn: ``status`` ``InfrastructureError`` (the service or
-    the model API was down) or ``Refused``; ``started`` is ``time.time()`` at its start. Nothing was evaluated,
-    so ``kernel_correct`` is None (unknown)."""
+    """The summary of a run of ``plan`` that ended before its first turn: ``status`` ``InfrastructureError``
+    (the service or the model API was down) or ``Refused``; ``started`` is ``time.time()`` at its start. Nothing
+    was evaluated, so ``kernel_correct`` is None (unknown)."""
     return RunSummary(
-        run_id=run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=None,
+        run_id=plan.run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=None,
         target_met=False, turns=0, infrastructure_error=message if status == "InfrastructureError" else None,
-        elapsed_s=round(time.time() - started, 3), resumed=resumed,
+        elapsed_s=round(time.time() - started, 3), resumed=resumed, demo=plan.demo,
     )  # fmt: skip
 
 
@@ -275,9 +283,11 @@ def run_experiment(
     """
     from .agent import EvaluationEnvironment, ExperimentFiles, KernelAgent, literal_template
     from .evaluation import EvaluationInfrastructureError
+    from .models_base import is_demo_model
     from .prompts import compose_system_prompt, first_user_message
 
     layout = RunLayout(run_dir)
+    plan = plan.model_copy(update={"demo": plan.demo or is_demo_model(model)})
     task = plan.task.model_copy(update={"timeout_s": min(plan.task.timeout_s, plan.turn_timeout_s)})
     write_json(layout.plan_path, plan.model_dump(mode="json"))
     saved = load_trajectory(layout.trajectory_path) if resume else None
@@ -289,7 +299,7 @@ def run_experiment(
         definition = backend.definition(task.definition)
         workloads = backend.workloads(task.definition)
     except EvaluationInfrastructureError as exc:
-        summary = failed_summary(plan.run_id, "InfrastructureError", str(exc), started, resumed=resume)
+        summary = failed_summary(plan, "InfrastructureError", str(exc), started, resumed=resume)
         write_json(layout.summary_path, summary.model_dump(mode="json"))
         return summary
     if task.workload_uuids is not None:
