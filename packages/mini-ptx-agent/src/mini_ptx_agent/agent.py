@@ -9,8 +9,8 @@ what kernels need:
   the evaluation service), writes the kernel, the evaluator result and each correct version, and appends the
   deterministic feedback; it raises ``Submitted`` when the target is met on a GPU;
 - the model is wrapped in :class:`BoundedModel`: each call is bounded by ``turn_timeout_s`` and by the wall-time
-  limit, and a failing model API becomes :class:`InfrastructureError` (exit status ``InfrastructureError``),
-  never a kernel failure;
+  limit, earlier replies are resent bounded (:mod:`mini_ptx_agent.history`), and a failing model API becomes
+  :class:`InfrastructureError` (exit status ``InfrastructureError``), never a kernel failure;
   an evaluation service failure ends the run the same way;
 - ``save`` writes the trajectory atomically with secrets scrubbed (:mod:`mini_ptx_agent.trajectory`);
 - :meth:`KernelAgent.resume` restores the conversation up to the last complete turn of a saved trajectory.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from minisweagent.exceptions import FormatError, InterruptAgentFlow, LimitsExcee
 from .evaluation import EvaluationBackend, EvaluationInfrastructureError, EvaluationReport
 from .extraction import extract_kernel, format_error_message
 from .feedback import format_feedback
+from .history import bounded_history
 from .models_base import ReplayExhaustedError, is_demo_model
 from .task import TaskConfig
 from .trajectory import write_json, write_text_atomic
@@ -144,9 +146,13 @@ class BoundedModel:
     model, so ``serialize`` and ``config`` work.
     """
 
-    def __init__(self, model: Any, timeout_s: float):
+    def __init__(
+        self, model: Any, timeout_s: float, prepare: Callable[[list[dict]], list[dict]] | None = None
+    ):
+        """``prepare``: turns the conversation into what the model is sent (e.g. :func:`bounded_history`)."""
         self.model = model
         self.timeout_s = timeout_s
+        self.prepare = prepare
         self.wall_deadline: float | None = None
         """End of the run's wall time (``time.time()`` seconds); None = no wall limit."""
 
@@ -164,6 +170,8 @@ class BoundedModel:
     def query(self, messages: list[dict], **kwargs) -> dict:
         """``model.query`` in a daemon thread, waited for as long as :meth:`_wait_s` allows."""
         wait_s, by_wall = self._wait_s()
+        if self.prepare is not None:
+            messages = self.prepare(messages)
         outcome: dict[str, Any] = {}
         done = threading.Event()
 
@@ -217,7 +225,10 @@ class KernelAgent(DefaultAgent):
 
     def __init__(self, model, env: EvaluationEnvironment, *, files: ExperimentFiles | None = None, **kwargs):
         super().__init__(model, env, config_class=KernelAgentConfig, **kwargs)
-        self.model = BoundedModel(model, self.config.turn_timeout_s)
+        language = self.config.task.language
+        self.model = BoundedModel(
+            model, self.config.turn_timeout_s, prepare=lambda messages: bounded_history(messages, language)
+        )
         self.config: KernelAgentConfig
         self.env: EvaluationEnvironment
         self.files = files

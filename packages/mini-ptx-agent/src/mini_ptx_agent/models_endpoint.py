@@ -23,6 +23,7 @@ from mini_ptx_agent.models_base import (
     call_with_retries,
     prepare_messages,
     redact,
+    response_record,
 )
 from mini_ptx_agent.models_config import ModelPricing, RetryPolicy, SamplingSettings
 
@@ -192,7 +193,7 @@ class OpenAIEndpointModel(KernelModelBase):
             "model": body.get("model", self.config.model_name),
             "attempts": attempts,
             "latency_s": round(time.perf_counter() - started, 3),
-            "response": body,
+            "response": response_record(body),
         }
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if reasoning:

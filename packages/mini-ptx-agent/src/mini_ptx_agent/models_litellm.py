@@ -25,6 +25,7 @@ from mini_ptx_agent.models_base import (
     call_with_retries,
     prepare_messages,
     redact,
+    response_record,
 )
 from mini_ptx_agent.models_config import ModelPricing, RetryPolicy, SamplingSettings
 
@@ -210,7 +211,7 @@ class LitellmHostedModel(KernelModelBase):
             "model": getattr(response, "model", self.config.model_name),
             "attempts": attempts,
             "latency_s": round(time.perf_counter() - started, 3),
-            "response": raw,
+            "response": response_record(raw),
         }
         reasoning = getattr(choice.message, "reasoning_content", None)
         if reasoning:

@@ -26,9 +26,10 @@ A demo trajectory is flagged (``info.ptxbench.demo``, and ``demo`` in the run's 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
+
+from ..extraction import fenced
 
 DEMO_DEFINITION = "gemm_n7168_k5120"
 """The definition the demo kernels solve."""
@@ -124,13 +125,6 @@ def kernel_sources(language: str) -> list[str]:
     return [kernel_source(spec) for _, spec in _TURNS[language]]
 
 
-def _fenced(source: str, tag: str) -> str:
-    """``source`` in a fenced block whose fence is longer than any backtick run inside it."""
-    longest = max((len(run) for run in re.findall(r"`+", source)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{tag}\n{source.rstrip()}\n{fence}"
-
-
 def demo_trajectory(language: str) -> dict[str, Any]:
     """The demo as a ``mini-swe-agent-1.1`` trajectory: three assistant messages, each one whole kernel.
 
@@ -153,7 +147,7 @@ def demo_trajectory(language: str) -> dict[str, Any]:
         messages.append(
             {
                 "role": "assistant",
-                "content": f"Turn {turn}. {prose}\n\n{_fenced(source, tag)}\n",
+                "content": f"Turn {turn}. {prose}\n\n{fenced(source, tag)}\n",
                 "extra": {"demo_source": spec},
             }
         )
