@@ -7,6 +7,7 @@ The real console script runs against one CPU-mode FIBServe on 127.0.0.1 (shared 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,6 +129,10 @@ def test_resume_keeps_the_plan_unless_an_option_is_given(service_url: str, tmp_p
             "--num-turns", "1", "--turn-timeout", "120", "--output-root", str(out), *common, env=env,
         )  # fmt: skip
     assert first.returncode == 0, first.stderr
+    # One progress line per turn, on stderr with --json, plain because the output is piped.
+    (line,) = [x for x in first.stderr.splitlines() if x.strip().startswith("turn ")]
+    assert re.fullmatch(r"  turn 1/1: INCORRECT_NUMERICAL; \d+\.\d s", line), line
+    assert "\x1b[" not in first.stderr
     (run_dir,) = out.iterdir()
     plan_before = json.loads((run_dir / "plan.json").read_text())
 
@@ -148,6 +153,7 @@ def test_resume_keeps_the_plan_unless_an_option_is_given(service_url: str, tmp_p
             "run", "--resume", str(run_dir), "--num-turns", "2", "--turn-timeout", "60", *common, env=env
         )
         assert extended.returncode == 0, extended.stderr
+        assert "turn 2/2: PASSED" in extended.stderr  # the resumed run numbers its turns on
         assert len(server.requests) == 1
     plan = json.loads((run_dir / "plan.json").read_text())
     assert (plan["num_turns"], plan["turn_timeout_s"]) == (2, 60)

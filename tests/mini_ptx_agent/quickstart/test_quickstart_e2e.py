@@ -112,7 +112,8 @@ def test_cpu_run_prints_demo_banner_progress_and_verdicts(cuda_run):
     out = done.stdout
     assert "DEMO REPLAY" in out and "NOT a model's result" in out
     for turn in (1, 2, 3):
-        assert f"turn {turn}: NOT_EXECUTED" in out
+        assert f"turn {turn}/3: NOT_EXECUTED" in out
+    assert "turn 3/3: NOT_EXECUTED; PTX: cp.async.bulk.tensor" in out and "SASS: HGMMA" in out
     assert "Runner completed:      yes" in out
     assert "A kernel was correct:  unknown" in out
     assert "Target achieved:       no: needs a GPU" in out

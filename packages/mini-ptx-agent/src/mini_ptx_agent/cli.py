@@ -184,6 +184,8 @@ def run_command(
 ) -> None:
     """Run the kernel agent on one definition into a run directory (exit 0 unless infrastructure failed: 2).
 
+    Prints one line per turn (status, speedup, PTX/SASS families, seconds); with --json on stderr.
+
     Options are checked before anything starts; a typo in --definition gets the close matches.
 
     With --resume, an option not given keeps the run's plan.json value.
@@ -192,6 +194,8 @@ def run_command(
 
     Definition, language, arch, workloads, target speedup, prompt tag and model cannot change on --resume.
     """
+    from rich.console import Console
+
     from mini_ptx_agent.launch import RunOptionError, parse_workloads, run_agent, run_options
 
     try:
@@ -200,8 +204,9 @@ def run_command(
             target_speedup=target_speedup, workloads=parse_workloads(workloads), arch=arch,
             prompt_tag=prompt_tag, sanitizer=sanitizer, turn_timeout_s=turn_timeout, wall_time_limit_s=wall_time,
         )  # fmt: skip
+        progress = Console(stderr=as_json, highlight=False, soft_wrap=True)  # stdout stays JSON with --json
         run_dir, summary = run_agent(
-            options, resume_dir=resume, output_root=output_root, service_url=service_url
+            options, resume_dir=resume, output_root=output_root, service_url=service_url, console=progress
         )
     except RunOptionError as exc:
         typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)

@@ -315,6 +315,7 @@ def run_agent(
     output_root: Path | None = None,
     service_url: str | None = None,
     model_host: str | None = None,
+    console: Any = None,
 ) -> tuple[Path, RunSummary]:
     """Run the kernel agent on a new run directory under ``output_root``, or continue ``resume_dir``.
 
@@ -322,15 +323,19 @@ def run_agent(
     the service ``service_url`` (else ``$SERVICE_URL``, else an embedded FIBServe logging to ``logs/fibserve.log``).
     Every check of :func:`plan_for` and the model's construction happen before anything is created. A model API
     or service that is down ends the run as ``InfrastructureError`` (recorded in its directory, not raised).
-    Returns the run directory and its summary (also in ``summary.json``).
+    Returns the run directory and its summary (also in ``summary.json``). ``console``: a rich Console that
+    gets one line per turn (:mod:`mini_ptx_agent.progress`); None prints nothing.
 
     Raises:
         RunOptionError: see :func:`plan_for`; the model is misconfigured (the message says what to set);
             resuming a run that already met its target.
     """
+    from rich.console import Console
+
     from .evaluation import EvaluationInfrastructureError, FIBServeBackend
     from .models import ModelConfigError, ModelUnavailableError, make_model
     from .models_base import is_demo_model
+    from .progress import RunProgress
     from .service import ServiceStartError
     from .service import service_url as resolve_service
 
@@ -355,9 +360,12 @@ def run_agent(
             with resolve_service(service_url, log_path=layout.service_log_path) as (url, embedded):
                 token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
                 backend = FIBServeBackend(url, token=token)
-                summary = run_experiment(
-                    plan, run_dir, backend=backend, model=model, resume=resume_dir is not None
-                )
+                where = "the embedded FIBServe" if embedded else url
+                with RunProgress(console or Console(quiet=True), plan.num_turns, where) as live:
+                    summary = run_experiment(
+                        plan, run_dir, backend=backend, model=live.model(model), resume=resume_dir is not None,
+                        on_turn=live.on_turn,
+                    )  # fmt: skip
                 return run_dir, summary
         except (ServiceStartError, EvaluationInfrastructureError) as exc:
             failure = f"evaluation service unavailable: {exc}"

@@ -197,64 +197,6 @@ def quickstart_task(language: str) -> TaskConfig:
 # -- --run ------------------------------------------------------------------------------------------------------
 
 
-class _Progress:
-    """Live per-turn display: wraps the model (waiting) and the backend (evaluating, then one line per turn)."""
-
-    def __init__(self, progress: Any, num_turns: int, where: str):
-        self.progress = progress
-        self.num_turns = num_turns
-        self.where = where
-        self.turn = 0
-        self.task = progress.add_task("starting", total=num_turns)
-
-    def model(self, model: Any) -> Any:
-        outer = self
-
-        class _Model:
-            def __getattr__(self, name: str) -> Any:
-                return getattr(model, name)
-
-            def query(self, messages: list[dict], **kwargs: Any) -> dict:
-                outer.turn += 1
-                outer.show(f"turn {outer.turn}/{outer.num_turns}: waiting for the model")
-                reply = model.query(messages, **kwargs)
-                outer.show(f"turn {outer.turn}/{outer.num_turns}: evaluating on FIBServe ({outer.where})")
-                return reply
-
-        return _Model()
-
-    def backend(self, backend: Any) -> Any:
-        outer = self
-
-        class _Backend:
-            def __getattr__(self, name: str) -> Any:
-                return getattr(backend, name)
-
-            def evaluate(self, solution: Any, task: TaskConfig) -> Any:
-                started = time.monotonic()
-                report = backend.evaluate(solution, task)
-                outer.done(report, time.monotonic() - started)
-                return report
-
-        return _Backend()
-
-    def show(self, text: str) -> None:
-        self.progress.update(self.task, description=text)
-
-    def done(self, report: Any, seconds: float) -> None:
-        speed = ""
-        if report.min_speedup is not None:
-            speed = f", {report.min_speedup:.3f}x" + ("" if report.executed_on_gpu else " (not a GPU timing)")
-        families = ", ".join((report.static_analysis.ptx_families if report.static_analysis else []) or [])
-        self.progress.console.print(
-            f"  turn {self.turn}: {report.status.value}{speed}"
-            f"{'; PTX: ' + families if families else ''}; evaluated in {seconds:.1f} s",
-            markup=False,
-            highlight=False,
-        )
-        self.progress.advance(self.task)
-
-
 def _new_run_dir(output_root: Path, language: str) -> Path:
     for attempt in range(10):
         suffix = "" if attempt == 0 else f"-{attempt}"
@@ -315,10 +257,10 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     from fibserve.client import FIBServeError
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from .evaluation import EvaluationInfrastructureError, FIBServeBackend
     from .models_base import is_demo_model
+    from .progress import RunProgress
     from .quickstart_report import CONTEXT_FILE, build_result, write_result
     from .runs import run_experiment
     from .service import ServiceStartError
@@ -391,14 +333,9 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
             else:
                 if not settings.model:  # only now is it certain that the demo is replayed
                     console.print(f"[bold black on yellow] {escape(DEMO_BANNER)} [/]")
-                where = ", ".join(lanes)
-                with Progress(
-                    SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                    console=console, transient=True,
-                ) as progress:  # fmt: skip
-                    live = _Progress(progress, QUICKSTART_TURNS, where)
+                with RunProgress(console, QUICKSTART_TURNS, f"FIBServe ({', '.join(lanes)})") as live:
                     summary = run_experiment(
-                        plan, run_dir, backend=live.backend(backend), model=live.model(model)
+                        plan, run_dir, backend=backend, model=live.model(model), on_turn=live.on_turn
                     )
     except (ServiceStartError, EvaluationInfrastructureError) as exc:
         summary = failed_summary(

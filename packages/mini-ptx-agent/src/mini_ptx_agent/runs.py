@@ -271,8 +271,11 @@ def run_experiment(
     backend: Any,
     model: Any,
     resume: bool = False,
+    on_turn: Any = None,
 ) -> RunSummary:
     """Run (or resume) the kernel agent of ``plan`` in ``run_dir`` with an evaluation ``backend`` and ``model``.
+
+    ``on_turn``: called with each finished turn's :class:`~mini_ptx_agent.agent.TurnOutcome` (progress lines).
 
     Writes plan.json, the trajectory after every turn, kernels, evaluator results and summary.json.
     Infrastructure failures end the run with exit status ``InfrastructureError`` (recorded, not raised).
@@ -309,6 +312,7 @@ def run_experiment(
         model,
         EvaluationEnvironment(backend, task),
         files=files,
+        on_turn=on_turn,
         task=task,
         system_template=literal_template(compose_system_prompt(plan.prompt_tag)),
         instance_template=literal_template(
