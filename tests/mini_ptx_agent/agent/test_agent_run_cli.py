@@ -32,21 +32,28 @@ def service_url() -> Iterator[str]:
         yield service.url
 
 
-def test_a_hung_model_host_ends_the_run_at_the_turn_timeout(service_url: str, tmp_path: Path) -> None:
-    out = tmp_path / "runs"
+def run_against_a_hung_host(service_url: str, out: Path, *limits: str) -> tuple[int, dict, int]:
+    """`ptxbench run --json` with ``limits`` against a model host that never answers; checks it exited within
+    :data:`EXIT_BOUND_S`. Returns the exit code, the printed summary and the requests the host received."""
     with ScriptedOpenAIServer(MODEL_ID, [], never_answer=True) as server:
         env = {"MODEL_NAME": MODEL_ID, "ACCRL_MODEL_HOST": server.host_port}
         started = time.monotonic()
         done = ptxbench(
-            "run", "--definition", "vector_add_f32", "--language", "triton", "--workloads", WORKLOAD,
-            "--num-turns", "2", "--turn-timeout", "3", "--service-url", service_url, "--output-root", str(out),
-            "--json", env=env, timeout=EXIT_BOUND_S * 2,
+            "run", "--definition", "vector_add_f32", "--language", "triton", "--workloads", WORKLOAD, *limits,
+            "--service-url", service_url, "--output-root", str(out), "--json", env=env, timeout=EXIT_BOUND_S * 2,
         )  # fmt: skip
         elapsed = time.monotonic() - started
-        assert len(server.requests) == 1  # the request was made and held open
-    assert done.returncode == 2, done.stderr
+        requests = len(server.requests)
     assert elapsed < EXIT_BOUND_S, f"the command took {elapsed:.1f} s to exit"
-    summary = json.loads(done.stdout)
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout), requests
+
+
+def test_a_hung_model_host_ends_the_run_at_the_turn_timeout(service_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    limits = ("--num-turns", "2", "--turn-timeout", "3")
+    code, summary, requests = run_against_a_hung_host(service_url, out, *limits)
+    assert code == 2 and requests == 1  # the request was made and held open
     assert summary["exit_status"] == "InfrastructureError" and not summary["runner_completed"]
     assert "no answer within the turn timeout of 3 s" in summary["infrastructure_error"]
     (run_dir,) = out.iterdir()
@@ -54,20 +61,8 @@ def test_a_hung_model_host_ends_the_run_at_the_turn_timeout(service_url: str, tm
 
 
 def test_the_wall_time_limit_bounds_a_model_call(service_url: str, tmp_path: Path) -> None:
-    out = tmp_path / "runs"
-    with ScriptedOpenAIServer(MODEL_ID, [], never_answer=True) as server:
-        env = {"MODEL_NAME": MODEL_ID, "ACCRL_MODEL_HOST": server.host_port}
-        started = time.monotonic()
-        done = ptxbench(
-            "run", "--definition", "vector_add_f32", "--language", "triton", "--workloads", WORKLOAD,
-            "--wall-time", "3", "--service-url", service_url, "--output-root", str(out), "--json",
-            env=env, timeout=EXIT_BOUND_S * 2,
-        )  # fmt: skip
-        elapsed = time.monotonic() - started
-    assert done.returncode == 0, done.stderr
-    assert elapsed < EXIT_BOUND_S, f"the command took {elapsed:.1f} s to exit"
-    summary = json.loads(done.stdout)
-    assert summary["exit_status"] == "TimeExceeded" and summary["runner_completed"]
+    code, summary, _ = run_against_a_hung_host(service_url, tmp_path / "runs", "--wall-time", "3")
+    assert code == 0 and summary["exit_status"] == "TimeExceeded" and summary["runner_completed"]
     assert "wall time limit" in summary["exit_message"]
 
 
