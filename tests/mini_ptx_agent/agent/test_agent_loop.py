@@ -185,6 +185,31 @@ def test_three_turns_format_error_failing_and_passing_kernel(
     assert "replay exhausted" in again[-1]["content"]
 
 
+def test_a_1mb_reply_is_stored_once_and_resent_bounded(fibserve: str, tmp_path: Path) -> None:
+    from mini_ptx_agent.history import RESENT_KERNEL_CHARS, RESENT_PROSE_CHARS
+
+    musing = "Let me think about the memory layout once more. " * 21_000  # about 1 MB of prose
+    huge = f"{musing}\n```python\n{GOOD}```\n"
+    assert len(huge) > 1_000_000
+    run_dir = tmp_path / "run"
+    with ScriptedOpenAIServer(MODEL_ID, [huge, GOOD_REPLY]) as server:
+        summary = run_experiment(
+            plan_for("huge", num_turns=2),
+            run_dir,
+            backend=FIBServeBackend(fibserve),
+            model=endpoint_model(server),
+        )
+    assert summary.turns == 2 and summary.correct_versions == [1, 2]  # the long reply's kernel was evaluated
+    trajectory_bytes = RunLayout(run_dir).trajectory_path.stat().st_size
+    assert len(huge) < trajectory_bytes < len(huge) + 200_000, trajectory_bytes  # the reply is stored once
+    saved = load_trajectory(RunLayout(run_dir).trajectory_path)["messages"]
+    assert saved[2]["content"] == huge  # whole in the trajectory
+    # The second request resends the long reply bounded: its kernel whole, a prefix of its prose.
+    assert server.sizes[1] < RESENT_PROSE_CHARS + RESENT_KERNEL_CHARS + 60_000, server.sizes
+    resent = server.requests[1]["messages"][2]["content"]
+    assert GOOD.rstrip() in resent and resent.startswith(musing[:1000]) and "not repeated here" in resent
+
+
 def test_model_endpoint_down_mid_run_then_resume(fibserve: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with ScriptedOpenAIServer(MODEL_ID, [BAD_REPLY, GOOD_REPLY], down_after=1) as server:
@@ -222,7 +247,7 @@ def test_fibserve_down_is_an_infrastructure_error(tmp_path: Path) -> None:
         )
     assert summary.exit_status == "InfrastructureError"
     assert "unreachable" in (summary.infrastructure_error or "")
-    assert summary.turns == 0 and not summary.kernel_correct
+    assert summary.turns == 0 and summary.kernel_correct is None  # an outage is unknown, not a wrong kernel
 
 
 def test_fibserve_dies_while_the_model_writes(tmp_path: Path) -> None:

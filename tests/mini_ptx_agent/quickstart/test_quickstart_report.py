@@ -52,9 +52,11 @@ def _gpu_run(tmp_path: Path, speedups: list[float | None], exit_status: str = "L
             versions.append(turn)
             (layout.success_dir).mkdir(parents=True, exist_ok=True)
             (layout.success_dir / f"kernel_v{turn}.cu").write_text("// v", encoding="utf-8")
-    (layout.experiment_dir / "kernel.cu").write_text("// latest", encoding="utf-8")
+    if speedups:
+        (layout.experiment_dir / "kernel.cu").write_text("// latest", encoding="utf-8")
     summary = RunSummary(
-        run_id=run.name, exit_status=exit_status, runner_completed=True, kernel_correct=bool(versions),
+        run_id=run.name, exit_status=exit_status, runner_completed=exit_status != "InfrastructureError",
+        kernel_correct=bool(versions),
         target_met=exit_status == "Submitted", turns=len(speedups), correct_versions=versions, elapsed_s=1.0,
     )  # fmt: skip
     _write(layout.summary_path, summary.model_dump(mode="json"))
@@ -124,7 +126,7 @@ def test_not_executed_kernels_are_unknown_in_the_file_as_on_the_console(tmp_path
     run = _cpu_run(tmp_path, ["NOT_EXECUTED"] * 3)
     result = build_result(run)
     written = json.loads(result.model_dump_json())
-    assert written["schema_version"] == "ptxbench.quickstart/2"
+    assert written["schema_version"] == "ptxbench.quickstart/3"
     assert written["kernel_correct"] is None
     assert [t["correct"] for t in written["turns"]] == [None, None, None]
     assert (written["correct"], written["not_executed"]) == (0, 3)
@@ -153,10 +155,22 @@ def test_summary_kernel_correct_is_null_when_nothing_was_executed(tmp_path):
         run.name, {"exit_status": "LimitsExceeded"}, trajectory, resumed=False, statuses=statuses
     )
     dumped = summary.model_dump(mode="json")
-    assert dumped["kernel_correct"] is None and dumped["schema_version"] == "ptxbench.run/2"
-    assert kernel_correctness([], ["COMPILE_ERROR", "INCORRECT_NUMERICAL"]) is False
-    assert kernel_correctness([2], ["NOT_EXECUTED", "PASSED"]) is True
-    assert kernel_correctness([], []) is False
+    assert dumped["kernel_correct"] is None and dumped["schema_version"] == "ptxbench.run/3"
+    assert kernel_correctness([], ["COMPILE_ERROR", "INCORRECT_NUMERICAL"], runner_completed=True) is False
+    assert kernel_correctness([2], ["NOT_EXECUTED", "PASSED"], runner_completed=True) is True
+    assert kernel_correctness([], [], runner_completed=True) is False  # only format errors: the model's doing
+
+
+def test_an_outage_before_any_kernel_is_unknown_not_false(tmp_path):
+    from mini_ptx_agent.runs import kernel_correctness
+
+    assert kernel_correctness([], [], runner_completed=False) is None
+    assert kernel_correctness([], ["INCORRECT_NUMERICAL"], runner_completed=False) is False
+    run = _gpu_run(tmp_path, [], exit_status="InfrastructureError")
+    result = build_result(run)
+    assert result.kernel_correct is None and result.generated == 0
+    text = _text(result, run)
+    assert "A kernel was correct:  unknown: no kernel was evaluated" in text
 
 
 def test_a_refused_demo_run_says_why_once_and_claims_no_replay(tmp_path):
@@ -172,7 +186,7 @@ def test_a_refused_demo_run_says_why_once_and_claims_no_replay(tmp_path):
     _write(layout.plan_path, plan.model_dump(mode="json"))
     summary = RunSummary(
         run_id=run.name, exit_status="Refused", exit_message=refused, runner_completed=False,
-        kernel_correct=False, target_met=False, turns=0, elapsed_s=0.1,
+        kernel_correct=None, target_met=False, turns=0, elapsed_s=0.1,
     )  # fmt: skip
     _write(layout.summary_path, summary.model_dump(mode="json"))
     _write(
@@ -185,3 +199,4 @@ def test_a_refused_demo_run_says_why_once_and_claims_no_replay(tmp_path):
     assert "replayed" not in text and "DEMO REPLAY" not in text
     assert not any("replayed" in note for note in result.notes)
     assert "Runner completed:      no (Refused after 0 of 3 turns)" in text
+    assert result.kernel_correct is None  # nothing was evaluated: not counted against anyone

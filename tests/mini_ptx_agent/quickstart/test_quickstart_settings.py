@@ -9,6 +9,7 @@ from mini_ptx_agent.quickstart import (
     QUICKSTART_WORKLOAD,
     QuickstartError,
     QuickstartSettings,
+    no_gpu_for_certain,
     quickstart_task,
 )
 from mini_ptx_agent.quickstart_check import check_model, check_toolchain, gpu_line
@@ -83,3 +84,9 @@ def test_nvcc_is_not_needed_here_for_a_remote_service(monkeypatch):
     assert check_toolchain(_settings(service_url="http://x:1"), {"nvcc": "/usr/bin/nvcc"}).ok
     assert not check_toolchain(_settings()).ok
     assert check_toolchain(_settings(language="triton")).ok
+
+
+def test_hidden_devices_rule_a_gpu_out_without_asking_torch():
+    assert no_gpu_for_certain({"CUDA_VISIBLE_DEVICES": ""})
+    assert no_gpu_for_certain({"CUDA_VISIBLE_DEVICES": "-1"})
+    assert no_gpu_for_certain({"CUDA_VISIBLE_DEVICES": " -1,0"})

@@ -69,6 +69,7 @@ def make_model(
     fallback_replay: str | Path | None = None,
     check_served_id: bool = True,
     api_base: str | None = None,
+    request_timeout_s: float | None = None,
 ) -> KernelModelBase:
     """Build the model for a run.
 
@@ -82,6 +83,8 @@ def make_model(
             is logged and printed to stderr, and ``config.fallback`` is true.
         check_served_id: endpoint only: verify ``GET /v1/models`` lists ``name`` at construction.
         api_base: hosted models only: send litellm requests to this base URL (a gateway or proxy).
+        request_timeout_s: cap on one HTTP request (s), below the policy's ``request_timeout_s``; a run passes its
+            turn timeout, so no request outlives the turn that waits for it.
 
     Raises:
         ModelConfigError: nothing configured and no fallback; a host without a name; a missing API key
@@ -115,12 +118,15 @@ def make_model(
     models_config = load_models_config(config)
     family = models_config.family_for(name)
     settings = models_config.sampling_for(name).merged(sampling)
+    policy = retry or models_config.retry
+    if request_timeout_s is not None and request_timeout_s < policy.request_timeout_s:
+        policy = policy.model_copy(update={"request_timeout_s": request_timeout_s})
     common: dict[str, Any] = {
         "model_name": name,
         "family": family.name if family else None,
         "sampling": settings,
         "pricing": family.pricing if family else None,
-        "retry": retry or models_config.retry,
+        "retry": policy,
     }
     if model_host:
         return OpenAIEndpointModel(

@@ -19,7 +19,9 @@ Importing this module is cheap; mini-swe-agent is imported when a run starts, li
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,7 +29,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .demo import DEMO_DEFINITION, DEMO_MODEL_NAME
-from .runs import DEFAULT_OUTPUT_ROOT, RunLayout, RunPlan, RunSummary, default_prompt_tag, utc_stamp
+from .runs import (
+    DEFAULT_OUTPUT_ROOT,
+    RunLayout,
+    RunPlan,
+    RunSummary,
+    default_prompt_tag,
+    failed_summary,
+    utc_stamp,
+)
 from .task import TaskConfig
 from .trajectory import write_json
 
@@ -129,12 +139,31 @@ def dataset_roots(env: dict[str, str] | os._Environ) -> list[Path]:
     return roots
 
 
+def no_gpu_for_certain(environ: dict[str, str] | os._Environ | None = None) -> bool:
+    """Whether this machine certainly has no GPU torch could use, decided without importing torch (seconds).
+
+    True when ``CUDA_VISIBLE_DEVICES`` hides every device (empty, or starting with ``-1``), on macOS, or on
+    Linux when no ``/dev/nvidia<N>`` device node exists (the NVIDIA driver creates one per GPU, containers
+    given a GPU see it). False means "maybe": :func:`local_gpu_available` asks torch.
+    """
+    env = os.environ if environ is None else environ
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and (not visible.strip() or visible.strip().startswith("-1")):
+        return True
+    if sys.platform == "darwin":
+        return True
+    return sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*")
+
+
 def local_gpu_available() -> bool:
     """Whether an embedded FIBServe on this machine would get a GPU lane.
 
     The same test as ``fibserve.serve.settings.resolve_devices`` (the embedded server's default lanes):
-    ``torch.cuda.is_available()`` and at least one device; otherwise its only lane is ``cpu``. Imports torch.
+    ``torch.cuda.is_available()`` and at least one device; otherwise its only lane is ``cpu``. Imports torch
+    only when :func:`no_gpu_for_certain` cannot rule a GPU out.
     """
+    if no_gpu_for_certain():
+        return False
     import torch
 
     return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
@@ -149,8 +178,8 @@ def refusal_before_start(settings: QuickstartSettings) -> str | None:
     if settings.language != "triton" or settings.service_url or local_gpu_available():
         return None
     return (
-        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU (torch.cuda.is_available() is "
-        f"False), so nothing was started and no run directory was created. {TRITON_ALTERNATIVES}"
+        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU, so nothing was started and no "
+        f"run directory was created. {TRITON_ALTERNATIVES}"
     )
 
 
@@ -166,64 +195,6 @@ def quickstart_task(language: str) -> TaskConfig:
 
 
 # -- --run ------------------------------------------------------------------------------------------------------
-
-
-class _Progress:
-    """Live per-turn display: wraps the model (waiting) and the backend (evaluating, then one line per turn)."""
-
-    def __init__(self, progress: Any, num_turns: int, where: str):
-        self.progress = progress
-        self.num_turns = num_turns
-        self.where = where
-        self.turn = 0
-        self.task = progress.add_task("starting", total=num_turns)
-
-    def model(self, model: Any) -> Any:
-        outer = self
-
-        class _Model:
-            def __getattr__(self, name: str) -> Any:
-                return getattr(model, name)
-
-            def query(self, messages: list[dict], **kwargs: Any) -> dict:
-                outer.turn += 1
-                outer.show(f"turn {outer.turn}/{outer.num_turns}: waiting for the model")
-                reply = model.query(messages, **kwargs)
-                outer.show(f"turn {outer.turn}/{outer.num_turns}: evaluating on FIBServe ({outer.where})")
-                return reply
-
-        return _Model()
-
-    def backend(self, backend: Any) -> Any:
-        outer = self
-
-        class _Backend:
-            def __getattr__(self, name: str) -> Any:
-                return getattr(backend, name)
-
-            def evaluate(self, solution: Any, task: TaskConfig) -> Any:
-                started = time.monotonic()
-                report = backend.evaluate(solution, task)
-                outer.done(report, time.monotonic() - started)
-                return report
-
-        return _Backend()
-
-    def show(self, text: str) -> None:
-        self.progress.update(self.task, description=text)
-
-    def done(self, report: Any, seconds: float) -> None:
-        speed = ""
-        if report.min_speedup is not None:
-            speed = f", {report.min_speedup:.3f}x" + ("" if report.executed_on_gpu else " (not a GPU timing)")
-        families = ", ".join((report.static_analysis.ptx_families if report.static_analysis else []) or [])
-        self.progress.console.print(
-            f"  turn {self.turn}: {report.status.value}{speed}"
-            f"{'; PTX: ' + families if families else ''}; evaluated in {seconds:.1f} s",
-            markup=False,
-            highlight=False,
-        )
-        self.progress.advance(self.task)
 
 
 def _new_run_dir(output_root: Path, language: str) -> Path:
@@ -261,14 +232,6 @@ def _make_model(settings: QuickstartSettings, run_dir: Path | None) -> tuple[Any
     return ReplayModel(path=path, model_name=DEMO_MODEL_NAME, fallback=True), DEMO_MODEL_NAME
 
 
-def _failed_summary(run_id: str, status: str, message: str, started: float) -> RunSummary:
-    return RunSummary(
-        run_id=run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=False,
-        target_met=False, turns=0, infrastructure_error=message if status == "InfrastructureError" else None,
-        elapsed_s=round(time.time() - started, 3),
-    )  # fmt: skip
-
-
 DEMO_BANNER = (
     "DEMO REPLAY: MODEL_NAME is not set, so the bundled demo trajectory is replayed. Its three kernels were "
     "written by the PTXBench authors; what follows is NOT a model's result. Set MODEL_NAME (and ACCRL_MODEL_HOST "
@@ -288,21 +251,22 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
         QuickstartRefused: refused up front (nothing is started or written then).
         QuickstartError: the model is misconfigured (nothing is written then).
     """
+    refusal = refusal_before_start(settings)  # before any import that takes time: "refused at once"
+    if refusal is not None:
+        raise QuickstartRefused(refusal)
     from fibserve.client import FIBServeError
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from .evaluation import EvaluationInfrastructureError, FIBServeBackend
+    from .models_base import is_demo_model
+    from .progress import RunProgress
     from .quickstart_report import CONTEXT_FILE, build_result, write_result
     from .runs import run_experiment
     from .service import ServiceStartError
     from .service import service_url as resolve_service
 
     console = console or Console(highlight=False)
-    refusal = refusal_before_start(settings)
-    if refusal is not None:
-        raise QuickstartRefused(refusal)
     started = time.time()
     if settings.model:
         model, model_name = _make_model(settings, None)  # a misconfigured model must not leave a directory
@@ -319,6 +283,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
         prompt_tag=default_prompt_tag(task),
         num_turns=QUICKSTART_TURNS,
         service=settings.service_url or "embedded",
+        demo=is_demo_model(model),
     )
     context: dict[str, Any] = {"demo": not settings.model, "refused": None}
     if not settings.model:
@@ -363,23 +328,18 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
                 context["refused"] = f"{TRITON_NEEDS_GPU}. {TRITON_ALTERNATIVES}"
                 write_json(run_dir / CONTEXT_FILE, context)
                 write_json(layout.plan_path, plan.model_dump(mode="json"))
-                summary = _failed_summary(plan.run_id, "Refused", context["refused"], started)
+                summary = failed_summary(plan, "Refused", context["refused"], started)
                 write_json(layout.summary_path, summary.model_dump(mode="json"))
             else:
                 if not settings.model:  # only now is it certain that the demo is replayed
                     console.print(f"[bold black on yellow] {escape(DEMO_BANNER)} [/]")
-                where = ", ".join(lanes)
-                with Progress(
-                    SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                    console=console, transient=True,
-                ) as progress:  # fmt: skip
-                    live = _Progress(progress, QUICKSTART_TURNS, where)
+                with RunProgress(console, QUICKSTART_TURNS, f"FIBServe ({', '.join(lanes)})") as live:
                     summary = run_experiment(
-                        plan, run_dir, backend=live.backend(backend), model=live.model(model)
+                        plan, run_dir, backend=backend, model=live.model(model), on_turn=live.on_turn
                     )
     except (ServiceStartError, EvaluationInfrastructureError) as exc:
-        summary = _failed_summary(
-            plan.run_id, "InfrastructureError", f"evaluation service unavailable: {exc}", started
+        summary = failed_summary(
+            plan, "InfrastructureError", f"evaluation service unavailable: {exc}", started
         )
         write_json(layout.plan_path, plan.model_dump(mode="json"))
         write_json(layout.summary_path, summary.model_dump(mode="json"))

@@ -83,14 +83,45 @@ def check_model(settings: QuickstartSettings) -> CheckLine:
         model = make_model(settings.model, model_host=settings.model_host)
     except ModelError as exc:
         return CheckLine(name="model", ok=False, detail=f"{settings.model}: {exc}")
-    kind = type(model).__name__
     if settings.model_host:
         detail = f"{settings.model} served at {settings.model_host} (GET /v1/models lists it)"
     elif settings.model.startswith("replay:"):
         detail = f"{settings.model}: {getattr(model.config, 'n_messages', '?')} recorded replies"
     else:
-        detail = f"{settings.model} via {kind}: API key variable present"
+        return check_hosted_model(model)
     return CheckLine(name="model", ok=True, detail=detail)
+
+
+def check_hosted_model(model: Any) -> CheckLine:
+    """A litellm model: known by name (litellm's model list, offline), else one 1-token request decides.
+
+    ``model`` is a :class:`~mini_ptx_agent.models_litellm.LitellmHostedModel` (its provider is known: the
+    factory refuses a name litellm cannot route).
+    """
+    from .models import ModelError
+    from .models_litellm import close_model_names, import_litellm, litellm_version
+
+    name = model.config.model_name
+    if model.listed:
+        return CheckLine(
+            name="model", ok=True,
+            detail=f"{name} via litellm (provider {model.provider}, in its model list); API key variable present",
+        )  # fmt: skip
+    try:
+        model.probe()
+    except ModelError as exc:
+        close = close_model_names(import_litellm(), name)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        return CheckLine(
+            name="model", ok=False,
+            detail=f"{name} is not in litellm {litellm_version()}'s model list and provider {model.provider} "
+            f"refused a 1-token request: {exc}{hint}; set MODEL_NAME to a name the provider serves",
+        )  # fmt: skip
+    return CheckLine(
+        name="model", ok=True,
+        detail=f"{name} via litellm (provider {model.provider}) answered a 1-token request; not in litellm's "
+        "model list, so its cost is unknown",
+    )  # fmt: skip
 
 
 def check_toolchain(settings: QuickstartSettings, service_tools: dict[str, Any] | None = None) -> CheckLine:

@@ -19,8 +19,9 @@ from .demo import DEMO_MODEL_NAME
 from .feedback import trim
 from .runs import NOT_EXECUTED, RunLayout, kernel_correctness
 
-RESULT_SCHEMA = "ptxbench.quickstart/2"
-"""/2: ``turns[].correct`` is null for a kernel that was not executed (/1 wrote false) and ``kernel_correct``
+RESULT_SCHEMA = "ptxbench.quickstart/3"
+"""/3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did not complete (an outage or
+a refusal; /2 wrote false there). /2: ``turns[].correct`` is null for a kernel that was not executed (/1 wrote false) and ``kernel_correct``
 (true, false or null) is the "A kernel was correct" verdict people see."""
 RESULT_FILE = "quickstart-result.json"
 CONTEXT_FILE = "logs/quickstart-context.json"
@@ -86,7 +87,7 @@ class ExperimentPaths(_Model):
 class QuickstartResult(_Model):
     """Everything a person or a program needs to judge one quickstart run (``quickstart-result.json``)."""
 
-    schema_version: Literal["ptxbench.quickstart/2"] = RESULT_SCHEMA
+    schema_version: Literal["ptxbench.quickstart/3"] = RESULT_SCHEMA
     run_id: str
     created_at: str
     model: str
@@ -108,9 +109,10 @@ class QuickstartResult(_Model):
     """Kernels that built (CUDA: nvcc and static analysis succeeded)."""
     correct: int
     """Kernels that passed every workload."""
-    kernel_correct: bool | None = False
+    kernel_correct: bool | None = None
     """The "A kernel was correct" verdict: true when one passed, null (unknown) when none passed and some were
-    not executed (no GPU lane), false otherwise (every evaluated kernel failed, or none was evaluated)."""
+    not executed (no GPU lane) or when none was evaluated because the run stopped early (service or model API
+    down, refused), false otherwise (every evaluated kernel failed, or the runner completed without a kernel)."""
     not_executed: int
     """Kernels built and analysed but never run (CUDA without a GPU)."""
     target_achieved: int
@@ -207,7 +209,7 @@ def build_result(run_dir: Path) -> QuickstartResult:
     service = ServiceInfo.model_validate({**(context.get("service") or {}), "hardware": _hardware(reports)})
     exit_status = str(summary.get("exit_status") or "not finished")
     completed = bool(summary.get("runner_completed"))
-    demo = bool(context.get("demo", plan["model"] == DEMO_MODEL_NAME))
+    demo = bool(plan.get("demo") or context.get("demo", plan["model"] == DEMO_MODEL_NAME))
     logs = (
         sorted(p for p in (run_dir / "logs").glob("*") if p.is_file()) if (run_dir / "logs").is_dir() else []
     )
@@ -234,7 +236,9 @@ def build_result(run_dir: Path) -> QuickstartResult:
         generated=len(rows),
         compiled=sum(1 for r in rows if r.compiled),
         correct=len(correct),
-        kernel_correct=kernel_correctness([r.turn for r in correct], [r.status for r in rows]),
+        kernel_correct=kernel_correctness(
+            [r.turn for r in correct], [r.status for r in rows], runner_completed=completed
+        ),
         not_executed=sum(1 for r in rows if r.status == NOT_EXECUTED),
         target_achieved=sum(1 for r in rows if r.target_met),
         best_speedup=best.min_speedup if best else None,
@@ -313,6 +317,8 @@ def _verdicts(result: QuickstartResult) -> list[tuple[str, str]]:
     ran = f"{runner['exit_status']} after {runner['turns']} of {result.num_turns} turns"
     if result.kernel_correct:
         correct = f"{_yes_no(True)}: {result.correct} of {result.generated} kernels passed every workload"
+    elif result.kernel_correct is None and not result.generated:
+        correct = "[yellow]unknown[/]: no kernel was evaluated (the run stopped first; not counted against the model)"
     elif result.kernel_correct is None:
         correct = (
             f"[yellow]unknown[/]: {result.not_executed} of {result.generated} kernels compiled and analysed, "

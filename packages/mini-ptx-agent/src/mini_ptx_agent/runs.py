@@ -12,7 +12,9 @@ One run directory holds one experiment (``exp_000``) of one definition (DESIGN Â
 
 The summary keeps three facts apart: the runner completed (no infrastructure failure), a kernel was correct,
 and the target was achieved (on a GPU). "A kernel was correct" is ``null`` (unknown) when no version passed and
-some kernel was built but never executed (CUDA on a service without a GPU lane): see :func:`kernel_correctness`.
+some kernel was built but never executed (CUDA on a service without a GPU lane), or when no kernel was evaluated
+because the run stopped on an infrastructure failure (an outage is never counted against a model): see
+:func:`kernel_correctness`.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from .trajectory import load_trajectory, write_json
 EXPERIMENT = "exp_000"
 RUN_SCHEMA = "ptxbench.run/1"
 """Schema of ``plan.json`` (unchanged, so older runs can still be resumed)."""
-SUMMARY_SCHEMA = "ptxbench.run/2"
-"""Schema of ``summary.json``. /2: ``kernel_correct`` may be null (unknown: built, never executed); /1 wrote
-false there."""
+SUMMARY_SCHEMA = "ptxbench.run/3"
+"""Schema of ``summary.json``. /3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did
+not complete (an outage; /2 wrote false there). /2: ``kernel_correct`` may be null (unknown: built, never
+executed); /1 wrote false there."""
 NOT_EXECUTED = "NOT_EXECUTED"
 """Evaluator status of a kernel that was built and analysed but not run (no GPU lane)."""
 DEFAULT_OUTPUT_ROOT = Path("data") / "eval_runs"
@@ -107,12 +110,15 @@ class RunPlan(_Model):
     """Limit on one model call (s); each evaluation's limit is ``min(task.timeout_s, turn_timeout_s)``."""
     service: str
     """``embedded`` or the FIBServe URL used."""
+    demo: bool = False
+    """The model is a demo replay (the bundled demo trajectory, or a replay of a trajectory flagged as one): its
+    kernels were written by the PTXBench authors, so the run is never a model's result nor training data."""
 
 
 class RunSummary(_Model):
     """What happened (``summary.json``)."""
 
-    schema_version: Literal["ptxbench.run/2"] = SUMMARY_SCHEMA
+    schema_version: Literal["ptxbench.run/3"] = SUMMARY_SCHEMA
     run_id: str
     exit_status: str
     """Submitted, LimitsExceeded, TimeExceeded, RepeatedFormatError, InfrastructureError, or an exception name."""
@@ -121,8 +127,9 @@ class RunSummary(_Model):
     """The loop ended by its own rules (not by an infrastructure failure or a crash)."""
     kernel_correct: bool | None
     """True: at least one version passed every workload. None (unknown): none passed and at least one kernel was
-    built but not executed (``NOT_EXECUTED``: CUDA without a GPU lane). False: none passed otherwise (each
-    evaluated kernel failed, or no kernel was evaluated)."""
+    built but not executed (``NOT_EXECUTED``: CUDA without a GPU lane), or no kernel was evaluated and the runner
+    did not complete (service or model API down). False: none passed otherwise (each evaluated kernel failed, or
+    the runner completed without a kernel, e.g. only format errors)."""
     target_met: bool
     """A version passed every workload on a GPU at or above the target speedup."""
     turns: int
@@ -135,6 +142,9 @@ class RunSummary(_Model):
     elapsed_s: float
     trajectory: str = f"trajectories/{EXPERIMENT}.json"
     resumed: bool = False
+    demo: bool = False
+    """A demo replay, not a model's output (as ``plan.json`` and the trajectory's ``info.ptxbench.demo`` say):
+    never count it as a model's result, never use it as training data."""
 
 
 def utc_stamp() -> str:
@@ -153,12 +163,17 @@ def default_prompt_tag(task: TaskConfig) -> str:
     return DEFAULT_PROMPT_TAGS.get((task.language, task.arch), "hopper-no-hint")
 
 
-def kernel_correctness(versions: Sequence[int], statuses: Sequence[str]) -> bool | None:
-    """Whether a kernel was correct: True when ``versions`` (correct turns) is not empty, None (unknown) when
-    some evaluated kernel has status ``NOT_EXECUTED``, else False. ``statuses``: evaluator status per turn."""
+def kernel_correctness(
+    versions: Sequence[int], statuses: Sequence[str], *, runner_completed: bool
+) -> bool | None:
+    """Whether a kernel was correct: True when ``versions`` (correct turns) is not empty; None (unknown) when some
+    evaluated kernel has status ``NOT_EXECUTED``, or when no kernel was evaluated and the runner did not complete
+    (an outage says nothing about the model); else False. ``statuses``: evaluator status per evaluated turn."""
     if versions:
         return True
-    return None if NOT_EXECUTED in statuses else False
+    if NOT_EXECUTED in statuses or (not statuses and not runner_completed):
+        return None
+    return False
 
 
 def evaluation_statuses(layout: RunLayout) -> list[str]:
@@ -183,19 +198,23 @@ def summarize(
     """Build the summary from the agent's final message and the saved trajectory's ``info.ptxbench``.
 
     ``statuses``: the evaluator status of each evaluated turn (:func:`evaluation_statuses`); they decide whether
-    "no correct version" means False or unknown (:func:`kernel_correctness`).
+    "no correct version" means False or unknown (:func:`kernel_correctness`). ``demo`` comes from the
+    trajectory's ``info.ptxbench.demo``.
     """
     state = trajectory.get("info", {}).get("ptxbench", {})
     last = trajectory["messages"][-1] if trajectory.get("messages") else {}
     status = str(result.get("exit_status") or "")
     infra = status == "InfrastructureError"
     best = state.get("best")
+    completed = status in ("Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError")
     return RunSummary(
         run_id=run_id,
         exit_status=status,
         exit_message=str(last.get("content", "")) if last.get("role") == "exit" else "",
-        runner_completed=status in ("Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError"),
-        kernel_correct=kernel_correctness(list(state.get("versions", [])), statuses),
+        runner_completed=completed,
+        kernel_correct=kernel_correctness(
+            list(state.get("versions", [])), statuses, runner_completed=completed
+        ),
         target_met=status == "Submitted",
         turns=int(state.get("turns", 0)),
         correct_versions=list(state.get("versions", [])),
@@ -203,15 +222,31 @@ def summarize(
         infrastructure_error=str(last.get("content", "")) if infra else None,
         elapsed_s=float(state.get("elapsed_s", 0.0)),
         resumed=resumed,
+        demo=state.get("demo") is True,
     )
+
+
+def failed_summary(
+    plan: RunPlan, status: str, message: str, started: float, *, resumed: bool = False
+) -> RunSummary:
+    """The summary of a run of ``plan`` that ended before its first turn: ``status`` ``InfrastructureError``
+    (the service or the model API was down) or ``Refused``; ``started`` is ``time.time()`` at its start. Nothing
+    was evaluated, so ``kernel_correct`` is None (unknown)."""
+    return RunSummary(
+        run_id=plan.run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=None,
+        target_met=False, turns=0, infrastructure_error=message if status == "InfrastructureError" else None,
+        elapsed_s=round(time.time() - started, 3), resumed=resumed, demo=plan.demo,
+    )  # fmt: skip
 
 
 def load_plan(run_dir: Path) -> RunPlan:
     """Read ``plan.json`` of a run directory.
 
     Raises:
-        FileNotFoundError: not a run directory (no plan.json).
+        FileNotFoundError: the directory does not exist, or it is not a run directory (no plan.json).
     """
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"run directory {run_dir} does not exist")
     path = RunLayout(run_dir).plan_path
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir} is not a run directory: {path.name} is missing")
@@ -236,8 +271,11 @@ def run_experiment(
     backend: Any,
     model: Any,
     resume: bool = False,
+    on_turn: Any = None,
 ) -> RunSummary:
     """Run (or resume) the kernel agent of ``plan`` in ``run_dir`` with an evaluation ``backend`` and ``model``.
+
+    ``on_turn``: called with each finished turn's :class:`~mini_ptx_agent.agent.TurnOutcome` (progress lines).
 
     Writes plan.json, the trajectory after every turn, kernels, evaluator results and summary.json.
     Infrastructure failures end the run with exit status ``InfrastructureError`` (recorded, not raised).
@@ -248,9 +286,11 @@ def run_experiment(
     """
     from .agent import EvaluationEnvironment, ExperimentFiles, KernelAgent, literal_template
     from .evaluation import EvaluationInfrastructureError
+    from .models_base import is_demo_model
     from .prompts import compose_system_prompt, first_user_message
 
     layout = RunLayout(run_dir)
+    plan = plan.model_copy(update={"demo": plan.demo or is_demo_model(model)})
     task = plan.task.model_copy(update={"timeout_s": min(plan.task.timeout_s, plan.turn_timeout_s)})
     write_json(layout.plan_path, plan.model_dump(mode="json"))
     saved = load_trajectory(layout.trajectory_path) if resume else None
@@ -262,11 +302,7 @@ def run_experiment(
         definition = backend.definition(task.definition)
         workloads = backend.workloads(task.definition)
     except EvaluationInfrastructureError as exc:
-        summary = RunSummary(
-            run_id=plan.run_id, exit_status="InfrastructureError", exit_message=str(exc), runner_completed=False,
-            kernel_correct=False, target_met=False, turns=0, infrastructure_error=str(exc),
-            elapsed_s=round(time.time() - started, 3), resumed=resume,
-        )  # fmt: skip
+        summary = failed_summary(plan, "InfrastructureError", str(exc), started, resumed=resume)
         write_json(layout.summary_path, summary.model_dump(mode="json"))
         return summary
     if task.workload_uuids is not None:
@@ -276,6 +312,7 @@ def run_experiment(
         model,
         EvaluationEnvironment(backend, task),
         files=files,
+        on_turn=on_turn,
         task=task,
         system_template=literal_template(compose_system_prompt(plan.prompt_tag)),
         instance_template=literal_template(
@@ -313,110 +350,3 @@ def run_experiment(
     summary = summarize(plan.run_id, result, trajectory, resumed=resume, statuses=evaluation_statuses(layout))
     write_json(layout.summary_path, summary.model_dump(mode="json"))
     return summary
-
-
-def _infrastructure_summary(run_id: str, message: str, started: float, resumed: bool) -> RunSummary:
-    return RunSummary(
-        run_id=run_id,
-        exit_status="InfrastructureError",
-        exit_message=message,
-        runner_completed=False,
-        kernel_correct=False,
-        target_met=False,
-        turns=0,
-        infrastructure_error=message,
-        elapsed_s=round(time.time() - started, 3),
-        resumed=resumed,
-    )
-
-
-def run_agent(
-    *,
-    task: TaskConfig | None = None,
-    model_name: str | None = None,
-    num_turns: int = 3,
-    output_root: Path | None = None,
-    service_url: str | None = None,
-    resume_dir: Path | None = None,
-    prompt_tag: str | None = None,
-    wall_time_limit_s: int | None = None,
-    turn_timeout_s: float = 900.0,
-    run_name: str | None = None,
-    model_host: str | None = None,
-    model: Any = None,
-    fallback_replay: Path | None = None,
-    devices: list[str] | None = None,
-) -> tuple[Path, RunSummary]:
-    """Run the kernel agent on one task into a new run directory, or resume ``resume_dir``.
-
-    The model is ``model_name`` (else ``$MODEL_NAME``; see :func:`mini_ptx_agent.models.make_model`), the service
-    ``service_url`` (else ``$SERVICE_URL``, else an embedded FIBServe logging to ``logs/fibserve.log``). A resumed
-    run takes task, model and limits from its ``plan.json``; a larger ``num_turns`` extends it, and a given
-    ``wall_time_limit_s`` (s, 0 = none; None keeps the plan's) replaces its limit (time already spent counts).
-    Returns the run directory and its summary (also in ``summary.json``).
-
-    ``model``: an already built model (skips the factory); ``fallback_replay``: trajectory the factory replays
-    when no model is configured at all (the quickstart's bundled demo); ``devices``: lanes of an embedded
-    FIBServe (default: every GPU, else cpu).
-
-    Raises:
-        ValueError: neither ``task`` nor ``resume_dir``; resuming a run that already met its target; no model
-            configured or the endpoint serves another id (the message says what to set).
-        FileNotFoundError: ``resume_dir`` is not a run directory.
-    """
-    from .evaluation import EvaluationInfrastructureError, FIBServeBackend
-    from .models import ModelConfigError, ModelUnavailableError, make_model
-    from .service import ServiceStartError
-    from .service import service_url as resolve_service
-
-    started = time.time()
-    if resume_dir is not None:
-        run_dir: Path | None = Path(resume_dir)
-        plan = load_plan(run_dir)
-        if num_turns > plan.num_turns:
-            plan = plan.model_copy(update={"num_turns": num_turns})
-        if wall_time_limit_s is not None:
-            plan = plan.model_copy(update={"wall_time_limit_s": wall_time_limit_s})
-    elif task is not None:
-        run_dir = None
-        plan = RunPlan(
-            run_id=run_name or f"run-{utc_stamp()}-{task.language}-{task.definition}",
-            created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            task=task,
-            model=model_name or os.environ.get("MODEL_NAME") or "",
-            prompt_tag=prompt_tag or default_prompt_tag(task),
-            num_turns=num_turns,
-            wall_time_limit_s=wall_time_limit_s or 0,
-            turn_timeout_s=turn_timeout_s,
-            service=service_url or os.environ.get("SERVICE_URL") or "embedded",
-        )
-    else:
-        raise ValueError("give a task (a new run) or resume_dir (continue a run)")
-    resumed = resume_dir is not None
-    failure: str | None = None
-    try:  # the model first: a configuration mistake must not leave an empty run directory behind
-        if model is None:
-            model = make_model(plan.model or None, model_host=model_host, fallback_replay=fallback_replay)
-        if not plan.model:  # record the model the factory chose (e.g. the bundled demo replay)
-            plan = plan.model_copy(update={"model": str(getattr(model.config, "model_name", "unknown"))})
-    except ModelConfigError as exc:
-        raise ValueError(str(exc)) from None
-    except ModelUnavailableError as exc:
-        failure = f"model API unavailable: {exc}"
-    if run_dir is None:
-        run_dir = new_run_dir(output_root or default_output_root(), plan.task, plan.run_id)
-    layout = RunLayout(run_dir)
-    if failure is None:
-        try:
-            embedded_options = {"devices": devices} if devices else {}
-            service = resolve_service(service_url, log_path=layout.service_log_path, **embedded_options)
-            with service as (url, embedded):
-                token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
-                backend = FIBServeBackend(url, token=token)
-                return run_dir, run_experiment(plan, run_dir, backend=backend, model=model, resume=resumed)
-        except (ServiceStartError, EvaluationInfrastructureError) as exc:
-            failure = f"evaluation service unavailable: {exc}"
-    summary = _infrastructure_summary(plan.run_id, failure, started, resumed)
-    write_json(layout.plan_path, plan.model_dump(mode="json"))
-    write_json(layout.summary_path, summary.model_dump(mode="json"))
-    return run_dir, summary
