@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mini_ptx_agent.evaluation import FIBServeBackend
 from mini_ptx_agent.models import make_model
-from mini_ptx_agent.models_config import RetryPolicy
+from mini_ptx_agent.models.config import RetryPolicy
 from mini_ptx_agent.runs import RunLayout, RunPlan, run_experiment
 from mini_ptx_agent.service import EmbeddedService, free_port
 from mini_ptx_agent.task import TaskConfig

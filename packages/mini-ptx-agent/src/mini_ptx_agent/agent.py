@@ -8,7 +8,7 @@ what kernels need:
   reply when there is none), sends it to the :class:`EvaluationEnvironment` (the environment of this agent is
   the evaluation service), writes the kernel, the evaluator result and each correct version, and appends the
   deterministic feedback; it raises ``Submitted`` when the target is met on a GPU;
-- the model is wrapped in :class:`~mini_ptx_agent.bounded_model.BoundedModel`: each call is bounded by ``turn_timeout_s`` and by the wall-time
+- the model is wrapped in :class:`~mini_ptx_agent.models.bounded.BoundedModel`: each call is bounded by ``turn_timeout_s`` and by the wall-time
   limit, earlier replies are resent bounded (:mod:`mini_ptx_agent.history`), and a failing model API becomes
   :class:`InfrastructureError` (exit status ``InfrastructureError``), never a kernel failure;
   an evaluation service failure ends the run the same way;
@@ -33,12 +33,12 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a ba
 from minisweagent.agents.default import AgentConfig, DefaultAgent
 from minisweagent.exceptions import FormatError, Submitted
 
-from .bounded_model import BoundedModel, InfrastructureError, exit_message
 from .evaluation import EvaluationBackend, EvaluationInfrastructureError, EvaluationReport
 from .extraction import extract_kernel, format_error_message
 from .feedback import format_feedback
 from .history import bounded_history
-from .models_base import is_demo_model
+from .models.base import is_demo_model
+from .models.bounded import BoundedModel, InfrastructureError, exit_message
 from .task import TaskConfig
 from .trajectory import write_json, write_text_atomic
 
@@ -296,7 +296,7 @@ class KernelAgent(DefaultAgent):
     def step(self) -> list[dict]:
         """``DefaultAgent.step``; the first step of a resumed run first swaps in the saved conversation.
 
-        The model call of the step may not outlast the wall-time limit (see :class:`~mini_ptx_agent.bounded_model.BoundedModel`).
+        The model call of the step may not outlast the wall-time limit (see :class:`~mini_ptx_agent.models.bounded.BoundedModel`).
         """
         if self._resume is not None:
             state, self._resume = self._resume, None

@@ -334,7 +334,7 @@ def run_agent(
 
     from .evaluation import EvaluationInfrastructureError, FIBServeBackend
     from .models import ModelConfigError, ModelUnavailableError, make_model
-    from .models_base import is_demo_model
+    from .models.base import is_demo_model
     from .progress import RunProgress
     from .service import ServiceStartError
     from .service import service_url as resolve_service

@@ -226,7 +226,7 @@ def _make_model(settings: QuickstartSettings, run_dir: Path | None) -> tuple[Any
     if run_dir is None:
         return None, DEMO_MODEL_NAME
     from .demo import write_demo_trajectory
-    from .models_replay import ReplayModel
+    from .models.replay import ReplayModel
 
     path = write_demo_trajectory(settings.language, run_dir / "demo" / f"trajectory_{settings.language}.json")
     return ReplayModel(path=path, model_name=DEMO_MODEL_NAME, fallback=True), DEMO_MODEL_NAME
@@ -259,7 +259,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     from rich.markup import escape
 
     from .evaluation import EvaluationInfrastructureError, FIBServeBackend
-    from .models_base import is_demo_model
+    from .models.base import is_demo_model
     from .progress import RunProgress
     from .quickstart_report import CONTEXT_FILE, build_result, write_result
     from .runs import run_experiment

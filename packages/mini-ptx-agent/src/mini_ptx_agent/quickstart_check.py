@@ -95,11 +95,11 @@ def check_model(settings: QuickstartSettings) -> CheckLine:
 def check_hosted_model(model: Any) -> CheckLine:
     """A litellm model: known by name (litellm's model list, offline), else one 1-token request decides.
 
-    ``model`` is a :class:`~mini_ptx_agent.models_litellm.LitellmHostedModel` (its provider is known: the
+    ``model`` is a :class:`~mini_ptx_agent.models.litellm.LitellmHostedModel` (its provider is known: the
     factory refuses a name litellm cannot route).
     """
     from .models import ModelError
-    from .models_litellm import close_model_names, import_litellm, litellm_version
+    from .models.litellm import close_model_names, import_litellm, litellm_version
 
     name = model.config.model_name
     if model.listed:

@@ -286,7 +286,7 @@ def run_experiment(
     """
     from .agent import EvaluationEnvironment, ExperimentFiles, KernelAgent, literal_template
     from .evaluation import EvaluationInfrastructureError
-    from .models_base import is_demo_model
+    from .models.base import is_demo_model
     from .prompts import compose_system_prompt, first_user_message
 
     layout = RunLayout(run_dir)

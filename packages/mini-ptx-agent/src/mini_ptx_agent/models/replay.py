@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from mini_ptx_agent.models_base import KernelModelBase, ModelConfigError, ModelUsage, ReplayExhaustedError
+from mini_ptx_agent.models.base import KernelModelBase, ModelConfigError, ModelUsage, ReplayExhaustedError
 
 REPLAY_PREFIX = "replay:"
 ACCEPTED_FORMATS = ("mini-swe-agent-1.1", "mini-swe-agent-1")

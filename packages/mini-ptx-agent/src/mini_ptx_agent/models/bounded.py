@@ -4,6 +4,11 @@ A model call runs in a daemon thread that the agent waits for; a call that outli
 can never keep the process alive. What ends a turn early is an exception carrying the run's exit message:
 :class:`InfrastructureError` (the model API or the evaluation service failed or hung), ``TimeExceeded`` (the
 wall-time limit), ``LimitsExceeded`` (a replay ran out of recorded replies).
+
+:class:`BoundedModel` lives with the models because it is one: it has the model protocol (``query``, other
+attributes forwarded) and wraps any backend. The factory (:mod:`mini_ptx_agent.models`) does not import this
+module, because it imports mini-swe-agent; the agent does. The agent also ends a run with
+:class:`InfrastructureError` when the evaluation service fails, so a run has one exit status for an outage.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a ba
 
 from minisweagent.exceptions import InterruptAgentFlow, LimitsExceeded, TimeExceeded
 
-from .models_base import ReplayExhaustedError
+from .base import ReplayExhaustedError
 
 
 class InfrastructureError(InterruptAgentFlow):

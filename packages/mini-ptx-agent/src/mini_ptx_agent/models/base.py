@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from mini_ptx_agent.models_config import RetryPolicy
+from mini_ptx_agent.models.config import RetryPolicy
 
 logger = logging.getLogger("mini_ptx_agent.models")
 T = TypeVar("T")
@@ -182,7 +182,7 @@ def response_record(body: Any) -> Any:
 
 def is_demo_model(model: Any) -> bool:
     """Whether ``model``'s replies are a demo, not a model's output (``config.demo``: a replay of a flagged
-    trajectory or the no-model fallback; see :class:`mini_ptx_agent.models_replay.ReplayModelConfig`)."""
+    trajectory or the no-model fallback; see :class:`mini_ptx_agent.models.replay.ReplayModelConfig`)."""
     return bool(getattr(getattr(model, "config", None), "demo", False))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mini_ptx_agent.models_base import (
+from mini_ptx_agent.models.base import (
     KernelModelBase,
     ModelConfigError,
     ModelRequestError,
@@ -27,7 +27,7 @@ from mini_ptx_agent.models_base import (
     redact,
     response_record,
 )
-from mini_ptx_agent.models_config import ModelPricing, RetryPolicy, SamplingSettings
+from mini_ptx_agent.models.config import ModelPricing, RetryPolicy, SamplingSettings
 
 
 def import_litellm() -> Any:
@@ -170,7 +170,7 @@ class LitellmHostedModel(KernelModelBase):
         return ModelRequestError(f"model {self.config.model_name!r} rejected the request: {message}")
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
-        """One completion through litellm; returns the assistant message (see :mod:`mini_ptx_agent.models_base`).
+        """One completion through litellm; returns the assistant message (see :mod:`mini_ptx_agent.models.base`).
 
         Raises:
             ModelUnavailableError: transient failures exhausted the retry policy.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mini_ptx_agent.models_base import (
+from mini_ptx_agent.models.base import (
     RETRYABLE_STATUS,
     KernelModelBase,
     ModelConfigError,
@@ -25,7 +25,7 @@ from mini_ptx_agent.models_base import (
     redact,
     response_record,
 )
-from mini_ptx_agent.models_config import ModelPricing, RetryPolicy, SamplingSettings
+from mini_ptx_agent.models.config import ModelPricing, RetryPolicy, SamplingSettings
 
 MODEL_LIST_TIMEOUT_S = 30.0
 """Timeout of one ``GET /v1/models`` (s): a cheap listing, so an endpoint that accepts and never answers is
@@ -153,7 +153,7 @@ class OpenAIEndpointModel(KernelModelBase):
             )
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
-        """One chat completion; returns the assistant message (see :mod:`mini_ptx_agent.models_base`).
+        """One chat completion; returns the assistant message (see :mod:`mini_ptx_agent.models.base`).
 
         Raises:
             ModelUnavailableError: transient failures exhausted the retry policy.

@@ -9,8 +9,13 @@ a litellm name (``anthropic/...``)     :class:`LitellmHostedModel`: hosted API, 
 nothing, ``fallback_replay`` given     :class:`ReplayModel` of that file, with a loud warning
 =====================================  ==============================================================
 
-Every model follows mini-swe-agent 2.4.6's model protocol (see :mod:`mini_ptx_agent.models_base`). Importing
+Every model follows mini-swe-agent 2.4.6's model protocol (see :mod:`mini_ptx_agent.models.base`). Importing
 this module is cheap: litellm is imported only when a hosted model is built.
+
+One module per backend: :mod:`~mini_ptx_agent.models.endpoint`, :mod:`~mini_ptx_agent.models.litellm`,
+:mod:`~mini_ptx_agent.models.replay`; what they share is in :mod:`~mini_ptx_agent.models.base` and
+:mod:`~mini_ptx_agent.models.config`. :mod:`~mini_ptx_agent.models.bounded` wraps any of them with the turn
+timeout and the wall-time limit (the agent uses it; the factory does not).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mini_ptx_agent.models_base import (
+from mini_ptx_agent.models.base import (
     KernelModelBase,
     ModelConfigError,
     ModelError,
@@ -31,9 +36,9 @@ from mini_ptx_agent.models_base import (
     ModelUsage,
     ReplayExhaustedError,
 )
-from mini_ptx_agent.models_config import ModelsConfig, RetryPolicy, SamplingSettings, load_models_config
-from mini_ptx_agent.models_endpoint import OpenAIEndpointModel, normalise_base_url
-from mini_ptx_agent.models_replay import REPLAY_PREFIX, ReplayModel
+from mini_ptx_agent.models.config import ModelsConfig, RetryPolicy, SamplingSettings, load_models_config
+from mini_ptx_agent.models.endpoint import OpenAIEndpointModel, normalise_base_url
+from mini_ptx_agent.models.replay import REPLAY_PREFIX, ReplayModel
 
 # litellm fetches its price table from the network at import unless told otherwise; nobody may import it
 # through us without this set first.
@@ -132,6 +137,6 @@ def make_model(
         return OpenAIEndpointModel(
             base_url=normalise_base_url(model_host), check_served_id=check_served_id, **common
         )
-    from mini_ptx_agent.models_litellm import LitellmHostedModel  # imports litellm (seconds): only here
+    from mini_ptx_agent.models.litellm import LitellmHostedModel  # imports litellm (seconds): only here
 
     return LitellmHostedModel(api_base=api_base, **common)
