@@ -187,7 +187,7 @@ def test_three_format_errors_in_a_row_end_the_run(tmp_path: Path) -> None:
 def test_a_demo_replay_is_flagged_in_the_trajectory_and_summary(tmp_path: Path) -> None:
     from mini_ptx_agent.demo import write_demo_trajectory
     from mini_ptx_agent.models.replay import ReplayModel
-    from mini_ptx_agent.runs import summarize
+    from mini_ptx_agent.runs.directory import summarize
 
     demo = write_demo_trajectory("triton", tmp_path / "demo.json")
     answers = PreparedReports([report(["INCORRECT_NUMERICAL"])] * 3)

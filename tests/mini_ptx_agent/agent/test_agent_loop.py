@@ -14,7 +14,8 @@ import pytest
 from mini_ptx_agent.evaluation import FIBServeBackend
 from mini_ptx_agent.models import make_model
 from mini_ptx_agent.models.config import RetryPolicy
-from mini_ptx_agent.runs import RunLayout, RunPlan, run_experiment
+from mini_ptx_agent.runs.directory import RunLayout, RunPlan
+from mini_ptx_agent.runs.launch import run_experiment
 from mini_ptx_agent.service import EmbeddedService, free_port
 from mini_ptx_agent.task import TaskConfig
 from mini_ptx_agent.trajectory import load_trajectory

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from mini_ptx_agent.agent import TurnOutcome
-from mini_ptx_agent.progress import RunProgress
+from mini_ptx_agent.runs.progress import RunProgress
 from rich.console import Console
 
 PASSED = TurnOutcome(3, "PASSED", 41.23, 0.98612, True, ("mbarrier", "wgmma"), ("HGMMA", "UTMALDG"))

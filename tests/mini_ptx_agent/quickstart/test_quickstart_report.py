@@ -13,7 +13,7 @@ import pytest
 from mini_ptx_agent.evaluation import EvaluationReport, ReportStatus, WorkloadResult
 from mini_ptx_agent.quickstart import QUICKSTART_WORKLOAD, quickstart_task
 from mini_ptx_agent.quickstart_report import CONTEXT_FILE, build_result, render
-from mini_ptx_agent.runs import RunLayout, RunPlan, RunSummary
+from mini_ptx_agent.runs.directory import RunLayout, RunPlan, RunSummary
 from rich.console import Console
 
 
@@ -145,7 +145,7 @@ def test_kernel_correct_is_a_definite_answer_when_kernels_were_executed(tmp_path
 
 
 def test_summary_kernel_correct_is_null_when_nothing_was_executed(tmp_path):
-    from mini_ptx_agent.runs import evaluation_statuses, kernel_correctness, summarize
+    from mini_ptx_agent.runs.directory import evaluation_statuses, kernel_correctness, summarize
 
     run = _cpu_run(tmp_path, ["NOT_EXECUTED"] * 3)
     statuses = evaluation_statuses(RunLayout(run))
@@ -162,7 +162,7 @@ def test_summary_kernel_correct_is_null_when_nothing_was_executed(tmp_path):
 
 
 def test_an_outage_before_any_kernel_is_unknown_not_false(tmp_path):
-    from mini_ptx_agent.runs import kernel_correctness
+    from mini_ptx_agent.runs.directory import kernel_correctness
 
     assert kernel_correctness([], [], runner_completed=False) is None
     assert kernel_correctness([], ["INCORRECT_NUMERICAL"], runner_completed=False) is False

@@ -61,7 +61,7 @@ class KernelAgentConfig(AgentConfig):
     """Stop after this model cost in USD (0 = no limit; turns bound a run already)."""
     turn_timeout_s: float = 900.0
     """Longest one model call may take (s); past it the run ends as ``InfrastructureError``. (The evaluation is
-    bounded by ``task.timeout_s``, which :func:`mini_ptx_agent.runs.run_experiment` caps at this value.)"""
+    bounded by ``task.timeout_s``, which :func:`mini_ptx_agent.runs.launch.run_experiment` caps at this value.)"""
     solution_prefix: str = "ptxbench"
     """Prefix of solution names sent to the service (``<prefix>-t<turn>``)."""
     author: str = "mini-ptx-agent"
@@ -87,7 +87,7 @@ class TurnOutcome:
 
 
 class ExperimentFiles:
-    """Where one experiment writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs`)."""
+    """Where one experiment writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs.directory`)."""
 
     def __init__(self, experiment_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
         self.experiment_dir = experiment_dir

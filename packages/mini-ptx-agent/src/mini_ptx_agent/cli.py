@@ -196,7 +196,8 @@ def run_command(
     """
     from rich.console import Console
 
-    from mini_ptx_agent.launch import RunOptionError, parse_workloads, run_agent, run_options
+    from mini_ptx_agent.runs.launch import run_agent
+    from mini_ptx_agent.runs.options import RunOptionError, parse_workloads, run_options
 
     try:
         options = run_options(

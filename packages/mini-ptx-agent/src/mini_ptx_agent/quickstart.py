@@ -29,15 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .demo import DEMO_DEFINITION, DEMO_MODEL_NAME
-from .runs import (
-    DEFAULT_OUTPUT_ROOT,
-    RunLayout,
-    RunPlan,
-    RunSummary,
-    default_prompt_tag,
-    failed_summary,
-    utc_stamp,
-)
+from .runs.directory import DEFAULT_OUTPUT_ROOT, RunLayout, RunPlan, RunSummary, failed_summary, utc_stamp
+from .runs.options import default_prompt_tag
 from .task import TaskConfig
 from .trajectory import write_json
 
@@ -260,9 +253,9 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
 
     from .evaluation import EvaluationInfrastructureError, FIBServeBackend
     from .models.base import is_demo_model
-    from .progress import RunProgress
     from .quickstart_report import CONTEXT_FILE, build_result, write_result
-    from .runs import run_experiment
+    from .runs.launch import run_experiment
+    from .runs.progress import RunProgress
     from .service import ServiceStartError
     from .service import service_url as resolve_service
 

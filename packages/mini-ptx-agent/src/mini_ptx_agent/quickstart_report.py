@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .demo import DEMO_MODEL_NAME
 from .feedback import trim
-from .runs import NOT_EXECUTED, RunLayout, kernel_correctness
+from .runs.directory import NOT_EXECUTED, RunLayout, kernel_correctness
 
 RESULT_SCHEMA = "ptxbench.quickstart/3"
 """/3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did not complete (an outage or

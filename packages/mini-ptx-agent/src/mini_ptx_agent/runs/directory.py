@@ -1,4 +1,4 @@
-"""Run directories of the kernel agent: layout, plan.json, summary.json, and running or resuming one experiment.
+"""The run directory of one trajectory: its layout, ``plan.json`` (what was asked), ``summary.json`` (what happened).
 
 One run directory holds one experiment (``exp_000``) of one definition (DESIGN §7)::
 
@@ -29,8 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .task import TaskConfig
-from .trajectory import load_trajectory, write_json
+from ..task import TaskConfig
 
 EXPERIMENT = "exp_000"
 RUN_SCHEMA = "ptxbench.run/1"
@@ -43,10 +42,6 @@ NOT_EXECUTED = "NOT_EXECUTED"
 """Evaluator status of a kernel that was built and analysed but not run (no GPU lane)."""
 DEFAULT_OUTPUT_ROOT = Path("data") / "eval_runs"
 """Default parent of run directories, relative to ``$PTXBENCH_DATA_ROOT`` or the working directory."""
-
-DEFAULT_PROMPT_TAGS = {("cuda", "sm_90a"): "hopper-no-hint", ("triton", "sm_90a"): "triton-hopper",
-                       ("cuda", "sm_100a"): "blackwell-no-hint"}  # fmt: skip
-"""Prompt tag used when none is given, by (language, arch)."""
 
 
 class RunLayout:
@@ -158,11 +153,6 @@ def default_output_root() -> Path:
     return Path(root) / "eval_runs" if root else DEFAULT_OUTPUT_ROOT
 
 
-def default_prompt_tag(task: TaskConfig) -> str:
-    """The prompt tag for the task's language and architecture."""
-    return DEFAULT_PROMPT_TAGS.get((task.language, task.arch), "hopper-no-hint")
-
-
 def kernel_correctness(
     versions: Sequence[int], statuses: Sequence[str], *, runner_completed: bool
 ) -> bool | None:
@@ -262,91 +252,3 @@ def new_run_dir(output_root: Path, task: TaskConfig, name: str | None = None) ->
     run_dir = Path(output_root) / (name or f"run-{utc_stamp()}-{task.language}-{task.definition}")
     run_dir.mkdir(parents=True, exist_ok=False)
     return run_dir
-
-
-def run_experiment(
-    plan: RunPlan,
-    run_dir: Path,
-    *,
-    backend: Any,
-    model: Any,
-    resume: bool = False,
-    on_turn: Any = None,
-) -> RunSummary:
-    """Run (or resume) the kernel agent of ``plan`` in ``run_dir`` with an evaluation ``backend`` and ``model``.
-
-    ``on_turn``: called with each finished turn's :class:`~mini_ptx_agent.agent.TurnOutcome` (progress lines).
-
-    Writes plan.json, the trajectory after every turn, kernels, evaluator results and summary.json.
-    Infrastructure failures end the run with exit status ``InfrastructureError`` (recorded, not raised).
-
-    Raises:
-        ValueError: ``resume`` on a run that already met its target.
-        TrajectoryError: ``resume`` and the saved trajectory is unreadable.
-    """
-    from .agent import EvaluationEnvironment, ExperimentFiles, KernelAgent, literal_template
-    from .evaluation import EvaluationInfrastructureError
-    from .models.base import is_demo_model
-    from .prompts import compose_system_prompt, first_user_message
-
-    layout = RunLayout(run_dir)
-    plan = plan.model_copy(update={"demo": plan.demo or is_demo_model(model)})
-    task = plan.task.model_copy(update={"timeout_s": min(plan.task.timeout_s, plan.turn_timeout_s)})
-    write_json(layout.plan_path, plan.model_dump(mode="json"))
-    saved = load_trajectory(layout.trajectory_path) if resume else None
-    started = time.time()
-    files = ExperimentFiles(
-        layout.experiment_dir, layout.success_dir, layout.trajectory_path, Path(task.entry_file).suffix
-    )
-    try:
-        definition = backend.definition(task.definition)
-        workloads = backend.workloads(task.definition)
-    except EvaluationInfrastructureError as exc:
-        summary = failed_summary(plan, "InfrastructureError", str(exc), started, resumed=resume)
-        write_json(layout.summary_path, summary.model_dump(mode="json"))
-        return summary
-    if task.workload_uuids is not None:
-        wanted = set(task.workload_uuids)
-        workloads = [w for w in workloads if w.uuid in wanted]
-    agent = KernelAgent(
-        model,
-        EvaluationEnvironment(backend, task),
-        files=files,
-        on_turn=on_turn,
-        task=task,
-        system_template=literal_template(compose_system_prompt(plan.prompt_tag)),
-        instance_template=literal_template(
-            first_user_message(
-                definition.model_dump(mode="json"),
-                language=task.language,
-                target_speedup=task.target_speedup,
-                workloads=workloads,
-            )
-        ),
-        step_limit=plan.num_turns,
-        wall_time_limit_seconds=plan.wall_time_limit_s,
-        turn_timeout_s=plan.turn_timeout_s,
-        solution_prefix=f"{plan.run_id}",
-        author=plan.model,
-        output_path=layout.trajectory_path,
-    )
-    if saved is not None:
-        agent.resume(saved)
-    try:
-        result = agent.run()
-    except Exception:
-        # A bug, not a verdict: DefaultAgent recorded it as the exit message; keep a summary, then re-raise.
-        trajectory = agent.save(layout.trajectory_path)
-        summary = summarize(
-            plan.run_id,
-            trajectory["messages"][-1].get("extra", {}),
-            trajectory,
-            resumed=resume,
-            statuses=evaluation_statuses(layout),
-        )
-        write_json(layout.summary_path, summary.model_dump(mode="json"))
-        raise
-    trajectory = agent.save(layout.trajectory_path)
-    summary = summarize(plan.run_id, result, trajectory, resumed=resume, statuses=evaluation_statuses(layout))
-    write_json(layout.summary_path, summary.model_dump(mode="json"))
-    return summary

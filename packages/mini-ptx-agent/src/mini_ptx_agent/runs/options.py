@@ -1,10 +1,10 @@
-"""Starting or resuming one run of the kernel agent from command options (`ptxbench run`).
+"""The options of `ptxbench run`, checked, turned into the plan of a new run or merged into a resumed run's plan.
 
 Everything that can be checked is checked before a run directory is created or a service started: the option
 values, the prompt tag, the definition and the workload uuids (against the trace sets an embedded FIBServe
-would load, or the catalog of the FIBServe at ``SERVICE_URL``), and the model (built as the run builds it: an
-endpoint's served id, a hosted model's provider and key variable). A mistake raises :class:`RunOptionError`,
-which names the option and says what to type instead.
+would load, or the catalog of the FIBServe at ``SERVICE_URL``), and the model (built as the run builds it, in
+:func:`mini_ptx_agent.runs.launch.run_agent`: an endpoint's served id, a hosted model's provider and key
+variable). A mistake raises :class:`RunOptionError`, which names the option and says what to type instead.
 
 Options are None when not given. A new run fills them from :data:`DEFAULTS`. A resumed run keeps its
 ``plan.json`` for every option not given; a given limit (``--num-turns``, ``--wall-time``, ``--turn-timeout``,
@@ -17,26 +17,14 @@ from __future__ import annotations
 import datetime as _dt
 import difflib
 import os
-import time
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .runs import (
-    RunLayout,
-    RunPlan,
-    RunSummary,
-    default_output_root,
-    default_prompt_tag,
-    failed_summary,
-    load_plan,
-    new_run_dir,
-    run_experiment,
-    utc_stamp,
-)
-from .task import Arch, TaskConfig, TaskLanguage
-from .trajectory import load_trajectory, write_json
+from ..task import Arch, TaskConfig, TaskLanguage
+from ..trajectory import load_trajectory
+from .directory import RunLayout, RunPlan, load_plan, utc_stamp
 
 
 class RunOptionError(ValueError):
@@ -85,6 +73,15 @@ DEFAULTS: dict[str, Any] = {
 
 FIXED_ON_RESUME = ("definition", "language", "arch", "workloads", "target_speedup", "prompt_tag", "model")
 """Options a resumed run keeps: its saved conversation (system prompt, task message, replies) depends on them."""
+
+DEFAULT_PROMPT_TAGS = {("cuda", "sm_90a"): "hopper-no-hint", ("triton", "sm_90a"): "triton-hopper",
+                       ("cuda", "sm_100a"): "blackwell-no-hint"}  # fmt: skip
+"""Prompt tag used when none is given, by (language, arch)."""
+
+
+def default_prompt_tag(task: TaskConfig) -> str:
+    """The prompt tag for the task's language and architecture."""
+    return DEFAULT_PROMPT_TAGS.get((task.language, task.arch), "hopper-no-hint")
 
 
 def parse_workloads(text: str | None) -> list[str] | Literal["all"] | None:
@@ -177,7 +174,7 @@ def resumed_plan(plan: RunPlan, options: RunOptions, turns_done: int = 0) -> Run
 
 def check_prompt_tag(tag: str, task: TaskConfig) -> None:
     """Raises RunOptionError when ``tag`` is unknown or written for another language or architecture."""
-    from .prompts import PROMPT_TAGS
+    from ..prompts import PROMPT_TAGS
 
     spec = PROMPT_TAGS.get(tag)
     fitting = sorted(n for n, t in PROMPT_TAGS.items() if (t.language, t.sm) == (task.language, task.arch))
@@ -269,7 +266,7 @@ def _saved_turns(resume_dir: Path) -> int:
     Raises:
         RunOptionError: the run already ended with ``Submitted`` (its target was met).
     """
-    from .trajectory import TrajectoryError
+    from ..trajectory import TrajectoryError
 
     try:
         info = load_trajectory(RunLayout(resume_dir).trajectory_path).get("info", {})
@@ -306,70 +303,3 @@ def plan_for(
     except (ValueError, OSError) as exc:
         raise RunOptionError(f"--resume {resume_dir}: plan.json cannot be read: {exc}") from None
     return resumed_plan(plan, options, _saved_turns(resume_dir))
-
-
-def run_agent(
-    options: RunOptions,
-    *,
-    resume_dir: Path | None = None,
-    output_root: Path | None = None,
-    service_url: str | None = None,
-    model_host: str | None = None,
-    console: Any = None,
-) -> tuple[Path, RunSummary]:
-    """Run the kernel agent on a new run directory under ``output_root``, or continue ``resume_dir``.
-
-    The model is the plan's (``options.model``, else ``$MODEL_NAME``; see :func:`mini_ptx_agent.models.make_model`),
-    the service ``service_url`` (else ``$SERVICE_URL``, else an embedded FIBServe logging to ``logs/fibserve.log``).
-    Every check of :func:`plan_for` and the model's construction happen before anything is created. A model API
-    or service that is down ends the run as ``InfrastructureError`` (recorded in its directory, not raised).
-    Returns the run directory and its summary (also in ``summary.json``). ``console``: a rich Console that
-    gets one line per turn (:mod:`mini_ptx_agent.progress`); None prints nothing.
-
-    Raises:
-        RunOptionError: see :func:`plan_for`; the model is misconfigured (the message says what to set);
-            resuming a run that already met its target.
-    """
-    from rich.console import Console
-
-    from .evaluation import EvaluationInfrastructureError, FIBServeBackend
-    from .models import ModelConfigError, ModelUnavailableError, make_model
-    from .models.base import is_demo_model
-    from .progress import RunProgress
-    from .service import ServiceStartError
-    from .service import service_url as resolve_service
-
-    started = time.time()
-    service_url = service_url or os.environ.get("SERVICE_URL") or None
-    plan = plan_for(options, resume_dir=resume_dir, service_url=service_url, output_root=output_root)
-    failure: str | None = None
-    model = None
-    try:
-        model = make_model(plan.model or None, model_host=model_host, request_timeout_s=plan.turn_timeout_s)
-        plan = plan.model_copy(update={"model": str(model.config.model_name), "demo": is_demo_model(model)})
-    except ModelConfigError as exc:
-        raise RunOptionError(str(exc)) from None
-    except ModelUnavailableError as exc:
-        failure = f"model API unavailable: {exc}"
-    run_dir = Path(resume_dir) if resume_dir is not None else None
-    if run_dir is None:
-        run_dir = new_run_dir(output_root or default_output_root(), plan.task, plan.run_id)
-    layout = RunLayout(run_dir)
-    if failure is None:
-        try:
-            with resolve_service(service_url, log_path=layout.service_log_path) as (url, embedded):
-                token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
-                backend = FIBServeBackend(url, token=token)
-                where = "the embedded FIBServe" if embedded else url
-                with RunProgress(console or Console(quiet=True), plan.num_turns, where) as live:
-                    summary = run_experiment(
-                        plan, run_dir, backend=backend, model=live.model(model), resume=resume_dir is not None,
-                        on_turn=live.on_turn,
-                    )  # fmt: skip
-                return run_dir, summary
-        except (ServiceStartError, EvaluationInfrastructureError) as exc:
-            failure = f"evaluation service unavailable: {exc}"
-    summary = failed_summary(plan, "InfrastructureError", failure, started, resumed=resume_dir is not None)
-    write_json(layout.plan_path, plan.model_dump(mode="json"))
-    write_json(layout.summary_path, summary.model_dump(mode="json"))
-    return run_dir, summary

@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from .agent import TurnOutcome
+from ..agent import TurnOutcome
 
 _STYLE = {"PASSED": "green", "NOT_EXECUTED": "yellow", "FORMAT_ERROR": "yellow"}
 
