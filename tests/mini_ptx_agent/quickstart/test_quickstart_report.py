@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from mini_ptx_agent.evaluation import EvaluationReport, ReportStatus, WorkloadResult
-from mini_ptx_agent.quickstart import QUICKSTART_WORKLOAD, quickstart_task
-from mini_ptx_agent.quickstart_report import CONTEXT_FILE, build_result, render
+from mini_ptx_agent.quickstart.report import CONTEXT_FILE, build_result, render
+from mini_ptx_agent.quickstart.settings import QUICKSTART_WORKLOAD, quickstart_task
 from mini_ptx_agent.runs.directory import RunLayout, RunPlan, RunSummary
 from rich.console import Console
 
@@ -174,7 +174,7 @@ def test_an_outage_before_any_kernel_is_unknown_not_false(tmp_path):
 
 
 def test_a_refused_demo_run_says_why_once_and_claims_no_replay(tmp_path):
-    from mini_ptx_agent.quickstart import TRITON_ALTERNATIVES, TRITON_NEEDS_GPU
+    from mini_ptx_agent.quickstart.settings import TRITON_ALTERNATIVES, TRITON_NEEDS_GPU
 
     run = tmp_path / "quickstart-20260101T000000Z-triton-gemm"
     layout = RunLayout(run)

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .demo import DEMO_MODEL_NAME
-from .feedback import trim
-from .runs.directory import NOT_EXECUTED, RunLayout, kernel_correctness
+from ..demo import DEMO_MODEL_NAME
+from ..feedback import trim
+from ..runs.directory import NOT_EXECUTED, RunLayout, kernel_correctness
 
 RESULT_SCHEMA = "ptxbench.quickstart/3"
 """/3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did not complete (an outage or
@@ -295,11 +295,22 @@ def replayed(result: QuickstartResult) -> bool:
 
 def write_result(run_dir: Path, result: QuickstartResult) -> Path:
     """Write ``quickstart-result.json`` into ``run_dir``; returns its path."""
-    from .trajectory import write_json
+    from ..trajectory import write_json
 
     path = Path(run_dir) / RESULT_FILE
     write_json(path, result.model_dump(mode="json"))
     return path
+
+
+def rebuild_result(run_dir: Path) -> QuickstartResult:
+    """Rebuild (and rewrite) ``quickstart-result.json`` of ``run_dir`` from its files; returns the result.
+
+    Raises:
+        FileNotFoundError: not a run directory.
+    """
+    result = build_result(run_dir)
+    write_result(run_dir, result)
+    return result
 
 
 def _yes_no(value: bool) -> str:

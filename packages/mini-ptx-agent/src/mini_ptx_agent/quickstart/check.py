@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .quickstart import QUICKSTART_DEFINITION, QUICKSTART_WORKLOAD, QuickstartSettings
+from .settings import QUICKSTART_DEFINITION, QUICKSTART_WORKLOAD, QuickstartSettings
 
 
 class CheckLine(BaseModel):
@@ -66,7 +66,7 @@ def check_model(settings: QuickstartSettings) -> CheckLine:
                 detail=f"ACCRL_MODEL_HOST={settings.model_host} is set but MODEL_NAME is not; set MODEL_NAME "
                 "to the served model id",
             )
-        from .demo import kernel_sources
+        from ..demo import kernel_sources
 
         try:
             kernel_sources(settings.language)
@@ -77,7 +77,7 @@ def check_model(settings: QuickstartSettings) -> CheckLine:
             ok=True,
             detail="demo model: replay of the bundled demo trajectory (not a model; set MODEL_NAME for a real one)",
         )
-    from .models import ModelError, make_model
+    from ..models import ModelError, make_model
 
     try:
         model = make_model(settings.model, model_host=settings.model_host)
@@ -98,8 +98,8 @@ def check_hosted_model(model: Any) -> CheckLine:
     ``model`` is a :class:`~mini_ptx_agent.models.litellm.LitellmHostedModel` (its provider is known: the
     factory refuses a name litellm cannot route).
     """
-    from .models import ModelError
-    from .models.litellm import close_model_names, import_litellm, litellm_version
+    from ..models import ModelError
+    from ..models.litellm import close_model_names, import_litellm, litellm_version
 
     name = model.config.model_name
     if model.listed:
@@ -149,7 +149,7 @@ def _service_lines(
     """``service``, ``definition``, ``nvcc`` and ``gpu`` lines; waits up to ``lanes_timeout_s`` (s) for lanes."""
     from fibserve.client import APIError, FIBServeClient, FIBServeError
 
-    from .service import unhealthy_lanes, wait_lanes_ready
+    from ..service import unhealthy_lanes, wait_lanes_ready
 
     where = "embedded FIBServe" if embedded else f"FIBServe at {url}"
     lines: list[CheckLine] = []
@@ -221,7 +221,7 @@ def run_checks(settings: QuickstartSettings) -> list[CheckLine]:
     ``/health`` is judged only after every lane is healthy or :data:`~mini_ptx_agent.service.LANES_READY_TIMEOUT_S`
     has passed; a ``service`` FAIL then names each unhealthy lane and its reason.
     """
-    from . import service as _service
+    from .. import service as _service
 
     lines = [check_model(settings)]
     try:
