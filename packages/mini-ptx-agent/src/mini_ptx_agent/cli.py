@@ -51,7 +51,9 @@ def quickstart_command(
     output_root: Annotated[
         Path | None,
         typer.Option(
-            "--output-root", help="Parent of the run directory; default $PTXBENCH_DATA_ROOT/eval_runs."
+            "--output-root",
+            help="Parent of the run directory; default $PTXBENCH_DATA_ROOT/eval_runs, else $PTXBENCH_ROOT/data/eval_runs, "
+            "else data/eval_runs.",
         ),
     ] = None,
     require_gpu: Annotated[
@@ -154,7 +156,8 @@ def run_command(
         Path | None,
         typer.Option(
             "--output-root",
-            help="Parent of run directories; default $PTXBENCH_DATA_ROOT/eval_runs or data/eval_runs.",
+            help="Parent of run directories; default $PTXBENCH_DATA_ROOT/eval_runs, else $PTXBENCH_ROOT/data/eval_runs, "
+            "else data/eval_runs.",
         ),
     ] = None,
     service_url: Annotated[

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..demo import DEMO_DEFINITION
-from ..runs.directory import DEFAULT_OUTPUT_ROOT
+from ..runs.directory import default_output_root
 from ..task import TaskConfig
 
 QUICKSTART_DEFINITION = DEMO_DEFINITION
@@ -92,15 +92,6 @@ class QuickstartSettings(BaseModel):
             dataset_roots=dataset_roots(env),
             require_gpu=require_gpu,
         )
-
-
-def default_output_root(env: dict[str, str] | os._Environ) -> Path:
-    """``$PTXBENCH_DATA_ROOT/eval_runs``, else ``$PTXBENCH_ROOT/data/eval_runs``, else ``./data/eval_runs``."""
-    if env.get("PTXBENCH_DATA_ROOT"):
-        return Path(env["PTXBENCH_DATA_ROOT"]) / "eval_runs"
-    if env.get("PTXBENCH_ROOT"):
-        return Path(env["PTXBENCH_ROOT"]) / DEFAULT_OUTPUT_ROOT
-    return DEFAULT_OUTPUT_ROOT
 
 
 def dataset_roots(env: dict[str, str] | os._Environ) -> list[Path]:

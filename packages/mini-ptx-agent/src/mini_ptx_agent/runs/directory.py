@@ -23,7 +23,7 @@ import datetime as _dt
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,7 +41,7 @@ executed); /1 wrote false there."""
 NOT_EXECUTED = "NOT_EXECUTED"
 """Evaluator status of a kernel that was built and analysed but not run (no GPU lane)."""
 DEFAULT_OUTPUT_ROOT = Path("data") / "eval_runs"
-"""Default parent of run directories, relative to ``$PTXBENCH_DATA_ROOT`` or the working directory."""
+"""Default parent of run directories, relative to ``$PTXBENCH_ROOT`` or the working directory."""
 
 
 class RunLayout:
@@ -147,10 +147,16 @@ def utc_stamp() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def default_output_root() -> Path:
-    """``$PTXBENCH_DATA_ROOT/eval_runs`` or ``data/eval_runs`` under the working directory."""
-    root = os.environ.get("PTXBENCH_DATA_ROOT")
-    return Path(root) / "eval_runs" if root else DEFAULT_OUTPUT_ROOT
+def default_output_root(environ: Mapping[str, str] | None = None) -> Path:
+    """Where run directories go when no ``--output-root`` is given (`ptxbench run` and the quickstart alike):
+    ``$PTXBENCH_DATA_ROOT/eval_runs``, else ``$PTXBENCH_ROOT/data/eval_runs``, else ``data/eval_runs`` under the
+    working directory. ``environ``: the environment to read (default ``os.environ``)."""
+    env = os.environ if environ is None else environ
+    if env.get("PTXBENCH_DATA_ROOT"):
+        return Path(env["PTXBENCH_DATA_ROOT"]) / "eval_runs"
+    if env.get("PTXBENCH_ROOT"):
+        return Path(env["PTXBENCH_ROOT"]) / DEFAULT_OUTPUT_ROOT
+    return DEFAULT_OUTPUT_ROOT
 
 
 def kernel_correctness(
