@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from eval_reports import report
 from mini_ptx_agent.agent import EvaluationEnvironment, ExperimentFiles, KernelAgent, literal_template
-from mini_ptx_agent.evaluation import EvaluationInfrastructureError, EvaluationReport
+from mini_ptx_agent.evaluation import EvaluationInfrastructureError, KernelReport
 from mini_ptx_agent.task import TaskConfig
 from mini_ptx_agent.trajectory import load_trajectory
 from minisweagent.models.test_models import DeterministicModel
@@ -24,7 +24,7 @@ TASK = TaskConfig(definition="vector_add_f32", language="triton", target_speedup
 class PreparedReports:
     """Evaluation backend that answers each evaluation with the next prepared report (or raises it)."""
 
-    def __init__(self, answers: list[EvaluationReport | Exception]):
+    def __init__(self, answers: list[KernelReport | Exception]):
         self.answers = list(answers)
         self.solutions: list = []
 

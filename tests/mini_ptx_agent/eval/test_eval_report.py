@@ -3,10 +3,11 @@
 import json
 
 from eval_reports import report, trace
+from fibserve.trace import EvaluationStatus
 from mini_ptx_agent.evaluation import (
     SCHEMA_VERSION,
-    EvaluationReport,
-    ReportStatus,
+    KernelReport,
+    NotEvaluated,
     SanitizerVerdict,
     StaticAnalysis,
     build_report,
@@ -17,7 +18,7 @@ from mini_ptx_agent.task import TaskConfig
 
 def test_all_passed_on_gpu_above_target_meets_it() -> None:
     result = report(["PASSED", "PASSED"], speedups=[1.5, 1.2], target=1.2)
-    assert result.status is ReportStatus.PASSED
+    assert result.status is EvaluationStatus.PASSED
     assert result.all_passed and result.executed_on_gpu
     assert result.min_speedup == 1.2
     assert result.target_met
@@ -37,7 +38,7 @@ def test_cpu_interpreter_timings_never_meet_a_target() -> None:
 
 def test_first_failing_status_is_the_report_status() -> None:
     result = report(["PASSED", "INCORRECT_NUMERICAL", "RUNTIME_ERROR"])
-    assert result.status is ReportStatus.INCORRECT_NUMERICAL
+    assert result.status is EvaluationStatus.INCORRECT_NUMERICAL
     assert not result.all_passed and result.min_speedup is None and not result.target_met
 
 
@@ -46,7 +47,7 @@ def test_not_executed_cuda_without_a_gpu() -> None:
     result = build_report(
         task, solution_name="s", traces=[], executed=False, analysis=StaticAnalysis(compiled=True)
     )
-    assert result.status is ReportStatus.NOT_EXECUTED and not result.all_passed and not result.target_met
+    assert result.status is NotEvaluated.NOT_EXECUTED and not result.all_passed and not result.target_met
 
 
 def test_sanitizer_failure_rejects_before_workloads() -> None:
@@ -55,7 +56,7 @@ def test_sanitizer_failure_rejects_before_workloads() -> None:
     result = build_report(
         task, solution_name="s", traces=[trace("w0", "PASSED", speedup=3.0)], sanitizer=verdict
     )
-    assert result.status is ReportStatus.SANITIZER_FAILED and not result.all_passed and not result.target_met
+    assert result.status is NotEvaluated.SANITIZER_FAILED and not result.all_passed and not result.target_met
 
 
 def test_report_json_is_versioned_and_round_trips() -> None:
@@ -72,7 +73,7 @@ def test_report_json_is_versioned_and_round_trips() -> None:
         "sanitizer",
         "executed_on_gpu",
     } <= set(data)
-    assert EvaluationReport.model_validate(data) == result
+    assert KernelReport.model_validate(data) == result
 
 
 def test_static_analysis_reads_the_fibserve_check_answer() -> None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.evaluation import EvaluationReport, ReportStatus, WorkloadResult
+from mini_ptx_agent.evaluation import KernelReport, WorkloadResult
 from mini_ptx_agent.quickstart.report import CONTEXT_FILE, build_result, render
 from mini_ptx_agent.quickstart.settings import QUICKSTART_WORKLOAD, quickstart_task
 from mini_ptx_agent.runs.directory import RunLayout, RunPlan, RunSummary
@@ -29,8 +29,8 @@ def _report(status: str, speedup: float | None, target: float = 1.0) -> dict:
         hardware="NVIDIA H200", executed_on_gpu=True, speedup=speedup if passed else None,
         latency_ms=0.7 / speedup if passed and speedup else None, reference_latency_ms=0.7 if passed else None,
     )  # fmt: skip
-    return EvaluationReport(
-        status=ReportStatus(status), definition="gemm_n7168_k5120", language="cuda", all_passed=passed,
+    return KernelReport(
+        status=status, definition="gemm_n7168_k5120", language="cuda", all_passed=passed,
         min_speedup=speedup if passed else None, target_speedup=target, executed_on_gpu=True,
         target_met=bool(passed and speedup is not None and speedup >= target), workloads=[workload],
     ).model_dump(mode="json")  # fmt: skip
@@ -111,8 +111,8 @@ def _cpu_run(tmp_path: Path, statuses: list[str]) -> Path:
     """A CPU-mode run: the evaluator results say each kernel was built (or not) but nothing was executed."""
     run = _gpu_run(tmp_path, [None] * len(statuses))
     for turn, status in enumerate(statuses, start=1):
-        report = EvaluationReport(
-            status=ReportStatus(status), definition="gemm_n7168_k5120", language="cuda", all_passed=False,
+        report = KernelReport(
+            status=status, definition="gemm_n7168_k5120", language="cuda", all_passed=False,
             target_speedup=1.0, executed_on_gpu=False, workloads=[],
         ).model_dump(mode="json")  # fmt: skip
         _write(RunLayout(run).experiment_dir / "evaluations" / f"turn_{turn:03d}.json", report)

@@ -33,7 +33,7 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a ba
 from minisweagent.agents.default import AgentConfig, DefaultAgent
 from minisweagent.exceptions import FormatError, Submitted
 
-from .evaluation import EvaluationBackend, EvaluationInfrastructureError, EvaluationReport
+from .evaluation import EvaluationBackend, EvaluationInfrastructureError, KernelReport
 from .extraction import extract_kernel, format_error_message
 from .feedback import format_feedback
 from .history import bounded_history
@@ -204,7 +204,7 @@ class KernelAgent(DefaultAgent):
                     infrastructure={"source": "evaluation", "kind": type(exc).__name__},
                 )
             ) from exc
-        report: EvaluationReport = output["extra"]["report"]
+        report: KernelReport = output["extra"]["report"]
         version = self._record(turn, extraction.source, report)
         feedback = {
             "role": "user",
@@ -245,7 +245,7 @@ class KernelAgent(DefaultAgent):
         if self.on_turn is not None:
             self.on_turn(outcome)
 
-    def _record(self, turn: int, source: str, report: EvaluationReport) -> int | None:
+    def _record(self, turn: int, source: str, report: KernelReport) -> int | None:
         """Write the evaluator result; keep a correct version; track the best. Returns the version's turn."""
         if self.files is not None:
             write_json(self.files.evaluation_path(turn), report.model_dump(mode="json"))

@@ -95,7 +95,7 @@ def eval_command(
 ) -> None:
     """Evaluate one kernel for a fixed task through FIBServe; exit 0 for any kernel verdict, 2 if the service
     failed or the task config or kernel file cannot be used."""
-    from mini_ptx_agent.evaluation import ReportStatus, evaluate_kernel
+    from mini_ptx_agent.evaluation import NotEvaluated, evaluate_kernel
     from mini_ptx_agent.task import TaskConfigError, load_task_config
 
     try:
@@ -112,7 +112,7 @@ def eval_command(
         from mini_ptx_agent.feedback import format_feedback
 
         Console(highlight=False, soft_wrap=True).print(format_feedback(report), markup=False)
-    raise typer.Exit(2 if report.status is ReportStatus.INFRASTRUCTURE_ERROR else 0)
+    raise typer.Exit(2 if report.status is NotEvaluated.INFRASTRUCTURE_ERROR else 0)
 
 
 @app.command("run")

@@ -1,7 +1,7 @@
 """Evaluation of one candidate kernel for a fixed task: the versioned result, the backend protocol, FIBServe.
 
 The agent and `ptxbench eval` see evaluation through one small protocol, :class:`EvaluationBackend`
-(``definition(name)`` and ``evaluate(solution, task)``), and one result, :class:`EvaluationReport`. The real
+(``definition(name)`` and ``evaluate(solution, task)``), and one result, :class:`KernelReport`. The real
 backend is :class:`FIBServeBackend` (the HTTP client of FIBServe). Every decision downstream (feedback verdict,
 ``Submitted``, exit codes) is made from the structured fields here, never from log text.
 
@@ -23,30 +23,28 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .task import TaskConfig
 
 SCHEMA_VERSION = "ptxbench.eval/1"
-"""Version tag of :class:`EvaluationReport` JSON; bump when a field changes meaning."""
+"""Version tag of :class:`KernelReport` JSON; bump when a field changes meaning."""
 
 
 class EvaluationInfrastructureError(RuntimeError):
     """The evaluation service failed (unreachable, task-level failure, no answer in time): not the kernel's fault."""
 
 
-class ReportStatus(StrEnum):
-    """Overall verdict on one candidate. Kernel outcomes reuse the FlashInfer Trace vocabulary."""
+class NotEvaluated(StrEnum):
+    """The outcomes of a candidate that got no complete evaluation, for which the FlashInfer Trace vocabulary
+    (:class:`~fibserve.trace.EvaluationStatus`) has no word. Every other outcome is an ``EvaluationStatus``."""
 
-    PASSED = "PASSED"
-    """Every workload PASSED (on a GPU or, for Triton without one, on the interpreter)."""
-    INCORRECT_SHAPE = "INCORRECT_SHAPE"
-    INCORRECT_NUMERICAL = "INCORRECT_NUMERICAL"
-    INCORRECT_DTYPE = "INCORRECT_DTYPE"
-    RUNTIME_ERROR = "RUNTIME_ERROR"
-    COMPILE_ERROR = "COMPILE_ERROR"
-    TIMEOUT = "TIMEOUT"
     NOT_EXECUTED = "NOT_EXECUTED"
     """Built and analysed statically only (a CUDA kernel without a GPU); correctness unknown."""
     SANITIZER_FAILED = "SANITIZER_FAILED"
     """compute-sanitizer reported an error; the kernel was not evaluated further."""
     INFRASTRUCTURE_ERROR = "INFRASTRUCTURE_ERROR"
     """The service failed; says nothing about the kernel."""
+
+
+KernelStatus = EvaluationStatus | NotEvaluated
+"""Overall verdict on one candidate: PASSED when every workload PASSED (on a GPU or, for Triton without one, on
+the interpreter), else the first failing workload's status or COMPILE_ERROR, else a :class:`NotEvaluated`."""
 
 
 class _Model(BaseModel):
@@ -109,11 +107,11 @@ class SanitizerVerdict(_Model):
     """The first failing run's report (or empty when clean)."""
 
 
-class EvaluationReport(_Model):
+class KernelReport(_Model):
     """Versioned result of evaluating one candidate for one task (``ptxbench eval --json`` prints this)."""
 
     schema_version: Literal["ptxbench.eval/1"] = SCHEMA_VERSION
-    status: ReportStatus
+    status: KernelStatus
     definition: str
     language: str
     solution_name: str = ""
@@ -153,7 +151,7 @@ class EvaluationBackend(Protocol):
         """The definition's workloads (objects with ``uuid`` and ``axes``)."""
         ...
 
-    def evaluate(self, solution: Solution, task: TaskConfig) -> EvaluationReport:
+    def evaluate(self, solution: Solution, task: TaskConfig) -> KernelReport:
         """Evaluate ``solution`` on the task's workloads (with the sanitizer gate when the task asks)."""
         ...
 
@@ -230,7 +228,7 @@ def build_report(
     analysis: StaticAnalysis | None = None,
     sanitizer: SanitizerVerdict | None = None,
     notes: str = "",
-) -> EvaluationReport:
+) -> KernelReport:
     """Derive the verdict fields (status, all_passed, min_speedup, target_met) from structured results.
 
     ``executed=False`` (CUDA without a GPU) gives ``NOT_EXECUTED`` unless the build itself failed.
@@ -248,22 +246,22 @@ def build_report(
         "traces": traces,
     }
     if sanitizer is not None and not sanitizer.passed:
-        return EvaluationReport(status=ReportStatus.SANITIZER_FAILED, **base)
+        return KernelReport(status=NotEvaluated.SANITIZER_FAILED, **base)
     results = [workload_result(t) for t in traces if t.evaluation is not None]
     failing = [r for r in results if r.status is not EvaluationStatus.PASSED]
     if failing:
-        return EvaluationReport(status=ReportStatus(failing[0].status.value), workloads=results, **base)
+        return KernelReport(status=failing[0].status, workloads=results, **base)
     if analysis is not None and analysis.compiled is False:
-        return EvaluationReport(status=ReportStatus.COMPILE_ERROR, workloads=results, **base)
+        return KernelReport(status=EvaluationStatus.COMPILE_ERROR, workloads=results, **base)
     if executed is False or not results:
-        return EvaluationReport(status=ReportStatus.NOT_EXECUTED, workloads=results, **base)
+        return KernelReport(status=NotEvaluated.NOT_EXECUTED, workloads=results, **base)
     speedups = [r.speedup for r in results]
     min_speedup = min(s for s in speedups if s is not None) if all(s is not None for s in speedups) else None
     on_gpu = all(r.executed_on_gpu for r in results)
     implausible = [r.workload_uuid for r in results if r.roofline_floor_ms is not None]
     fast_enough = min_speedup is not None and min_speedup >= task.target_speedup
-    return EvaluationReport(
-        status=ReportStatus.PASSED,
+    return KernelReport(
+        status=EvaluationStatus.PASSED,
         workloads=results,
         all_passed=True,
         min_speedup=min_speedup,
@@ -274,10 +272,10 @@ def build_report(
     )
 
 
-def infrastructure_report(task: TaskConfig, message: str, *, solution_name: str = "") -> EvaluationReport:
+def infrastructure_report(task: TaskConfig, message: str, *, solution_name: str = "") -> KernelReport:
     """The result when the service failed: status INFRASTRUCTURE_ERROR with the message; no kernel verdict."""
-    return EvaluationReport(
-        status=ReportStatus.INFRASTRUCTURE_ERROR,
+    return KernelReport(
+        status=NotEvaluated.INFRASTRUCTURE_ERROR,
         definition=task.definition,
         language=task.language,
         solution_name=solution_name,
@@ -425,7 +423,7 @@ class FIBServeBackend:
             )
         return answer
 
-    def evaluate(self, solution: Solution, task: TaskConfig) -> EvaluationReport:
+    def evaluate(self, solution: Solution, task: TaskConfig) -> KernelReport:
         """Sanitizer gate (when ``task.sanitizer``), then evaluation on ``task.workload_uuids``."""
         wait_s = task.timeout_s + self.wait_margin_s
         sanitizer = None
@@ -473,7 +471,7 @@ def evaluate_kernel(
     service_url: str | None = None,
     token: str | None = None,
     log_path: Path | None = None,
-) -> EvaluationReport:
+) -> KernelReport:
     """Evaluate the kernel file ``kernel_path`` for ``task`` (the library function behind `ptxbench eval`).
 
     The service is ``service_url``, else ``$SERVICE_URL``, else an embedded FIBServe started for this call

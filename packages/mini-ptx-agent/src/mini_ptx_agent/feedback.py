@@ -1,6 +1,6 @@
 """Deterministic feedback text for one evaluated kernel (DESIGN §6).
 
-The same :class:`~mini_ptx_agent.evaluation.EvaluationReport` always gives the same text: per workload status,
+The same :class:`~mini_ptx_agent.evaluation.KernelReport` always gives the same text: per workload status,
 speedup, kernel and reference times (ms); the error and compile log when failing (trimmed, head and tail kept);
 the architecture instructions found (PTX and SASS families); ptxas resources; and one final ``VERDICT:`` line.
 The verdict is chosen from structured fields only (status, all_passed, target_met, executed_on_gpu).
@@ -8,7 +8,9 @@ The verdict is chosen from structured fields only (status, all_passed, target_me
 
 from __future__ import annotations
 
-from .evaluation import EvaluationReport, ReportStatus, WorkloadResult
+from fibserve.trace import EvaluationStatus
+
+from .evaluation import KernelReport, NotEvaluated, WorkloadResult
 
 MAX_LOG_CHARS = 3000
 """Longest error or compile log quoted in feedback (characters); longer logs keep their head and tail."""
@@ -55,7 +57,7 @@ def _workload_line(index: int, result: WorkloadResult) -> str:
     return line
 
 
-def _workload_section(report: EvaluationReport) -> list[str]:
+def _workload_section(report: KernelReport) -> list[str]:
     if not report.workloads:
         return []
     lines = [f"Workloads ({len(report.workloads)}):"]
@@ -78,7 +80,7 @@ def _workload_section(report: EvaluationReport) -> list[str]:
     return lines
 
 
-def _analysis_section(report: EvaluationReport) -> list[str]:
+def _analysis_section(report: KernelReport) -> list[str]:
     analysis = report.static_analysis
     if analysis is None:
         return []
@@ -105,11 +107,11 @@ def _analysis_section(report: EvaluationReport) -> list[str]:
     return lines
 
 
-def verdict_line(report: EvaluationReport) -> str:
+def verdict_line(report: KernelReport) -> str:
     """The final line, decided from structured fields only."""
     status = report.status
     target = f"{report.target_speedup:.2f}x"
-    if status is ReportStatus.PASSED:
+    if status is EvaluationStatus.PASSED:
         if report.implausible:
             return (
                 f"VERDICT: IMPLAUSIBLY FAST: {len(report.implausible)} workload(s) timed faster than the device's "
@@ -125,16 +127,16 @@ def verdict_line(report: EvaluationReport) -> str:
             )
         shown = "n/a" if report.min_speedup is None else f"{report.min_speedup:.3f}x"
         return f"VERDICT: CORRECT BUT TOO SLOW: minimum speedup {shown} < target {target}. Make the kernel faster."
-    if status is ReportStatus.NOT_EXECUTED:
+    if status is NotEvaluated.NOT_EXECUTED:
         return (
             "VERDICT: NOT EXECUTED: the kernel built and was analysed statically, but no GPU ran it, so its "
             "correctness and speed are unknown."
         )
-    if status is ReportStatus.SANITIZER_FAILED:
+    if status is NotEvaluated.SANITIZER_FAILED:
         return "VERDICT: REJECTED: compute-sanitizer reported errors; fix the memory or synchronization bug."
-    if status is ReportStatus.COMPILE_ERROR:
+    if status is EvaluationStatus.COMPILE_ERROR:
         return "VERDICT: COMPILE ERROR: the kernel did not build; fix the errors in the compile log."
-    if status is ReportStatus.INFRASTRUCTURE_ERROR:
+    if status is NotEvaluated.INFRASTRUCTURE_ERROR:
         return f"VERDICT: NOT EVALUATED: the evaluation service failed ({report.error}); this is not a kernel verdict."
     failed = sum(1 for r in report.workloads if r.status.value != "PASSED")
     return (
@@ -143,7 +145,7 @@ def verdict_line(report: EvaluationReport) -> str:
     )
 
 
-def format_feedback(report: EvaluationReport, *, turn: int | None = None) -> str:
+def format_feedback(report: KernelReport, *, turn: int | None = None) -> str:
     """The feedback message for the model: header, workloads, analysis, sanitizer, notes, verdict line."""
     header = f"Evaluation of your kernel ({report.language}, definition {report.definition})"
     if turn is not None:

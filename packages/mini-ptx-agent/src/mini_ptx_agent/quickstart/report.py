@@ -16,8 +16,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..demo import DEMO_MODEL_NAME
+from ..evaluation import NotEvaluated
 from ..feedback import trim
-from ..runs.directory import NOT_EXECUTED, RunLayout, kernel_correctness
+from ..runs.directory import RunLayout, kernel_correctness
 
 RESULT_SCHEMA = "ptxbench.quickstart/3"
 """/3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did not complete (an outage or
@@ -145,7 +146,7 @@ def _turn_row(turn: int, report: dict[str, Any], rel: str) -> TurnRow:
         turn=turn,
         status=status,
         compiled=analysis.get("compiled"),
-        correct=None if status == NOT_EXECUTED else bool(report.get("all_passed")),
+        correct=None if status == NotEvaluated.NOT_EXECUTED else bool(report.get("all_passed")),
         min_speedup=report.get("min_speedup"),
         latency_ms=max(latencies) if latencies else None,
         reference_latency_ms=max(references) if references else None,
@@ -239,7 +240,7 @@ def build_result(run_dir: Path) -> QuickstartResult:
         kernel_correct=kernel_correctness(
             [r.turn for r in correct], [r.status for r in rows], runner_completed=completed
         ),
-        not_executed=sum(1 for r in rows if r.status == NOT_EXECUTED),
+        not_executed=sum(1 for r in rows if r.status == NotEvaluated.NOT_EXECUTED),
         target_achieved=sum(1 for r in rows if r.target_met),
         best_speedup=best.min_speedup if best else None,
         best_turn=best.turn if best else None,

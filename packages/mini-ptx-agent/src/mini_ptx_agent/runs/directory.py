@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..evaluation import NotEvaluated
 from ..task import TaskConfig
 
 EXPERIMENT = "exp_000"
@@ -38,8 +39,6 @@ SUMMARY_SCHEMA = "ptxbench.run/3"
 """Schema of ``summary.json``. /3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did
 not complete (an outage; /2 wrote false there). /2: ``kernel_correct`` may be null (unknown: built, never
 executed); /1 wrote false there."""
-NOT_EXECUTED = "NOT_EXECUTED"
-"""Evaluator status of a kernel that was built and analysed but not run (no GPU lane)."""
 DEFAULT_OUTPUT_ROOT = Path("data") / "eval_runs"
 """Default parent of run directories, relative to ``$PTXBENCH_ROOT`` or the working directory."""
 
@@ -167,7 +166,7 @@ def kernel_correctness(
     (an outage says nothing about the model); else False. ``statuses``: evaluator status per evaluated turn."""
     if versions:
         return True
-    if NOT_EXECUTED in statuses or (not statuses and not runner_completed):
+    if NotEvaluated.NOT_EXECUTED in statuses or (not statuses and not runner_completed):
         return None
     return False
 
