@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from eval_reports import report
-from mini_ptx_agent.agent import EvaluationEnvironment, ExperimentFiles, KernelAgent, literal_template
+from mini_ptx_agent.agent import EvaluationEnvironment, KernelAgent, TrajectoryFiles, literal_template
 from mini_ptx_agent.evaluation import EvaluationInfrastructureError, KernelReport
 from mini_ptx_agent.task import TaskConfig
 from mini_ptx_agent.trajectory import load_trajectory
@@ -59,8 +59,8 @@ def kernel(tag: str) -> dict:
 
 def make_agent(
     tmp_path: Path, outputs: list[dict], backend: PreparedReports, model=None, **config
-) -> tuple[KernelAgent, ExperimentFiles]:
-    files = ExperimentFiles(
+) -> tuple[KernelAgent, TrajectoryFiles]:
+    files = TrajectoryFiles(
         tmp_path / "exp_000", tmp_path / "success" / "exp_000", tmp_path / "traj.json", ".py"
     )
     agent = KernelAgent(

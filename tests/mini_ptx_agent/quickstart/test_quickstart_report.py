@@ -47,13 +47,13 @@ def _gpu_run(tmp_path: Path, speedups: list[float | None], exit_status: str = "L
     versions = []
     for turn, speed in enumerate(speedups, start=1):
         status = "PASSED" if speed is not None else "INCORRECT_NUMERICAL"
-        _write(layout.experiment_dir / "evaluations" / f"turn_{turn:03d}.json", _report(status, speed))
+        _write(layout.trajectory_dir / "evaluations" / f"turn_{turn:03d}.json", _report(status, speed))
         if speed is not None:
             versions.append(turn)
             (layout.success_dir).mkdir(parents=True, exist_ok=True)
             (layout.success_dir / f"kernel_v{turn}.cu").write_text("// v", encoding="utf-8")
     if speedups:
-        (layout.experiment_dir / "kernel.cu").write_text("// latest", encoding="utf-8")
+        (layout.trajectory_dir / "kernel.cu").write_text("// latest", encoding="utf-8")
     summary = RunSummary(
         run_id=run.name, exit_status=exit_status, runner_completed=exit_status != "InfrastructureError",
         kernel_correct=bool(versions),
@@ -115,7 +115,7 @@ def _cpu_run(tmp_path: Path, statuses: list[str]) -> Path:
             status=status, definition="gemm_n7168_k5120", language="cuda", all_passed=False,
             target_speedup=1.0, executed_on_gpu=False, workloads=[],
         ).model_dump(mode="json")  # fmt: skip
-        _write(RunLayout(run).experiment_dir / "evaluations" / f"turn_{turn:03d}.json", report)
+        _write(RunLayout(run).trajectory_dir / "evaluations" / f"turn_{turn:03d}.json", report)
     _write(
         run / CONTEXT_FILE, {"demo": True, "service": {"kind": "embedded", "lanes": ["cpu"], "gpu": False}}
     )

@@ -61,7 +61,7 @@ class KernelAgentConfig(AgentConfig):
     """Stop after this model cost in USD (0 = no limit; turns bound a run already)."""
     turn_timeout_s: float = 900.0
     """Longest one model call may take (s); past it the run ends as ``InfrastructureError``. (The evaluation is
-    bounded by ``task.timeout_s``, which :func:`mini_ptx_agent.runs.launch.run_experiment` caps at this value.)"""
+    bounded by ``task.timeout_s``, which :func:`mini_ptx_agent.runs.launch.run_trajectory` caps at this value.)"""
     solution_prefix: str = "ptxbench"
     """Prefix of solution names sent to the service (``<prefix>-t<turn>``)."""
     author: str = "mini-ptx-agent"
@@ -86,11 +86,11 @@ class TurnOutcome:
     sass_families: tuple[str, ...] = ()
 
 
-class ExperimentFiles:
-    """Where one experiment writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs.directory`)."""
+class TrajectoryFiles:
+    """Where one trajectory writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs.directory`)."""
 
-    def __init__(self, experiment_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
-        self.experiment_dir = experiment_dir
+    def __init__(self, trajectory_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
+        self.trajectory_dir = trajectory_dir
         self.success_dir = success_dir
         self.trajectory_path = trajectory_path
         self.extension = extension
@@ -98,7 +98,7 @@ class ExperimentFiles:
     @property
     def kernel_path(self) -> Path:
         """The latest kernel: ``exp_000/kernel.cu`` or ``kernel.py``."""
-        return self.experiment_dir / f"kernel{self.extension}"
+        return self.trajectory_dir / f"kernel{self.extension}"
 
     def version_path(self, turn: int) -> Path:
         """A correct version: ``success/exp_000/kernel_v<turn>.cu|.py``."""
@@ -106,7 +106,7 @@ class ExperimentFiles:
 
     def evaluation_path(self, turn: int) -> Path:
         """The evaluator's result of one turn: ``exp_000/evaluations/turn_001.json``."""
-        return self.experiment_dir / "evaluations" / f"turn_{turn:03d}.json"
+        return self.trajectory_dir / "evaluations" / f"turn_{turn:03d}.json"
 
 
 class EvaluationEnvironment:
@@ -149,7 +149,7 @@ class KernelAgent(DefaultAgent):
         model,
         env: EvaluationEnvironment,
         *,
-        files: ExperimentFiles | None = None,
+        files: TrajectoryFiles | None = None,
         on_turn: Callable[[TurnOutcome], None] | None = None,
         **kwargs,
     ):

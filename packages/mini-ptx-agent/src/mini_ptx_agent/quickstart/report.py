@@ -53,7 +53,7 @@ class ServiceInfo(_Model):
 
 
 class TurnRow(_Model):
-    """One turn of the experiment, from its evaluator result."""
+    """One turn of the trajectory, from its evaluator result."""
 
     turn: int
     status: str
@@ -74,8 +74,9 @@ class TurnRow(_Model):
     """Path of the evaluator result, relative to the run directory."""
 
 
-class ExperimentPaths(_Model):
-    """Files of one experiment, relative to the run directory."""
+class TrajectoryPaths(_Model):
+    """Files of one trajectory, relative to the run directory (the result's ``experiments`` list, named so in
+    ``ptxbench.quickstart/3``)."""
 
     id: str
     trajectory: str
@@ -122,7 +123,7 @@ class QuickstartResult(_Model):
     best_turn: int | None = None
     best_on_gpu: bool = False
     turns: list[TurnRow] = Field(default_factory=list)
-    experiments: list[ExperimentPaths] = Field(default_factory=list)
+    experiments: list[TrajectoryPaths] = Field(default_factory=list)
     evaluator_logs: list[str] = Field(default_factory=list)
     final_feedback_excerpt: str = ""
     exit_message: str = ""
@@ -196,7 +197,7 @@ def build_result(run_dir: Path) -> QuickstartResult:
     task = plan["task"]
     reports: list[dict[str, Any]] = []
     rows: list[TurnRow] = []
-    evaluations = sorted((layout.experiment_dir / "evaluations").glob("turn_*.json"))
+    evaluations = sorted((layout.trajectory_dir / "evaluations").glob("turn_*.json"))
     for path in evaluations:
         report = _read_json(path) or {}
         reports.append(report)
@@ -204,7 +205,7 @@ def build_result(run_dir: Path) -> QuickstartResult:
     versions = sorted(
         layout.success_dir.glob("kernel_v*"), key=lambda p: int(p.stem.removeprefix("kernel_v"))
     )
-    kernel = next(iter(sorted(layout.experiment_dir.glob("kernel.*"))), None)
+    kernel = next(iter(sorted(layout.trajectory_dir.glob("kernel.*"))), None)
     correct = [r for r in rows if r.correct]
     best = max(correct, key=lambda r: r.min_speedup or 0.0) if correct else None
     service = ServiceInfo.model_validate({**(context.get("service") or {}), "hardware": _hardware(reports)})
@@ -247,8 +248,8 @@ def build_result(run_dir: Path) -> QuickstartResult:
         best_on_gpu=bool(best and best.executed_on_gpu),
         turns=rows,
         experiments=[
-            ExperimentPaths(
-                id=layout.experiment,
+            TrajectoryPaths(
+                id=layout.trajectory_id,
                 trajectory=_rel(layout.trajectory_path, run_dir),
                 kernel=_rel(kernel, run_dir) if kernel else None,
                 versions=[_rel(p, run_dir) for p in versions],

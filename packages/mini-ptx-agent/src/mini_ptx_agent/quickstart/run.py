@@ -2,7 +2,7 @@
 
 Refused at once, before anything starts, when the result is known up front (Triton without a GPU and without
 ``SERVICE_URL``); otherwise the model (or the demo replay), the service (``SERVICE_URL`` or an embedded FIBServe)
-and the run (:func:`mini_ptx_agent.runs.launch.run_experiment`), then ``quickstart-result.json``
+and the run (:func:`mini_ptx_agent.runs.launch.run_trajectory`), then ``quickstart-result.json``
 (:mod:`~mini_ptx_agent.quickstart.report`).
 """
 
@@ -141,7 +141,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
 
     from ..evaluation import EvaluationInfrastructureError, FIBServeBackend
     from ..models.base import is_demo_model
-    from ..runs.launch import run_experiment
+    from ..runs.launch import run_trajectory
     from ..runs.progress import RunProgress
     from ..service import ServiceStartError
     from ..service import service_url as resolve_service
@@ -215,7 +215,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
                 if not settings.model:  # only now is it certain that the demo is replayed
                     console.print(f"[bold black on yellow] {escape(DEMO_BANNER)} [/]")
                 with RunProgress(console, QUICKSTART_TURNS, f"FIBServe ({', '.join(lanes)})") as live:
-                    summary = run_experiment(
+                    summary = run_trajectory(
                         plan, run_dir, backend=backend, model=live.model(model), on_turn=live.on_turn
                     )
     except (ServiceStartError, EvaluationInfrastructureError) as exc:

@@ -1,6 +1,6 @@
 """The run directory of one trajectory: its layout, ``plan.json`` (what was asked), ``summary.json`` (what happened).
 
-One run directory holds one experiment (``exp_000``) of one definition (DESIGN §7)::
+One run directory holds one trajectory (id ``exp_000``) of one definition (DESIGN §7)::
 
     <run>/plan.json                      what was asked (task, model, prompt tag, limits)
     <run>/summary.json                   what happened (exit status, turns, correct versions, best, target)
@@ -32,7 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..evaluation import NotEvaluated
 from ..task import TaskConfig
 
-EXPERIMENT = "exp_000"
+TRAJECTORY_ID = "exp_000"
+"""The id of a run directory's one trajectory, in its file names (kept, so older runs still resume; an
+experiment of many trajectories gives each its own id in ``plan.json``)."""
 RUN_SCHEMA = "ptxbench.run/1"
 """Schema of ``plan.json`` (unchanged, so older runs can still be resumed)."""
 SUMMARY_SCHEMA = "ptxbench.run/3"
@@ -46,9 +48,9 @@ DEFAULT_OUTPUT_ROOT = Path("data") / "eval_runs"
 class RunLayout:
     """Paths inside one run directory (see the module docstring for the tree)."""
 
-    def __init__(self, root: Path, experiment: str = EXPERIMENT):
+    def __init__(self, root: Path, trajectory_id: str = TRAJECTORY_ID):
         self.root = Path(root)
-        self.experiment = experiment
+        self.trajectory_id = trajectory_id
 
     @property
     def plan_path(self) -> Path:
@@ -63,17 +65,17 @@ class RunLayout:
     @property
     def trajectory_path(self) -> Path:
         """``trajectories/exp_000.json``."""
-        return self.root / "trajectories" / f"{self.experiment}.json"
+        return self.root / "trajectories" / f"{self.trajectory_id}.json"
 
     @property
-    def experiment_dir(self) -> Path:
+    def trajectory_dir(self) -> Path:
         """``exp_000/``: the latest kernel and the evaluator results."""
-        return self.root / self.experiment
+        return self.root / self.trajectory_id
 
     @property
     def success_dir(self) -> Path:
         """``success/exp_000/``: every correct version."""
-        return self.root / "success" / self.experiment
+        return self.root / "success" / self.trajectory_id
 
     @property
     def service_log_path(self) -> Path:
@@ -134,7 +136,7 @@ class RunSummary(_Model):
     """``{turn, min_speedup, executed_on_gpu}`` of the fastest correct version."""
     infrastructure_error: str | None = None
     elapsed_s: float
-    trajectory: str = f"trajectories/{EXPERIMENT}.json"
+    trajectory: str = f"trajectories/{TRAJECTORY_ID}.json"
     resumed: bool = False
     demo: bool = False
     """A demo replay, not a model's output (as ``plan.json`` and the trajectory's ``info.ptxbench.demo`` say):
@@ -174,7 +176,7 @@ def kernel_correctness(
 def evaluation_statuses(layout: RunLayout) -> list[str]:
     """The evaluator status of each evaluated turn (``exp_000/evaluations/turn_NNN.json``), in turn order."""
     statuses = []
-    for path in sorted((layout.experiment_dir / "evaluations").glob("turn_*.json")):
+    for path in sorted((layout.trajectory_dir / "evaluations").glob("turn_*.json")):
         try:
             statuses.append(str(json.loads(path.read_text(encoding="utf-8")).get("status")))
         except (OSError, ValueError, AttributeError):

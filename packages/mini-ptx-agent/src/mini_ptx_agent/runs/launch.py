@@ -1,9 +1,9 @@
 """Running a plan: the model, the evaluation service and the kernel agent, in one run directory.
 
 :func:`run_agent` is `ptxbench run`: a checked plan (:mod:`mini_ptx_agent.runs.options`), the model built from it,
-the service (``SERVICE_URL`` or an embedded FIBServe), then :func:`run_experiment`, which runs (or resumes) the
+the service (``SERVICE_URL`` or an embedded FIBServe), then :func:`run_trajectory`, which runs (or resumes) the
 :class:`~mini_ptx_agent.agent.KernelAgent` in the directory and writes its files (:mod:`mini_ptx_agent.runs.directory`).
-The quickstart calls :func:`run_experiment` with its own plan.
+The quickstart calls :func:`run_trajectory` with its own plan.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def run_agent(
                 backend = FIBServeBackend(url, token=token)
                 where = "the embedded FIBServe" if embedded else url
                 with RunProgress(console or Console(quiet=True), plan.num_turns, where) as live:
-                    summary = run_experiment(
+                    summary = run_trajectory(
                         plan, run_dir, backend=backend, model=live.model(model), resume=resume_dir is not None,
                         on_turn=live.on_turn,
                     )  # fmt: skip
@@ -94,7 +94,7 @@ def run_agent(
     return run_dir, summary
 
 
-def run_experiment(
+def run_trajectory(
     plan: RunPlan,
     run_dir: Path,
     *,
@@ -114,7 +114,7 @@ def run_experiment(
         ValueError: ``resume`` on a run that already met its target.
         TrajectoryError: ``resume`` and the saved trajectory is unreadable.
     """
-    from ..agent import EvaluationEnvironment, ExperimentFiles, KernelAgent, literal_template
+    from ..agent import EvaluationEnvironment, KernelAgent, TrajectoryFiles, literal_template
     from ..evaluation import EvaluationInfrastructureError
     from ..models.base import is_demo_model
     from ..prompts import compose_system_prompt, first_user_message
@@ -125,8 +125,8 @@ def run_experiment(
     write_json(layout.plan_path, plan.model_dump(mode="json"))
     saved = load_trajectory(layout.trajectory_path) if resume else None
     started = time.time()
-    files = ExperimentFiles(
-        layout.experiment_dir, layout.success_dir, layout.trajectory_path, Path(task.entry_file).suffix
+    files = TrajectoryFiles(
+        layout.trajectory_dir, layout.success_dir, layout.trajectory_path, Path(task.entry_file).suffix
     )
     try:
         definition = backend.definition(task.definition)

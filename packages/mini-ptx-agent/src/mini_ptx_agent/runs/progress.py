@@ -43,7 +43,7 @@ def turn_line(outcome: TurnOutcome, num_turns: int) -> Text:
 
 class RunProgress:
     """Use as a context manager around a run; pass :meth:`model` as the run's model and :meth:`on_turn` to
-    :class:`~mini_ptx_agent.agent.KernelAgent` (``run_experiment(on_turn=...)``).
+    :class:`~mini_ptx_agent.agent.KernelAgent` (``run_trajectory(on_turn=...)``).
 
     ``where``: the service, as the spinner names it (``embedded FIBServe``, a URL, lanes).
     """
