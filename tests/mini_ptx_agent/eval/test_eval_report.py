@@ -76,38 +76,64 @@ def test_report_json_is_versioned_and_round_trips() -> None:
     assert KernelReport.model_validate(data) == result
 
 
+def _analysis_json(**fields) -> dict:
+    """The ``analysis`` of a task answer as the service writes it: a real ``fibserve.check`` result, dumped."""
+    from fibserve.static_check import Analysis
+
+    base = {"solution": "s", "definition": "gemm_n7168_k5120", "language": "cuda", "arch": "sm_90a"}
+    return Analysis(**(base | fields)).model_dump(mode="json")
+
+
+def _build(status: str, log: str) -> dict:
+    return {"status": status, "language": "cuda", "entry_file": "kernel.cu", "entry_symbol": "run",
+            "key": "0" * 64, "build_dir": "/tmp/build", "log": log}  # fmt: skip
+
+
 def test_static_analysis_reads_the_fibserve_check_answer() -> None:
-    raw = {
-        "status": "clean",
-        "policy": [],
-        "build": {"status": "OK", "ok": True, "log": "ptxas info: Used 168 registers"},
-        "ptx_families": {"wgmma": 12, "mbarrier": 4, "setmaxnreg": 0},
-        "kernels": [
+    raw = _analysis_json(
+        status="clean",
+        build=_build("OK", "ptxas info: Used 168 registers"),
+        ptx_families={"wgmma": 12, "mbarrier": 4, "setmaxnreg": 0},
+        kernels=[
             {
                 "name": "k1",
+                "display_name": "k1",
                 "sass_notable": {"HGMMA": 8, "UTMALDG": 2},
                 "resources": {
+                    "name": "k1",
                     "registers": 168,
                     "shared_bytes": 1024,
                     "spill_store_bytes": 8,
                     "spill_load_bytes": 4,
                 },
             },
-            {"name": "k2", "sass_notable": {"SYNCS": 1}, "resources": {"registers": 40, "shared_bytes": 0}},
+            {"name": "k2", "display_name": "k2", "sass_notable": {"SYNCS": 1},
+             "resources": {"name": "k2", "registers": 40, "shared_bytes": 0}},
         ],
-    }
+    )  # fmt: skip
+    assert (
+        raw["build"]["ok"] is True
+    )  # the JSON keys the agent used to read by hand are still the wire format
     analysis = static_analysis_from(raw)
     assert analysis is not None and analysis.compiled is True
+    assert analysis.compile_log == "ptxas info: Used 168 registers"
     assert analysis.ptx_families == ["mbarrier", "wgmma"]
     assert analysis.sass_families == ["HGMMA", "SYNCS", "UTMALDG"]
     assert (analysis.registers, analysis.shared_memory_bytes, analysis.spill_bytes) == (168, 1024, 12)
 
 
+def test_a_build_that_failed_is_not_compiled() -> None:
+    raw = _analysis_json(status="compile_error", build=_build("COMPILE_ERROR", "kernel.cu(3): error"))
+    analysis = static_analysis_from(raw)
+    assert (
+        analysis is not None and analysis.compiled is False and analysis.compile_log == "kernel.cu(3): error"
+    )
+
+
 def test_policy_violation_means_not_compiled() -> None:
-    raw = {
-        "status": "policy_violation",
-        "build": None,
-        "policy": [
+    raw = _analysis_json(
+        status="policy_violation",
+        policy=[
             {
                 "rule": "cuda.library-call",
                 "file": "kernel.cu",
@@ -115,10 +141,21 @@ def test_policy_violation_means_not_compiled() -> None:
                 "message": "cublasGemmEx is not allowed",
             }
         ],
-    }
+        abi=["run takes 2 arguments; the definition has 3 inputs and outputs"],
+    )
     analysis = static_analysis_from(raw)
     assert analysis is not None and analysis.compiled is False
-    assert analysis.policy_violations == ["kernel.cu:7: cublasGemmEx is not allowed (cuda.library-call)"]
+    assert analysis.policy_violations == [
+        "kernel.cu:7: cublasGemmEx is not allowed (cuda.library-call)",
+        "run takes 2 arguments; the definition has 3 inputs and outputs",
+    ]
+
+
+def test_an_analysis_the_service_could_not_make_says_nothing_about_the_kernel() -> None:
+    raw = {"error": "static analysis unavailable: RuntimeError('nvcc missing')"}
+    analysis = static_analysis_from(raw)
+    assert analysis is not None and analysis.compiled is None and analysis.raw == raw
+    assert analysis.policy_violations == [] and analysis.ptx_families == []
 
 
 def test_timing_faster_than_the_roofline_never_meets_the_target() -> None:

@@ -287,50 +287,50 @@ def infrastructure_report(task: TaskConfig, message: str, *, solution_name: str 
 # -- static analysis and sanitizer answers -> report fields ---------------------------------------------------
 
 
-def _positive(counts: Any) -> list[str]:
-    """Names with a positive count from a ``{name: count}`` mapping, sorted."""
-    return sorted(k for k, v in counts.items() if v) if isinstance(counts, dict) else []
+def _positive(counts: dict[str, int]) -> list[str]:
+    """Names with a positive count, sorted."""
+    return sorted(name for name, count in counts.items() if count)
 
 
 def static_analysis_from(raw: dict[str, Any] | None) -> StaticAnalysis | None:
-    """Read the service's analysis (``fibserve.check``'s ``Analysis`` JSON) into :class:`StaticAnalysis`.
+    """Read the service's static analysis into :class:`StaticAnalysis`: the one place the agent reads it.
 
-    ``compiled`` from ``build.ok`` (None when policy stopped the build before it started: then the violations
-    say why); PTX families from ``ptx_families``; SASS families from the kernels' ``sass_notable`` opcodes
-    (HGMMA, UTMALDG, ...); registers and shared memory are the maximum over kernels, spills the sum of spill
-    stores and loads over kernels.
+    ``raw`` is the JSON of :class:`fibserve.static_check.Analysis` (``fibserve.check``, the ``analysis`` of a task
+    answer), validated against that model, so the agent reads the fields the service wrote by their types, and a
+    change to the model shows here. ``compiled`` from ``build.ok`` (None when policy stopped the build before it
+    started: then the violations say why); PTX families from ``ptx_families``; SASS families from the kernels'
+    ``sass_notable`` opcodes (HGMMA, UTMALDG, ...); registers and shared memory are the maximum over kernels,
+    spills the sum of spill stores and loads over kernels. An analysis the model does not accept (the service's
+    ``{"error": ...}`` when its analysis failed) gives a :class:`StaticAnalysis` that knows nothing but ``raw``.
     """
     if not raw:
         return None
-    build = raw.get("build") if isinstance(raw.get("build"), dict) else None
-    kernels = [k for k in raw.get("kernels") or [] if isinstance(k, dict)]
-    resources = [k["resources"] for k in kernels if isinstance(k.get("resources"), dict)]
-    sass: set[str] = set()
-    for kernel in kernels:
-        sass.update(_positive(kernel.get("sass_notable")))
-    regs = [r["registers"] for r in resources if isinstance(r.get("registers"), int)]
-    smem = [r["shared_bytes"] for r in resources if isinstance(r.get("shared_bytes"), int)]
-    violations = [
-        f"{v.get('file')}:{v.get('line')}: {v.get('message')} ({v.get('rule')})"
-        if isinstance(v, dict)
-        else str(v)
-        for v in raw.get("policy") or []
-    ]
-    abi = [str(problem) for problem in raw.get("abi") or []]
-    compiled = build.get("ok") if build is not None else (False if violations else None)
+    from fibserve.static_check import (
+        Analysis,  # builds on fibserve.build and .analysis: only once it is needed
+    )
+
+    try:
+        analysis = Analysis.model_validate(raw)
+    except ValidationError:
+        return StaticAnalysis(raw=raw)
+    resources = [kernel.resources for kernel in analysis.kernels if kernel.resources is not None]
+    violations = [f"{v.file}:{v.line}: {v.message} ({v.rule})" for v in analysis.policy]
+    if analysis.build is not None:
+        compiled: bool | None = analysis.build.ok
+    else:
+        compiled = False if violations else None
+    registers = [r.registers for r in resources if r.registers is not None]
     return StaticAnalysis(
-        compiled=compiled if isinstance(compiled, bool) else None,
-        compile_log=str(build.get("log") or "") if build is not None else "",
-        policy_violations=violations + abi,
-        ptx_families=_positive(raw.get("ptx_families")),
-        sass_families=sorted(sass),
-        registers=max(regs) if regs else None,
-        shared_memory_bytes=max(smem) if smem else None,
-        spill_bytes=sum(
-            int(r.get("spill_store_bytes") or 0) + int(r.get("spill_load_bytes") or 0) for r in resources
-        )
-        if resources
-        else None,
+        compiled=compiled,
+        compile_log=analysis.build.log if analysis.build is not None else "",
+        policy_violations=violations + list(analysis.abi),
+        ptx_families=_positive(analysis.ptx_families),
+        sass_families=sorted(
+            {name for kernel in analysis.kernels for name in _positive(kernel.sass_notable)}
+        ),
+        registers=max(registers) if registers else None,
+        shared_memory_bytes=max(r.shared_bytes for r in resources) if resources else None,
+        spill_bytes=sum(r.spill_store_bytes + r.spill_load_bytes for r in resources) if resources else None,
         raw=raw,
     )
 
