@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.evaluation import FIBServeBackend
+from mini_ptx_agent.fibserve_backend import FIBServeBackend
 from mini_ptx_agent.models import make_model
 from mini_ptx_agent.models.config import RetryPolicy
 from mini_ptx_agent.runs.directory import RunLayout, RunPlan

@@ -11,8 +11,9 @@ import httpx
 import pytest
 from fibserve.client import FIBServeClient
 from fibserve.trace import EvaluationStatus
-from mini_ptx_agent.evaluation import FIBServeBackend, KernelReport
+from mini_ptx_agent.evaluation import KernelReport
 from mini_ptx_agent.feedback import format_feedback
+from mini_ptx_agent.fibserve_backend import FIBServeBackend
 from mini_ptx_agent.service import EmbeddedService
 from mini_ptx_agent.task import TaskConfig
 

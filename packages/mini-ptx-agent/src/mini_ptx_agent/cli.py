@@ -95,7 +95,8 @@ def eval_command(
 ) -> None:
     """Evaluate one kernel for a fixed task through FIBServe; exit 0 for any kernel verdict, 2 if the service
     failed or the task config or kernel file cannot be used."""
-    from mini_ptx_agent.evaluation import NotEvaluated, evaluate_kernel
+    from mini_ptx_agent.evaluation import NotEvaluated
+    from mini_ptx_agent.fibserve_backend import evaluate_kernel
     from mini_ptx_agent.task import TaskConfigError, load_task_config
 
     try:

@@ -139,7 +139,8 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     from rich.console import Console
     from rich.markup import escape
 
-    from ..evaluation import EvaluationInfrastructureError, FIBServeBackend
+    from ..evaluation import EvaluationInfrastructureError
+    from ..fibserve_backend import FIBServeBackend
     from ..models.base import is_demo_model
     from ..runs.launch import run_trajectory
     from ..runs.progress import RunProgress

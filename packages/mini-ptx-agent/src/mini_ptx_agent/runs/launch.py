@@ -51,7 +51,8 @@ def run_agent(
     """
     from rich.console import Console
 
-    from ..evaluation import EvaluationInfrastructureError, FIBServeBackend
+    from ..evaluation import EvaluationInfrastructureError
+    from ..fibserve_backend import FIBServeBackend
     from ..models import ModelConfigError, ModelUnavailableError, make_model
     from ..models.base import is_demo_model
     from ..service import ServiceStartError
