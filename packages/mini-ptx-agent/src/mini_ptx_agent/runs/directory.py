@@ -1,6 +1,6 @@
 """The run directory of one trajectory: its layout, ``plan.json`` (what was asked), ``summary.json`` (what happened).
 
-One run directory holds one trajectory (id ``exp_000``) of one definition (DESIGN §7)::
+One run directory holds one trajectory (id ``exp_000``) of one definition::
 
     <run>/plan.json                      what was asked (task, model, prompt tag, limits)
     <run>/summary.json                   what happened (exit status, turns, correct versions, best, target)
