@@ -3,6 +3,8 @@
 It answers ``GET /v1/models`` with one served id and ``POST /v1/chat/completions`` with the next prepared
 reply, and records every request body. ``down_after=N`` makes the server close its socket after N chat
 completions, as a model host that dies mid-run does (the next request gets "connection refused").
+``never_answer=True`` makes it accept every chat completion and never answer it (a hung model host); the
+request is still recorded. ``sizes`` holds the byte size of each chat-completion request body.
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ from typing import Any
 class ScriptedOpenAIServer:
     """Use as a context manager; ``host_port`` is ``127.0.0.1:PORT`` (the form of ``ACCRL_MODEL_HOST``)."""
 
-    def __init__(self, model_id: str, replies: list[str], *, down_after: int | None = None):
+    def __init__(
+        self, model_id: str, replies: list[str], *, down_after: int | None = None, never_answer: bool = False
+    ):
         self.model_id = model_id
         self.replies = list(replies)
         self.down_after = down_after
+        self.never_answer = never_answer
+        self._released = threading.Event()
         self.requests: list[dict[str, Any]] = []
+        self.sizes: list[int] = []
         self.headers: list[dict[str, str]] = []
         self._served = 0
         self._lock = threading.Lock()
@@ -72,7 +79,12 @@ class ScriptedOpenAIServer:
                     return
                 with outer._lock:
                     outer.requests.append(body)
+                    outer.sizes.append(length)
                     outer.headers.append(dict(self.headers))
+                if outer.never_answer:
+                    outer._released.wait()  # holds the connection open until the server stops
+                    return
+                with outer._lock:
                     if not outer.replies:
                         self._send(500, {"error": {"message": "scripted server has no replies left"}})
                         return
@@ -111,6 +123,7 @@ class ScriptedOpenAIServer:
         return self
 
     def stop(self) -> None:
+        self._released.set()
         if not self._down:
             self._down = True
             self._server.shutdown()

@@ -13,7 +13,7 @@ from mini_ptx_agent.models import (
     OpenAIEndpointModel,
     make_model,
 )
-from mini_ptx_agent.models_endpoint import normalise_base_url
+from mini_ptx_agent.models.endpoint import normalise_base_url
 from scripted_openai import completion
 
 MESSAGES = [
@@ -129,3 +129,16 @@ def test_configured_price_gives_a_cost(scripted_server, fast_retry) -> None:
 )
 def test_host_normalisation(host: str, url: str) -> None:
     assert normalise_base_url(host) == url
+
+
+def test_the_reply_text_is_kept_once_not_again_in_the_raw_response(scripted_server, fast_retry) -> None:
+    from mini_ptx_agent.models.base import STORED_ELSEWHERE
+
+    long = "z" * 100_000
+    scripted_server.script((200, completion(long)))
+    model = make_model("served-model", model_host=scripted_server.host, retry=fast_retry)
+    message = model.query(MESSAGES)
+    assert message["content"] == long
+    raw = message["extra"]["response"]
+    assert raw["choices"][0]["message"]["content"] == STORED_ELSEWHERE and raw["usage"]["prompt_tokens"] == 11
+    assert long not in str(raw)

@@ -53,3 +53,37 @@ def test_retry_then_unavailable(scripted_server, fast_retry, monkeypatch) -> Non
     with pytest.raises(ModelUnavailableError, match="after 3 attempts"):
         model.query(MESSAGES)
     assert len(scripted_server.chat_requests()) == 5
+
+
+def test_a_name_litellm_cannot_route_is_refused_before_any_request() -> None:
+    with pytest.raises(ModelConfigError, match="does not know model 'nonsense-model-xyz'") as info:
+        make_model("nonsense-model-xyz")
+    assert "ACCRL_MODEL_HOST" in str(info.value) and "anthropic/claude-sonnet-4-5" in str(info.value)
+    with pytest.raises(ModelConfigError, match="Did you mean gpt-4o-mini"):
+        make_model("gpt-4o-minii")
+
+
+def test_check_fails_for_a_model_that_does_not_exist_and_says_what_to_type() -> None:
+    from mini_ptx_agent.quickstart.check import check_model
+    from mini_ptx_agent.quickstart.settings import QuickstartSettings
+
+    line = check_model(QuickstartSettings.resolve(model="nonsense-model-xyz", environ={}))
+    assert not line.ok
+    assert "does not know model" in line.detail and "provider-prefixed name" in line.detail
+
+
+def test_check_asks_the_provider_about_a_name_not_in_litellm_list(scripted_server, monkeypatch) -> None:
+    from mini_ptx_agent.quickstart.check import check_hosted_model
+
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    model = make_model("openai/not-a-served-model", api_base=scripted_server.url + "/v1")
+    assert (model.provider, model.listed) == ("openai", False)
+    scripted_server.script((404, {"error": {"message": "The model `not-a-served-model` does not exist"}}))
+    line = check_hosted_model(model)
+    assert not line.ok and "does not exist" in line.detail and "set MODEL_NAME" in line.detail
+    (probe,) = scripted_server.chat_requests()
+    assert probe["json"]["max_tokens"] == 1  # one cheap request, no retries
+    scripted_server.script((200, completion("OK")))
+    assert check_hosted_model(model).ok
+    listed = make_model("openai/gpt-4o-mini", api_base=scripted_server.url + "/v1")
+    assert check_hosted_model(listed).ok and len(scripted_server.chat_requests()) == 2  # no request: listed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,7 @@ from mini_ptx_agent.demo import (
     write_demo_trajectory,
 )
 from mini_ptx_agent.extraction import extract_kernel
-from mini_ptx_agent.models_replay import ReplayModel
+from mini_ptx_agent.models.replay import ReplayModel
 
 DEMO_DIR = Path(__file__).resolve().parents[3] / "packages/mini-ptx-agent/src/mini_ptx_agent/demo"
 
@@ -54,6 +55,28 @@ def test_demo_kernels_follow_the_abi_and_the_source_policy():
     for source in kernel_sources("triton"):
         assert "\ndef run(A, B, C" in source
         assert "import torch" not in source
+
+
+FEEDBACK_WORDS = re.compile(
+    r"\b(correct|incorrect|passed|failed|wrong|slow|slower|faster|memory-bound|speedup|executed|verified)\b",
+    re.IGNORECASE,
+)
+"""Words of the evaluation's verdicts: a replayed reply that used one would assert a result the feedback
+of that run may contradict (NOT_EXECUTED without a GPU, a failure, a speedup)."""
+
+
+@pytest.mark.parametrize("language", ["cuda", "triton"])
+def test_replayed_prose_asserts_nothing_the_feedback_may_contradict(language):
+    replies = [m["content"] for m in demo_trajectory(language)["messages"] if m["role"] == "assistant"]
+    for turn, reply in enumerate(replies, start=1):
+        prose = reply.split("```", 1)[0]
+        assert not FEEDBACK_WORDS.search(prose), f"turn {turn}: {prose!r}"
+
+
+def test_the_demo_file_is_flagged_for_the_data_pipelines(tmp_path):
+    data = demo_trajectory("cuda")
+    assert data["info"]["ptxbench"]["demo"] is True
+    assert ReplayModel(path=write_demo_trajectory("cuda", tmp_path / "d.json")).config.demo is True
 
 
 def test_unknown_language_is_rejected():

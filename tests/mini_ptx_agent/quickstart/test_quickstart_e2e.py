@@ -83,11 +83,18 @@ def test_cpu_run_writes_every_file(cuda_run):
 def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
     _, run = cuda_run
     result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
-    assert result["schema_version"] == "ptxbench.quickstart/2"
+    assert result["schema_version"] == "ptxbench.quickstart/3"
     # Nothing was executed: the files say "unknown" (null), as the console does, not false.
     assert result["kernel_correct"] is None and [t["correct"] for t in result["turns"]] == [None] * 3
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-    assert summary["kernel_correct"] is None and summary["schema_version"] == "ptxbench.run/2"
+    assert summary["kernel_correct"] is None and summary["schema_version"] == "ptxbench.run/3"
+    # The demo is flagged wherever a pipeline may look: plan, summary and the trajectory's info.
+    assert (
+        summary["demo"] is True
+        and json.loads((run / "plan.json").read_text(encoding="utf-8"))["demo"] is True
+    )
+    trajectory = json.loads((run / "trajectories/exp_000.json").read_text(encoding="utf-8"))
+    assert trajectory["info"]["ptxbench"]["demo"] is True
     assert result["demo"] is True and result["language"] == "cuda"
     assert result["service"] == {**result["service"], "kind": "embedded", "gpu": False, "lanes": ["cpu"]}
     assert result["runner_completed"] is True and result["runner"]["exit_status"] == "LimitsExceeded"
@@ -105,7 +112,8 @@ def test_cpu_run_prints_demo_banner_progress_and_verdicts(cuda_run):
     out = done.stdout
     assert "DEMO REPLAY" in out and "NOT a model's result" in out
     for turn in (1, 2, 3):
-        assert f"turn {turn}: NOT_EXECUTED" in out
+        assert f"turn {turn}/3: NOT_EXECUTED" in out
+    assert "turn 3/3: NOT_EXECUTED; PTX: cp.async.bulk.tensor" in out and "SASS: HGMMA" in out
     assert "Runner completed:      yes" in out
     assert "A kernel was correct:  unknown" in out
     assert "Target achieved:       no: needs a GPU" in out
@@ -181,12 +189,20 @@ def test_triton_run_without_service_or_gpu_is_refused_before_anything_starts(tmp
 
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "mini_ptx_agent.cli", "quickstart", "--run", "--language", "triton",
-         "--output-root", str(tmp_path / "runs")],
+        [sys.executable, "-X", "importtime", "-m", "mini_ptx_agent.cli", "quickstart", "--run", "--language",
+         "triton", "--output-root", str(tmp_path / "runs")],
         capture_output=True, text=True, timeout=300,
         env={**_env(), "CUDA_VISIBLE_DEVICES": ""},  # no GPU visible to torch, even on a GPU machine
     )  # fmt: skip
     elapsed = time.monotonic() - started
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    # "At once": refused before torch (seconds to import), the HTTP client or the service are loaded.
+    assert not imported & {"torch", "httpx", "fibserve.client", "mini_ptx_agent.service"}, sorted(imported)
+    done.stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
     assert not (tmp_path / "runs").exists(), "no run directory may be created for an up-front refusal"
@@ -208,6 +224,10 @@ def test_run_against_an_unreachable_service_reports_an_infrastructure_error(tmp_
     assert result["runner_completed"] is False and result["runner"]["exit_status"] == "InfrastructureError"
     assert result["generated"] == 0 and "evaluation service unavailable" in result["exit_message"]
     assert "Runner completed:      no" in done.stdout and "no kernel was evaluated" in done.stdout
+    # An outage says nothing about the model: unknown (null), never false.
+    assert result["kernel_correct"] is None
+    assert json.loads((run / "summary.json").read_text(encoding="utf-8"))["kernel_correct"] is None
+    assert "A kernel was correct:  unknown" in done.stdout
 
 
 @pytest.fixture

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.quickstart import (
+from mini_ptx_agent.quickstart.check import check_model, check_toolchain, gpu_line
+from mini_ptx_agent.quickstart.run import no_gpu_for_certain
+from mini_ptx_agent.quickstart.settings import (
     QUICKSTART_WORKLOAD,
     QuickstartError,
     QuickstartSettings,
     quickstart_task,
 )
-from mini_ptx_agent.quickstart_check import check_model, check_toolchain, gpu_line
 
 
 def _settings(**kwargs) -> QuickstartSettings:
@@ -83,3 +84,9 @@ def test_nvcc_is_not_needed_here_for_a_remote_service(monkeypatch):
     assert check_toolchain(_settings(service_url="http://x:1"), {"nvcc": "/usr/bin/nvcc"}).ok
     assert not check_toolchain(_settings()).ok
     assert check_toolchain(_settings(language="triton")).ok
+
+
+def test_hidden_devices_rule_a_gpu_out_without_asking_torch():
+    assert no_gpu_for_certain({"CUDA_VISIBLE_DEVICES": ""})
+    assert no_gpu_for_certain({"CUDA_VISIBLE_DEVICES": "-1"})
+    assert no_gpu_for_certain({"CUDA_VISIBLE_DEVICES": " -1,0"})

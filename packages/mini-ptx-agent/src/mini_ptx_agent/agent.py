@@ -8,8 +8,9 @@ what kernels need:
   reply when there is none), sends it to the :class:`EvaluationEnvironment` (the environment of this agent is
   the evaluation service), writes the kernel, the evaluator result and each correct version, and appends the
   deterministic feedback; it raises ``Submitted`` when the target is met on a GPU;
-- the model is wrapped in :class:`BoundedModel`: each call is bounded by ``turn_timeout_s`` and a failing
-  model API becomes :class:`InfrastructureError` (exit status ``InfrastructureError``), never a kernel failure;
+- the model is wrapped in :class:`~mini_ptx_agent.models.bounded.BoundedModel`: each call is bounded by ``turn_timeout_s`` and by the wall-time
+  limit, earlier replies are resent bounded (:mod:`mini_ptx_agent.history`), and a failing model API becomes
+  :class:`InfrastructureError` (exit status ``InfrastructureError``), never a kernel failure;
   an evaluation service failure ends the run the same way;
 - ``save`` writes the trajectory atomically with secrets scrubbed (:mod:`mini_ptx_agent.trajectory`);
 - :meth:`KernelAgent.resume` restores the conversation up to the last complete turn of a saved trajectory.
@@ -20,27 +21,26 @@ Exit statuses: ``Submitted`` (target met), ``LimitsExceeded`` (``step_limit`` = 
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a banner to stdout on import
 
 from minisweagent.agents.default import AgentConfig, DefaultAgent
-from minisweagent.exceptions import FormatError, InterruptAgentFlow, LimitsExceeded, Submitted
+from minisweagent.exceptions import FormatError, Submitted
 
-from .evaluation import EvaluationBackend, EvaluationInfrastructureError, EvaluationReport
+from .evaluation import EvaluationBackend, EvaluationInfrastructureError, KernelReport
 from .extraction import extract_kernel, format_error_message
 from .feedback import format_feedback
-from .models_base import ReplayExhaustedError
+from .history import bounded_history
+from .models.base import is_demo_model
+from .models.bounded import BoundedModel, InfrastructureError, exit_message
 from .task import TaskConfig
 from .trajectory import write_json, write_text_atomic
-
-
-class InfrastructureError(InterruptAgentFlow):
-    """The evaluation service or the model API failed; ends the run with exit status ``InfrastructureError``."""
 
 
 def literal_template(text: str) -> str:
@@ -61,7 +61,7 @@ class KernelAgentConfig(AgentConfig):
     """Stop after this model cost in USD (0 = no limit; turns bound a run already)."""
     turn_timeout_s: float = 900.0
     """Longest one model call may take (s); past it the run ends as ``InfrastructureError``. (The evaluation is
-    bounded by ``task.timeout_s``, which :func:`mini_ptx_agent.runs.run_experiment` caps at this value.)"""
+    bounded by ``task.timeout_s``, which :func:`mini_ptx_agent.runs.launch.run_trajectory` caps at this value.)"""
     solution_prefix: str = "ptxbench"
     """Prefix of solution names sent to the service (``<prefix>-t<turn>``)."""
     author: str = "mini-ptx-agent"
@@ -70,11 +70,27 @@ class KernelAgentConfig(AgentConfig):
     """The task: definition, workloads, language, target speedup, sanitizer, tolerances."""
 
 
-class ExperimentFiles:
-    """Where one experiment writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs`)."""
+@dataclass(frozen=True)
+class TurnOutcome:
+    """What one finished turn came to, for progress displays (the trajectory holds the whole story)."""
 
-    def __init__(self, experiment_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
-        self.experiment_dir = experiment_dir
+    turn: int
+    status: str
+    """The evaluator's verdict (PASSED, NOT_EXECUTED, COMPILE_ERROR, ...) or ``FORMAT_ERROR`` (no kernel)."""
+    seconds: float
+    """Wall time of the turn: the model call plus the evaluation (s)."""
+    min_speedup: float | None = None
+    """Minimum speedup over the workloads (x), when every workload passed and was timed."""
+    executed_on_gpu: bool = False
+    ptx_families: tuple[str, ...] = ()
+    sass_families: tuple[str, ...] = ()
+
+
+class TrajectoryFiles:
+    """Where one trajectory writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs.directory`)."""
+
+    def __init__(self, trajectory_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
+        self.trajectory_dir = trajectory_dir
         self.success_dir = success_dir
         self.trajectory_path = trajectory_path
         self.extension = extension
@@ -82,7 +98,7 @@ class ExperimentFiles:
     @property
     def kernel_path(self) -> Path:
         """The latest kernel: ``exp_000/kernel.cu`` or ``kernel.py``."""
-        return self.experiment_dir / f"kernel{self.extension}"
+        return self.trajectory_dir / f"kernel{self.extension}"
 
     def version_path(self, turn: int) -> Path:
         """A correct version: ``success/exp_000/kernel_v<turn>.cu|.py``."""
@@ -90,7 +106,7 @@ class ExperimentFiles:
 
     def evaluation_path(self, turn: int) -> Path:
         """The evaluator's result of one turn: ``exp_000/evaluations/turn_001.json``."""
-        return self.experiment_dir / "evaluations" / f"turn_{turn:03d}.json"
+        return self.trajectory_dir / "evaluations" / f"turn_{turn:03d}.json"
 
 
 class EvaluationEnvironment:
@@ -125,61 +141,26 @@ class EvaluationEnvironment:
         }
 
 
-def _exit(status: str, content: str, **extra: Any) -> dict:
-    return {"role": "exit", "content": content, "extra": {"exit_status": status, "submission": "", **extra}}
-
-
-class BoundedModel:
-    """Wraps a mini-swe-agent model: each ``query`` gets ``timeout_s``; any API failure is an InfrastructureError.
-
-    ``FormatError`` (and other agent-flow exceptions a model may raise) pass through unchanged; a ``replay:`` model
-    that ran out of recorded replies ends the run as ``LimitsExceeded``. Everything else
-    a model raises (connection refused, HTTP 5xx after retries, authentication) is the model API's failure, not
-    the kernel's. Other attributes are forwarded to the wrapped model, so ``serialize`` and ``config`` work.
-    """
-
-    def __init__(self, model: Any, timeout_s: float):
-        self.model = model
-        self.timeout_s = timeout_s
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.model, name)
-
-    def query(self, messages: list[dict], **kwargs) -> dict:
-        """``model.query`` in a worker thread, waited for at most ``timeout_s`` seconds (0 = no limit)."""
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-query")
-        try:
-            return pool.submit(self.model.query, messages, **kwargs).result(timeout=self.timeout_s or None)
-        except InterruptAgentFlow:
-            raise
-        except ReplayExhaustedError as exc:  # a recording ran out: the run's turn limit, not an outage
-            raise LimitsExceeded(_exit("LimitsExceeded", f"replay exhausted: {exc}")) from exc
-        except concurrent.futures.TimeoutError:
-            raise InfrastructureError(
-                _exit(
-                    "InfrastructureError",
-                    f"model API: no answer within the turn timeout of {self.timeout_s:g} s",
-                    infrastructure={"source": "model", "kind": "timeout"},
-                )
-            ) from None
-        except Exception as exc:
-            raise InfrastructureError(
-                _exit(
-                    "InfrastructureError",
-                    f"model API failed: {type(exc).__name__}: {exc}",
-                    infrastructure={"source": "model", "kind": type(exc).__name__},
-                )
-            ) from exc
-        finally:
-            pool.shutdown(wait=False)
-
-
 class KernelAgent(DefaultAgent):
     """A ``DefaultAgent`` that writes kernels: extract, evaluate, feed back, save versions, stop on target."""
 
-    def __init__(self, model, env: EvaluationEnvironment, *, files: ExperimentFiles | None = None, **kwargs):
+    def __init__(
+        self,
+        model,
+        env: EvaluationEnvironment,
+        *,
+        files: TrajectoryFiles | None = None,
+        on_turn: Callable[[TurnOutcome], None] | None = None,
+        **kwargs,
+    ):
+        """``on_turn``: called with each finished turn's :class:`TurnOutcome` (evaluated or format error)."""
         super().__init__(model, env, config_class=KernelAgentConfig, **kwargs)
-        self.model = BoundedModel(model, self.config.turn_timeout_s)
+        self.on_turn = on_turn
+        self._turn_started = time.monotonic()
+        language = self.config.task.language
+        self.model = BoundedModel(
+            model, self.config.turn_timeout_s, prepare=lambda messages: bounded_history(messages, language)
+        )
         self.config: KernelAgentConfig
         self.env: EvaluationEnvironment
         self.files = files
@@ -197,6 +178,7 @@ class KernelAgent(DefaultAgent):
         turn = self.n_calls
         extraction = extract_kernel(message.get("content") or "", task.language)
         if extraction.source is None:
+            self._finished(TurnOutcome(turn, "FORMAT_ERROR", time.monotonic() - self._turn_started))
             raise FormatError(
                 {
                     "role": "user",
@@ -216,13 +198,13 @@ class KernelAgent(DefaultAgent):
             output = self.env.execute({"solution": solution, "turn": turn})
         except EvaluationInfrastructureError as exc:
             raise InfrastructureError(
-                _exit(
+                exit_message(
                     "InfrastructureError",
                     f"evaluation service failed: {exc}",
                     infrastructure={"source": "evaluation", "kind": type(exc).__name__},
                 )
             ) from exc
-        report: EvaluationReport = output["extra"]["report"]
+        report: KernelReport = output["extra"]["report"]
         version = self._record(turn, extraction.source, report)
         feedback = {
             "role": "user",
@@ -242,14 +224,28 @@ class KernelAgent(DefaultAgent):
                 "timestamp": time.time(),
             },
         }
+        analysis = report.static_analysis
+        self._finished(
+            TurnOutcome(
+                turn, report.status.value, time.monotonic() - self._turn_started, report.min_speedup,
+                report.executed_on_gpu, tuple(analysis.ptx_families) if analysis else (),
+                tuple(analysis.sass_families) if analysis else (),
+            )
+        )  # fmt: skip
         if report.target_met:
             raise Submitted(
                 feedback,
-                _exit("Submitted", f"target met at turn {turn}", submission=extraction.source, turn=turn),
+                exit_message(
+                    "Submitted", f"target met at turn {turn}", submission=extraction.source, turn=turn
+                ),
             )
         return self.add_messages(feedback)
 
-    def _record(self, turn: int, source: str, report: EvaluationReport) -> int | None:
+    def _finished(self, outcome: TurnOutcome) -> None:
+        if self.on_turn is not None:
+            self.on_turn(outcome)
+
+    def _record(self, turn: int, source: str, report: KernelReport) -> int | None:
         """Write the evaluator result; keep a correct version; track the best. Returns the version's turn."""
         if self.files is not None:
             write_json(self.files.evaluation_path(turn), report.model_dump(mode="json"))
@@ -298,7 +294,10 @@ class KernelAgent(DefaultAgent):
         }
 
     def step(self) -> list[dict]:
-        """``DefaultAgent.step``; the first step of a resumed run first swaps in the saved conversation."""
+        """``DefaultAgent.step``; the first step of a resumed run first swaps in the saved conversation.
+
+        The model call of the step may not outlast the wall-time limit (see :class:`~mini_ptx_agent.models.bounded.BoundedModel`).
+        """
         if self._resume is not None:
             state, self._resume = self._resume, None
             self.messages = state["messages"]
@@ -308,15 +307,23 @@ class KernelAgent(DefaultAgent):
                 state["best"] if state["best"] and state["best"].get("turn", 0) <= self.n_calls else None
             )
             self._start_time = time.time() - state["elapsed_s"]
+        wall = self.config.wall_time_limit_seconds
+        self.model.wall_deadline = self._start_time + wall if wall > 0 else None
+        self._turn_started = time.monotonic()
         return super().step()
 
     # -- trajectory -----------------------------------------------------------------------------------------
 
     def serialize(self, *extra_dicts) -> dict:
-        """``DefaultAgent.serialize`` plus ``info.ptxbench`` (task, versions, best, elapsed time)."""
+        """``DefaultAgent.serialize`` plus ``info.ptxbench`` (task, versions, best, elapsed time, demo).
+
+        ``demo`` is true when the replies are a demo replay, not a model's output (:func:`is_demo_model`):
+        such a trajectory is never a model's result nor training data (docs/run-directory.md).
+        """
         state = {
             "info": {
                 "ptxbench": {
+                    "demo": is_demo_model(self.model),
                     "task": self.config.task.model_dump(mode="json"),
                     "turns": sum(1 for m in self.messages if m.get("role") == "assistant"),  # answered calls
                     "versions": list(self.versions),

@@ -6,7 +6,7 @@ Heavy imports (litellm, torch, mini-swe-agent) happen inside the commands so tha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -34,7 +34,9 @@ def quickstart_command(
         Path | None,
         typer.Option("--report", help="Rebuild and print the report of a quickstart run directory."),
     ] = None,
-    language: Annotated[str, typer.Option("--language", help="cuda or triton.")] = "cuda",
+    language: Annotated[
+        Literal["cuda", "triton"], typer.Option("--language", help="Kernel language.")
+    ] = "cuda",
     model: Annotated[
         str | None, typer.Option("--model", help="Model name; default $MODEL_NAME, else the demo replay.")
     ] = None,
@@ -49,7 +51,9 @@ def quickstart_command(
     output_root: Annotated[
         Path | None,
         typer.Option(
-            "--output-root", help="Parent of the run directory; default $PTXBENCH_DATA_ROOT/eval_runs."
+            "--output-root",
+            help="Parent of the run directory; default $PTXBENCH_DATA_ROOT/eval_runs, else $PTXBENCH_ROOT/data/eval_runs, "
+            "else data/eval_runs.",
         ),
     ] = None,
     require_gpu: Annotated[
@@ -91,7 +95,8 @@ def eval_command(
 ) -> None:
     """Evaluate one kernel for a fixed task through FIBServe; exit 0 for any kernel verdict, 2 if the service
     failed or the task config or kernel file cannot be used."""
-    from mini_ptx_agent.evaluation import ReportStatus, evaluate_kernel
+    from mini_ptx_agent.evaluation import NotEvaluated
+    from mini_ptx_agent.fibserve_backend import evaluate_kernel
     from mini_ptx_agent.task import TaskConfigError, load_task_config
 
     try:
@@ -108,7 +113,7 @@ def eval_command(
         from mini_ptx_agent.feedback import format_feedback
 
         Console(highlight=False, soft_wrap=True).print(format_feedback(report), markup=False)
-    raise typer.Exit(2 if report.status is ReportStatus.INFRASTRUCTURE_ERROR else 0)
+    raise typer.Exit(2 if report.status is NotEvaluated.INFRASTRUCTURE_ERROR else 0)
 
 
 @app.command("run")
@@ -116,7 +121,9 @@ def run_command(
     definition: Annotated[
         str | None, typer.Option("--definition", help="Definition name, e.g. gemm_n7168_k5120.")
     ] = None,
-    language: Annotated[str, typer.Option("--language", help="cuda or triton.")] = "cuda",
+    language: Annotated[
+        Literal["cuda", "triton"] | None, typer.Option("--language", help="Kernel language (default cuda).")
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -124,26 +131,34 @@ def run_command(
         ),
     ] = None,
     num_turns: Annotated[
-        int, typer.Option("--num-turns", min=1, help="Model calls before LimitsExceeded.")
-    ] = 3,
-    target_speedup: Annotated[
-        float, typer.Option("--target-speedup", help="Minimum speedup over the reference.")
-    ] = 1.0,
-    workloads: Annotated[
-        str | None, typer.Option("--workloads", help="Comma-separated workload uuids; default all.")
+        int | None, typer.Option("--num-turns", min=1, help="Model calls before LimitsExceeded (default 3).")
     ] = None,
-    arch: Annotated[str, typer.Option("--arch", help="sm_90a (Hopper) or sm_100a (Blackwell).")] = "sm_90a",
+    target_speedup: Annotated[
+        float | None,
+        typer.Option("--target-speedup", help="Minimum speedup over the reference, > 0 (default 1.0)."),
+    ] = None,
+    workloads: Annotated[
+        str | None, typer.Option("--workloads", help="Comma-separated workload uuids (default all).")
+    ] = None,
+    arch: Annotated[
+        Literal["sm_90a", "sm_100a"] | None,
+        typer.Option("--arch", help="sm_90a (Hopper) or sm_100a (Blackwell) (default sm_90a)."),
+    ] = None,
     prompt_tag: Annotated[
         str | None, typer.Option("--prompt-tag", help="System prompt tag; default by language and arch.")
     ] = None,
     sanitizer: Annotated[
-        bool, typer.Option("--sanitizer/--no-sanitizer", help="compute-sanitizer gate before timing.")
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--sanitizer/--no-sanitizer", help="compute-sanitizer gate before timing (default off)."
+        ),
+    ] = None,
     output_root: Annotated[
         Path | None,
         typer.Option(
             "--output-root",
-            help="Parent of run directories; default $PTXBENCH_DATA_ROOT/eval_runs or data/eval_runs.",
+            help="Parent of run directories; default $PTXBENCH_DATA_ROOT/eval_runs, else $PTXBENCH_ROOT/data/eval_runs, "
+            "else data/eval_runs.",
         ),
     ] = None,
     service_url: Annotated[
@@ -153,51 +168,52 @@ def run_command(
         ),
     ] = None,
     resume: Annotated[
-        Path | None, typer.Option("--resume", help="Continue this run directory from its last complete turn.")
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="Continue this run directory from its last complete turn; options not given keep the plan's.",
+        ),
     ] = None,
     turn_timeout: Annotated[
-        float, typer.Option("--turn-timeout", help="Limit on one model call and on one evaluation (s).")
-    ] = 900.0,
+        float | None,
+        typer.Option(
+            "--turn-timeout", help="Limit on one model call and on one evaluation (s) (default 900)."
+        ),
+    ] = None,
     wall_time: Annotated[
         int | None,
-        typer.Option(
-            "--wall-time", help="Limit on the whole run (s); 0 = none; with --resume, replaces the plan's."
-        ),
+        typer.Option("--wall-time", min=0, help="Limit on the whole run (s); 0 = none (default 0)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json.")] = False,
 ) -> None:
-    """Run the kernel agent on one definition into a run directory (exit 0 unless infrastructure failed: 2)."""
-    from mini_ptx_agent.runs import run_agent
-    from mini_ptx_agent.task import TaskConfig
+    """Run the kernel agent on one definition into a run directory (exit 0 unless infrastructure failed: 2).
 
-    if resume is None and not definition:
-        typer.secho(
-            "error: give --definition NAME (a new run) or --resume DIR", err=True, fg=typer.colors.RED
-        )
-        raise typer.Exit(2)
+    Prints one line per turn (status, speedup, PTX/SASS families, seconds); with --json on stderr.
+
+    Options are checked before anything starts; a typo in --definition gets the close matches.
+
+    With --resume, an option not given keeps the run's plan.json value.
+
+    --num-turns, --wall-time, --turn-timeout and --sanitizer given with --resume replace the plan's.
+
+    Definition, language, arch, workloads, target speedup, prompt tag and model cannot change on --resume.
+    """
+    from rich.console import Console
+
+    from mini_ptx_agent.runs.launch import run_agent
+    from mini_ptx_agent.runs.options import RunOptionError, parse_workloads, run_options
+
     try:
-        task = None
-        if resume is None:
-            task = TaskConfig(
-                definition=definition,
-                language=language,
-                target_speedup=target_speedup,
-                arch=arch,
-                sanitizer=sanitizer,
-                workloads=[w.strip() for w in workloads.split(",") if w.strip()] if workloads else "all",
-            )
+        options = run_options(
+            definition=definition, language=language, model=model, num_turns=num_turns,
+            target_speedup=target_speedup, workloads=parse_workloads(workloads), arch=arch,
+            prompt_tag=prompt_tag, sanitizer=sanitizer, turn_timeout_s=turn_timeout, wall_time_limit_s=wall_time,
+        )  # fmt: skip
+        progress = Console(stderr=as_json, highlight=False, soft_wrap=True)  # stdout stays JSON with --json
         run_dir, summary = run_agent(
-            task=task,
-            model_name=model,
-            num_turns=num_turns,
-            output_root=output_root,
-            service_url=service_url,
-            resume_dir=resume,
-            prompt_tag=prompt_tag,
-            wall_time_limit_s=wall_time,
-            turn_timeout_s=turn_timeout,
+            options, resume_dir=resume, output_root=output_root, service_url=service_url, console=progress
         )
-    except (ValueError, FileNotFoundError, FileExistsError, LookupError) as exc:
+    except RunOptionError as exc:
         typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
         raise typer.Exit(2) from None
     if as_json:
@@ -216,8 +232,8 @@ def run_command(
 
 
 def _yes_no_unknown(value: bool | None) -> str:
-    """A summary verdict for people: None means nothing was executed, so correctness is unknown."""
-    return "unknown (not executed)" if value is None else ("yes" if value else "no")
+    """A summary verdict for people: None means no kernel was executed, so correctness is unknown."""
+    return "unknown (no kernel executed)" if value is None else ("yes" if value else "no")
 
 
 def main() -> None:

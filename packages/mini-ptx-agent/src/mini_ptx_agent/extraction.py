@@ -79,6 +79,13 @@ def extract_kernel(text: str, language: str) -> Extraction:
     return found
 
 
+def fenced(source: str, tag: str) -> str:
+    """``source`` in a fenced block tagged ``tag`` whose fence is longer than any backtick run inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", source)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{tag}\n{source.rstrip()}\n{fence}"
+
+
 def format_error_message(extraction: Extraction, language: str) -> str:
     """The deterministic reply when a model turn carries no usable kernel block; says exactly what to send."""
     tags = sorted(LANGUAGE_TAGS[language])

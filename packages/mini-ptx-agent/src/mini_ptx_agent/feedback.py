@@ -1,6 +1,6 @@
 """Deterministic feedback text for one evaluated kernel (DESIGN §6).
 
-The same :class:`~mini_ptx_agent.evaluation.EvaluationReport` always gives the same text: per workload status,
+The same :class:`~mini_ptx_agent.evaluation.KernelReport` always gives the same text: per workload status,
 speedup (against the definition's baseline Solution, labelled, or against its reference where it has none),
 kernel and comparator times (ms), the speedup against the reference and the fraction of the device
 roofline when measured; the error and compile log when failing (trimmed, head and tail kept);
@@ -10,7 +10,9 @@ The verdict is chosen from structured fields only (status, all_passed, target_me
 
 from __future__ import annotations
 
-from .evaluation import EvaluationReport, ReportStatus, WorkloadResult
+from fibserve.trace import EvaluationStatus
+
+from .evaluation import KernelReport, NotEvaluated, WorkloadResult
 
 MAX_LOG_CHARS = 3000
 """Longest error or compile log quoted in feedback (characters); longer logs keep their head and tail."""
@@ -76,7 +78,7 @@ def _timing_text(result: WorkloadResult) -> str:
     return text
 
 
-def _basis_line(report: EvaluationReport) -> list[str]:
+def _basis_line(report: KernelReport) -> list[str]:
     """One line saying what the speedups are against (the baseline and its caveats), when the service said."""
     timed = next((r for r in report.workloads if r.speedup_basis is not None), None)
     if timed is None:
@@ -89,7 +91,7 @@ def _basis_line(report: EvaluationReport) -> list[str]:
     return ["Speedups are against the definition's reference: it names no baseline Solution."]
 
 
-def _workload_section(report: EvaluationReport) -> list[str]:
+def _workload_section(report: KernelReport) -> list[str]:
     if not report.workloads:
         return []
     lines = [f"Workloads ({len(report.workloads)}):"]
@@ -113,7 +115,7 @@ def _workload_section(report: EvaluationReport) -> list[str]:
     return lines
 
 
-def _analysis_section(report: EvaluationReport) -> list[str]:
+def _analysis_section(report: KernelReport) -> list[str]:
     analysis = report.static_analysis
     if analysis is None:
         return []
@@ -140,11 +142,11 @@ def _analysis_section(report: EvaluationReport) -> list[str]:
     return lines
 
 
-def verdict_line(report: EvaluationReport) -> str:
+def verdict_line(report: KernelReport) -> str:
     """The final line, decided from structured fields only."""
     status = report.status
     target = f"{report.target_speedup:.2f}x"
-    if status is ReportStatus.PASSED:
+    if status is EvaluationStatus.PASSED:
         if report.implausible:
             return (
                 f"VERDICT: IMPLAUSIBLY FAST: {len(report.implausible)} workload(s) timed faster than the device's "
@@ -160,16 +162,16 @@ def verdict_line(report: EvaluationReport) -> str:
             )
         shown = "n/a" if report.min_speedup is None else f"{report.min_speedup:.3f}x"
         return f"VERDICT: CORRECT BUT TOO SLOW: minimum speedup {shown} < target {target}. Make the kernel faster."
-    if status is ReportStatus.NOT_EXECUTED:
+    if status is NotEvaluated.NOT_EXECUTED:
         return (
             "VERDICT: NOT EXECUTED: the kernel built and was analysed statically, but no GPU ran it, so its "
             "correctness and speed are unknown."
         )
-    if status is ReportStatus.SANITIZER_FAILED:
+    if status is NotEvaluated.SANITIZER_FAILED:
         return "VERDICT: REJECTED: compute-sanitizer reported errors; fix the memory or synchronization bug."
-    if status is ReportStatus.COMPILE_ERROR:
+    if status is EvaluationStatus.COMPILE_ERROR:
         return "VERDICT: COMPILE ERROR: the kernel did not build; fix the errors in the compile log."
-    if status is ReportStatus.INFRASTRUCTURE_ERROR:
+    if status is NotEvaluated.INFRASTRUCTURE_ERROR:
         return f"VERDICT: NOT EVALUATED: the evaluation service failed ({report.error}); this is not a kernel verdict."
     failed = sum(1 for r in report.workloads if r.status.value != "PASSED")
     return (
@@ -178,7 +180,7 @@ def verdict_line(report: EvaluationReport) -> str:
     )
 
 
-def format_feedback(report: EvaluationReport, *, turn: int | None = None) -> str:
+def format_feedback(report: KernelReport, *, turn: int | None = None) -> str:
     """The feedback message for the model: header, workloads, analysis, sanitizer, notes, verdict line."""
     header = f"Evaluation of your kernel ({report.language}, definition {report.definition})"
     if turn is not None:

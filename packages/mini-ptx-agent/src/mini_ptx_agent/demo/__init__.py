@@ -15,14 +15,21 @@ turn   CUDA (``kernel.cu``, tvm-ffi)                Triton (``kernel.py``)
 =====  ===========================================  ===============================================
 
 Every kernel computes ``C[M, N] = A[M, K] @ B[N, K]^T`` for bf16 operands and is correct for any M.
+
+The replies are replayed whatever the feedback says (NOT_EXECUTED on a machine without a GPU, PASSED with
+speedups on one), so their prose states what each kernel does and never what an earlier turn's feedback was.
+A demo trajectory is flagged (``info.ptxbench.demo``, and ``demo`` in the run's ``plan.json`` and
+``summary.json``): its kernels are not a model's output, and training-data pipelines must skip it
+(docs/run-directory.md).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
+
+from ..extraction import fenced
 
 DEMO_DEFINITION = "gemm_n7168_k5120"
 """The definition the demo kernels solve."""
@@ -35,13 +42,13 @@ _HERE = Path(__file__).resolve().parent
 _TURNS: dict[str, list[tuple[str, str]]] = {
     "cuda": [
         (
-            "A first, simple and correct version: one thread per element of C, a plain fp32 dot product over "
-            "K on the CUDA cores. It establishes correctness before any optimisation.",
+            "A first, simple version: one thread per element of C, a plain fp32 dot product over K on the CUDA "
+            "cores. It aims at correctness before any optimisation.",
             "cuda/turn1_simt.cu",
         ),
         (
-            "The simple kernel is correct but memory-bound. This version stages 128 x 16 slices of A and B in "
-            "shared memory and gives every thread an 8 x 8 register tile, so each loaded value feeds 8 FMAs. "
+            "Next, data reuse: this version stages 128 x 16 slices of A and B in shared memory and gives every "
+            "thread an 8 x 8 register tile, so each value loaded from shared memory feeds 8 FMAs instead of one. "
             "It still uses CUDA cores only.",
             "cuda/turn2_tiled.cu",
         ),
@@ -55,8 +62,8 @@ _TURNS: dict[str, list[tuple[str, str]]] = {
     ],
     "triton": [
         (
-            "A first, simple and correct version: one program per 64 x 64 tile of C, tl.dot over 32-wide "
-            "k steps with masked loads.",
+            "A first, simple version: one program per 64 x 64 tile of C, tl.dot over 32-wide k steps with "
+            "masked loads.",
             "triton/turn1_dot.py",
         ),
         (
@@ -118,18 +125,12 @@ def kernel_sources(language: str) -> list[str]:
     return [kernel_source(spec) for _, spec in _TURNS[language]]
 
 
-def _fenced(source: str, tag: str) -> str:
-    """``source`` in a fenced block whose fence is longer than any backtick run inside it."""
-    longest = max((len(run) for run in re.findall(r"`+", source)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{tag}\n{source.rstrip()}\n{fence}"
-
-
 def demo_trajectory(language: str) -> dict[str, Any]:
     """The demo as a ``mini-swe-agent-1.1`` trajectory: three assistant messages, each one whole kernel.
 
     Only the assistant messages matter for a replay; system and user messages are placeholders that say
-    where the real ones come from. ``info.ptxbench_demo`` marks the file as a demo.
+    where the real ones come from. ``info.ptxbench.demo`` (true) marks the file as a demo, as in every run
+    trajectory that replays it; ``info.ptxbench_demo`` says what it holds.
 
     Raises:
         ValueError, DemoDataError: see :func:`kernel_sources`.
@@ -146,19 +147,20 @@ def demo_trajectory(language: str) -> dict[str, Any]:
         messages.append(
             {
                 "role": "assistant",
-                "content": f"Turn {turn}. {prose}\n\n{_fenced(source, tag)}\n",
+                "content": f"Turn {turn}. {prose}\n\n{fenced(source, tag)}\n",
                 "extra": {"demo_source": spec},
             }
         )
     return {
         "trajectory_format": "mini-swe-agent-1.1",
         "info": {
+            "ptxbench": {"demo": True},
             "ptxbench_demo": {
                 "definition": DEMO_DEFINITION,
                 "language": language,
                 "note": "Demo replay: kernels written by the PTXBench authors, not by a model.",
                 "sources": [spec for _, spec in _TURNS[language]],
-            }
+            },
         },
         "messages": messages,
     }

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from mini_ptx_agent.models_base import KernelModelBase, ModelConfigError, ModelUsage, ReplayExhaustedError
+from mini_ptx_agent.models.base import KernelModelBase, ModelConfigError, ModelUsage, ReplayExhaustedError
 
 REPLAY_PREFIX = "replay:"
 ACCEPTED_FORMATS = ("mini-swe-agent-1.1", "mini-swe-agent-1")
@@ -32,13 +32,26 @@ class ReplayModelConfig(BaseModel):
     """Number of assistant messages available."""
     fallback: bool = False
     """True when chosen because no model was configured (the run says so loudly)."""
+    demo: bool = False
+    """The replies are not a model's output: the trajectory is flagged as a demo (:func:`is_demo_trajectory`) or
+    the replay is the no-model fallback. Runs record it (``info.ptxbench.demo``, ``demo`` in plan and summary)."""
 
 
-def load_assistant_messages(path: Path) -> list[str]:
-    """Contents of the assistant messages of the trajectory at ``path``, in order.
+def is_demo_trajectory(data: Any) -> bool:
+    """Whether a trajectory's ``info`` flags it as a demo: ``info.ptxbench.demo`` true, or the bundled demo's
+    ``info.ptxbench_demo`` section. A replay of a demo (or of a run that replayed one) is a demo too."""
+    info = data.get("info") if isinstance(data, dict) else None
+    if not isinstance(info, dict):
+        return False
+    state = info.get("ptxbench")
+    return bool(isinstance(state, dict) and state.get("demo") is True) or "ptxbench_demo" in info
+
+
+def read_trajectory(path: Path) -> dict[str, Any]:
+    """The replayable trajectory at ``path`` (a JSON object of an accepted ``trajectory_format``).
 
     Raises:
-        ModelConfigError: missing file, invalid JSON, unknown ``trajectory_format``, or no assistant message.
+        ModelConfigError: missing file, invalid JSON, or unknown ``trajectory_format``.
     """
     if not path.is_file():
         raise ModelConfigError(f"replay trajectory {path} does not exist")
@@ -51,6 +64,15 @@ def load_assistant_messages(path: Path) -> list[str]:
         raise ModelConfigError(
             f"replay trajectory {path} has trajectory_format {fmt!r}; expected one of {list(ACCEPTED_FORMATS)}"
         )
+    return data
+
+
+def assistant_contents(data: dict[str, Any], path: Path) -> list[str]:
+    """Contents of the assistant messages of trajectory ``data`` (read from ``path``), in order.
+
+    Raises:
+        ModelConfigError: no assistant message.
+    """
     contents = []
     for message in data.get("messages") or []:
         if isinstance(message, dict) and message.get("role") == "assistant":
@@ -67,17 +89,19 @@ class ReplayModel(KernelModelBase):
     """mini-swe-agent-compatible model replaying recorded assistant messages; costs nothing.
 
     Raises at construction:
-        ModelConfigError: see :func:`load_assistant_messages`.
+        ModelConfigError: see :func:`read_trajectory` and :func:`assistant_contents`.
     """
 
     def __init__(self, *, path: str | Path, model_name: str | None = None, fallback: bool = False):
         trajectory = Path(path)
-        self._contents = load_assistant_messages(trajectory)
+        data = read_trajectory(trajectory)
+        self._contents = assistant_contents(data, trajectory)
         self.config = ReplayModelConfig(
             model_name=model_name or f"{REPLAY_PREFIX}{trajectory}",
             path=str(trajectory),
             n_messages=len(self._contents),
             fallback=fallback,
+            demo=fallback or is_demo_trajectory(data),
         )
         self.usage = ModelUsage()
         self.index = 0

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from mini_ptx_agent.models_config import RetryPolicy
+from mini_ptx_agent.models.config import RetryPolicy
 
 logger = logging.getLogger("mini_ptx_agent.models")
 T = TypeVar("T")
@@ -156,6 +156,34 @@ def prepare_messages(messages: list[dict]) -> list[dict]:
         for m in messages
         if m.get("role") in {"system", "user", "assistant"}
     ]
+
+
+STORED_ELSEWHERE = "<stored once, in the assistant message>"
+"""What replaces a reply's text inside the raw response kept in ``extra.response``."""
+
+
+def response_record(body: Any) -> Any:
+    """The API's response body as the trajectory keeps it (``extra.response``): each choice's message
+    ``content`` and reasoning replaced by :data:`STORED_ELSEWHERE`, because the assistant message holds the
+    content and ``extra.reasoning_content`` the reasoning. A 1 MB reply is then stored once, not twice."""
+    if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+        return body
+    choices = []
+    for choice in body["choices"]:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if isinstance(message, dict):
+            texts = {
+                k: STORED_ELSEWHERE for k in ("content", "reasoning_content", "reasoning") if message.get(k)
+            }
+            choice = {**choice, "message": {**message, **texts}}
+        choices.append(choice)
+    return {**body, "choices": choices}
+
+
+def is_demo_model(model: Any) -> bool:
+    """Whether ``model``'s replies are a demo, not a model's output (``config.demo``: a replay of a flagged
+    trajectory or the no-model fallback; see :class:`mini_ptx_agent.models.replay.ReplayModelConfig`)."""
+    return bool(getattr(getattr(model, "config", None), "demo", False))
 
 
 class KernelModelBase:

@@ -14,18 +14,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mini_ptx_agent.models_base import (
+from mini_ptx_agent.models.base import (
     KernelModelBase,
     ModelConfigError,
     ModelRequestError,
+    ModelUnavailableError,
     ModelUsage,
     TransientError,
     add_to_global_stats,
     call_with_retries,
     prepare_messages,
     redact,
+    response_record,
 )
-from mini_ptx_agent.models_config import ModelPricing, RetryPolicy, SamplingSettings
+from mini_ptx_agent.models.config import ModelPricing, RetryPolicy, SamplingSettings
 
 
 def import_litellm() -> Any:
@@ -57,19 +59,73 @@ class LitellmModelConfig(BaseModel):
     """Optional API base URL (a proxy or gateway); the key variable is still the provider's usual one."""
 
 
+PROBE_TIMEOUT_S = 30.0
+"""Timeout of :meth:`LitellmHostedModel.probe`, the one-token request of ``quickstart --check`` (s)."""
+
+
+def close_model_names(litellm: Any, name: str, n: int = 3) -> list[str]:
+    """Chat models in litellm's bundled model list whose names are closest to ``name`` (difflib ratio >= 0.6)."""
+    import difflib
+
+    chat = [model for model, info in litellm.model_cost.items() if info.get("mode") == "chat"]
+    return difflib.get_close_matches(name, chat, n=n, cutoff=0.6)
+
+
+def resolve_provider(litellm: Any, name: str, api_base: str | None = None) -> tuple[str, bool]:
+    """The provider litellm would send ``name`` to, and whether ``name`` is in its bundled model list.
+
+    Offline: litellm's name rules and its package's model table, no request.
+
+    Raises:
+        ModelConfigError: litellm cannot tell which provider serves ``name`` (no provider prefix and not a name it
+            knows); the message gives close names and what to set instead.
+    """
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model=name, api_base=api_base)
+    except Exception:
+        close = close_model_names(litellm, name)
+        hint = f"Did you mean {', '.join(close)}? " if close else ""
+        raise ModelConfigError(
+            f"litellm {litellm_version()} does not know model {name!r}: the name has no provider prefix and is not "
+            f"in its model list. {hint}Give a provider-prefixed name (anthropic/claude-sonnet-4-5, openai/gpt-4o, "
+            "openrouter/<vendor>/<model>), or set ACCRL_MODEL_HOST=host:port for a vLLM or SGLang endpoint that "
+            "serves it, or MODEL_NAME=replay:PATH to replay a trajectory"
+        ) from None
+    try:
+        litellm.get_model_info(name)
+        listed = True
+    except Exception:
+        listed = False
+    return str(provider), listed
+
+
+def litellm_version() -> str:
+    """The installed litellm's version (``unknown`` when its metadata is missing)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("litellm")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 class LitellmHostedModel(KernelModelBase):
     """mini-swe-agent-compatible model calling ``litellm.completion``.
 
     Raises at construction:
-        ModelConfigError: a key variable the provider needs is unset (the message names it).
+        ModelConfigError: litellm cannot tell which provider serves the name (:func:`resolve_provider`), or a key
+            variable the provider needs is unset (the message names it).
     """
 
     def __init__(self, **kwargs: Any):
         self._litellm = import_litellm()
         config = LitellmModelConfig(**kwargs)
+        # listed: the name is in litellm's model list; when it is not, only a request (probe) can tell whether
+        # the provider serves it.
+        self.provider, self.listed = resolve_provider(self._litellm, config.model_name, config.api_base)
         try:
             env = self._litellm.validate_environment(model=config.model_name)
-        except Exception:  # unknown provider: let the first request say what is wrong
+        except Exception:  # a provider without a key rule: the first request says what is wrong
             env = {"keys_in_environment": True, "missing_keys": []}
         missing = [k for k in env.get("missing_keys", []) if not os.environ.get(k)]
         if missing and not config.api_base:
@@ -79,6 +135,26 @@ class LitellmHostedModel(KernelModelBase):
             )
         self.config = config
         self.usage = ModelUsage()
+
+    def probe(self) -> None:
+        """One request for one token (one attempt, :data:`PROBE_TIMEOUT_S`): whether the provider serves the model
+        and accepts the key. Costs one prompt of a few tokens; not counted in :attr:`usage`.
+
+        Raises:
+            ModelRequestError: the provider rejected it (unknown model, bad key, ...); the message is its answer.
+            ModelUnavailableError: no answer (unreachable, overloaded, timeout).
+        """
+        params = {"api_base": self.config.api_base} if self.config.api_base else {}
+        try:
+            self._litellm.completion(
+                model=self.config.model_name, messages=[{"role": "user", "content": "Reply with OK."}], max_tokens=1,
+                num_retries=0, max_retries=0, timeout=PROBE_TIMEOUT_S, **params,
+            )  # fmt: skip
+        except Exception as exc:
+            error = self._classify(exc)
+            if isinstance(error, TransientError):
+                raise ModelUnavailableError(f"model API for {self.config.model_name}: {error}") from exc
+            raise error from exc
 
     def _classify(self, exc: Exception) -> Exception:
         """Map a litellm exception to TransientError (retry) or ModelRequestError (give up now)."""
@@ -94,7 +170,7 @@ class LitellmHostedModel(KernelModelBase):
         return ModelRequestError(f"model {self.config.model_name!r} rejected the request: {message}")
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
-        """One completion through litellm; returns the assistant message (see :mod:`mini_ptx_agent.models_base`).
+        """One completion through litellm; returns the assistant message (see :mod:`mini_ptx_agent.models.base`).
 
         Raises:
             ModelUnavailableError: transient failures exhausted the retry policy.
@@ -135,7 +211,7 @@ class LitellmHostedModel(KernelModelBase):
             "model": getattr(response, "model", self.config.model_name),
             "attempts": attempts,
             "latency_s": round(time.perf_counter() - started, 3),
-            "response": raw,
+            "response": response_record(raw),
         }
         reasoning = getattr(choice.message, "reasoning_content", None)
         if reasoning:

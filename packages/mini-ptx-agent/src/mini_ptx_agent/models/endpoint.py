@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mini_ptx_agent.models_base import (
+from mini_ptx_agent.models.base import (
     RETRYABLE_STATUS,
     KernelModelBase,
     ModelConfigError,
@@ -23,8 +23,13 @@ from mini_ptx_agent.models_base import (
     call_with_retries,
     prepare_messages,
     redact,
+    response_record,
 )
-from mini_ptx_agent.models_config import ModelPricing, RetryPolicy, SamplingSettings
+from mini_ptx_agent.models.config import ModelPricing, RetryPolicy, SamplingSettings
+
+MODEL_LIST_TIMEOUT_S = 30.0
+"""Timeout of one ``GET /v1/models`` (s): a cheap listing, so an endpoint that accepts and never answers is
+reported after this long per attempt rather than after the long completion timeout."""
 
 if TYPE_CHECKING:  # httpx costs ~0.3 s to import: only when an endpoint model is built
     import httpx
@@ -126,8 +131,9 @@ class OpenAIEndpointModel(KernelModelBase):
         Raises:
             ModelUnavailableError: unreachable after retries.
         """
+        timeout = min(MODEL_LIST_TIMEOUT_S, self.config.retry.request_timeout_s)
         body, _ = call_with_retries(
-            lambda: self._request("GET", "/v1/models", "GET /v1/models"), self.config.retry,
+            lambda: self._request("GET", "/v1/models", "GET /v1/models", timeout=timeout), self.config.retry,
             what=f"model endpoint {self.config.base_url}", usage=self.usage,
         )  # fmt: skip
         return [str(item.get("id")) for item in body.get("data", []) if isinstance(item, dict)]
@@ -147,7 +153,7 @@ class OpenAIEndpointModel(KernelModelBase):
             )
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
-        """One chat completion; returns the assistant message (see :mod:`mini_ptx_agent.models_base`).
+        """One chat completion; returns the assistant message (see :mod:`mini_ptx_agent.models.base`).
 
         Raises:
             ModelUnavailableError: transient failures exhausted the retry policy.
@@ -187,7 +193,7 @@ class OpenAIEndpointModel(KernelModelBase):
             "model": body.get("model", self.config.model_name),
             "attempts": attempts,
             "latency_s": round(time.perf_counter() - started, 3),
-            "response": body,
+            "response": response_record(body),
         }
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if reasoning:

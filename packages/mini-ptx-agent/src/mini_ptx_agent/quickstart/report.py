@@ -2,7 +2,7 @@
 
 :func:`build_result` reads only files (plan.json, summary.json, the trajectory, the per-turn evaluator results,
 ``success/``, ``logs/``), so `ptxbench quickstart --report DIR` rebuilds exactly what `--run` printed. Three facts
-are kept apart, as DESIGN §7 asks: *the runner completed* (the loop ended by its own rules), *a kernel was
+are kept apart, so none is read as another: *the runner completed* (the loop ended by its own rules), *a kernel was
 correct* (every workload PASSED; unknown when CUDA ran without a GPU), and *the target was achieved* (a correct
 kernel at or above the target speedup, timed on a GPU).
 """
@@ -15,12 +15,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .demo import DEMO_MODEL_NAME
-from .feedback import trim
-from .runs import NOT_EXECUTED, RunLayout, kernel_correctness
+from ..demo import DEMO_MODEL_NAME
+from ..evaluation import NotEvaluated
+from ..feedback import trim
+from ..runs.directory import RunLayout, kernel_correctness
 
-RESULT_SCHEMA = "ptxbench.quickstart/2"
-"""/2: ``turns[].correct`` is null for a kernel that was not executed (/1 wrote false) and ``kernel_correct``
+RESULT_SCHEMA = "ptxbench.quickstart/3"
+"""/3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did not complete (an outage or
+a refusal; /2 wrote false there). /2: ``turns[].correct`` is null for a kernel that was not executed (/1 wrote false) and ``kernel_correct``
 (true, false or null) is the "A kernel was correct" verdict people see."""
 RESULT_FILE = "quickstart-result.json"
 CONTEXT_FILE = "logs/quickstart-context.json"
@@ -51,7 +53,7 @@ class ServiceInfo(_Model):
 
 
 class TurnRow(_Model):
-    """One turn of the experiment, from its evaluator result."""
+    """One turn of the trajectory, from its evaluator result."""
 
     turn: int
     status: str
@@ -72,8 +74,9 @@ class TurnRow(_Model):
     """Path of the evaluator result, relative to the run directory."""
 
 
-class ExperimentPaths(_Model):
-    """Files of one experiment, relative to the run directory."""
+class TrajectoryPaths(_Model):
+    """Files of one trajectory, relative to the run directory (the result's ``experiments`` list, named so in
+    ``ptxbench.quickstart/3``)."""
 
     id: str
     trajectory: str
@@ -86,7 +89,7 @@ class ExperimentPaths(_Model):
 class QuickstartResult(_Model):
     """Everything a person or a program needs to judge one quickstart run (``quickstart-result.json``)."""
 
-    schema_version: Literal["ptxbench.quickstart/2"] = RESULT_SCHEMA
+    schema_version: Literal["ptxbench.quickstart/3"] = RESULT_SCHEMA
     run_id: str
     created_at: str
     model: str
@@ -108,9 +111,10 @@ class QuickstartResult(_Model):
     """Kernels that built (CUDA: nvcc and static analysis succeeded)."""
     correct: int
     """Kernels that passed every workload."""
-    kernel_correct: bool | None = False
+    kernel_correct: bool | None = None
     """The "A kernel was correct" verdict: true when one passed, null (unknown) when none passed and some were
-    not executed (no GPU lane), false otherwise (every evaluated kernel failed, or none was evaluated)."""
+    not executed (no GPU lane) or when none was evaluated because the run stopped early (service or model API
+    down, refused), false otherwise (every evaluated kernel failed, or the runner completed without a kernel)."""
     not_executed: int
     """Kernels built and analysed but never run (CUDA without a GPU)."""
     target_achieved: int
@@ -119,7 +123,7 @@ class QuickstartResult(_Model):
     best_turn: int | None = None
     best_on_gpu: bool = False
     turns: list[TurnRow] = Field(default_factory=list)
-    experiments: list[ExperimentPaths] = Field(default_factory=list)
+    experiments: list[TrajectoryPaths] = Field(default_factory=list)
     evaluator_logs: list[str] = Field(default_factory=list)
     final_feedback_excerpt: str = ""
     exit_message: str = ""
@@ -143,7 +147,7 @@ def _turn_row(turn: int, report: dict[str, Any], rel: str) -> TurnRow:
         turn=turn,
         status=status,
         compiled=analysis.get("compiled"),
-        correct=None if status == NOT_EXECUTED else bool(report.get("all_passed")),
+        correct=None if status == NotEvaluated.NOT_EXECUTED else bool(report.get("all_passed")),
         min_speedup=report.get("min_speedup"),
         latency_ms=max(latencies) if latencies else None,
         reference_latency_ms=max(references) if references else None,
@@ -193,7 +197,7 @@ def build_result(run_dir: Path) -> QuickstartResult:
     task = plan["task"]
     reports: list[dict[str, Any]] = []
     rows: list[TurnRow] = []
-    evaluations = sorted((layout.experiment_dir / "evaluations").glob("turn_*.json"))
+    evaluations = sorted((layout.trajectory_dir / "evaluations").glob("turn_*.json"))
     for path in evaluations:
         report = _read_json(path) or {}
         reports.append(report)
@@ -201,13 +205,13 @@ def build_result(run_dir: Path) -> QuickstartResult:
     versions = sorted(
         layout.success_dir.glob("kernel_v*"), key=lambda p: int(p.stem.removeprefix("kernel_v"))
     )
-    kernel = next(iter(sorted(layout.experiment_dir.glob("kernel.*"))), None)
+    kernel = next(iter(sorted(layout.trajectory_dir.glob("kernel.*"))), None)
     correct = [r for r in rows if r.correct]
     best = max(correct, key=lambda r: r.min_speedup or 0.0) if correct else None
     service = ServiceInfo.model_validate({**(context.get("service") or {}), "hardware": _hardware(reports)})
     exit_status = str(summary.get("exit_status") or "not finished")
     completed = bool(summary.get("runner_completed"))
-    demo = bool(context.get("demo", plan["model"] == DEMO_MODEL_NAME))
+    demo = bool(plan.get("demo") or context.get("demo", plan["model"] == DEMO_MODEL_NAME))
     logs = (
         sorted(p for p in (run_dir / "logs").glob("*") if p.is_file()) if (run_dir / "logs").is_dir() else []
     )
@@ -234,16 +238,18 @@ def build_result(run_dir: Path) -> QuickstartResult:
         generated=len(rows),
         compiled=sum(1 for r in rows if r.compiled),
         correct=len(correct),
-        kernel_correct=kernel_correctness([r.turn for r in correct], [r.status for r in rows]),
-        not_executed=sum(1 for r in rows if r.status == NOT_EXECUTED),
+        kernel_correct=kernel_correctness(
+            [r.turn for r in correct], [r.status for r in rows], runner_completed=completed
+        ),
+        not_executed=sum(1 for r in rows if r.status == NotEvaluated.NOT_EXECUTED),
         target_achieved=sum(1 for r in rows if r.target_met),
         best_speedup=best.min_speedup if best else None,
         best_turn=best.turn if best else None,
         best_on_gpu=bool(best and best.executed_on_gpu),
         turns=rows,
         experiments=[
-            ExperimentPaths(
-                id=layout.experiment,
+            TrajectoryPaths(
+                id=layout.trajectory_id,
                 trajectory=_rel(layout.trajectory_path, run_dir),
                 kernel=_rel(kernel, run_dir) if kernel else None,
                 versions=[_rel(p, run_dir) for p in versions],
@@ -291,11 +297,22 @@ def replayed(result: QuickstartResult) -> bool:
 
 def write_result(run_dir: Path, result: QuickstartResult) -> Path:
     """Write ``quickstart-result.json`` into ``run_dir``; returns its path."""
-    from .trajectory import write_json
+    from ..trajectory import write_json
 
     path = Path(run_dir) / RESULT_FILE
     write_json(path, result.model_dump(mode="json"))
     return path
+
+
+def rebuild_result(run_dir: Path) -> QuickstartResult:
+    """Rebuild (and rewrite) ``quickstart-result.json`` of ``run_dir`` from its files; returns the result.
+
+    Raises:
+        FileNotFoundError: not a run directory.
+    """
+    result = build_result(run_dir)
+    write_result(run_dir, result)
+    return result
 
 
 def _yes_no(value: bool) -> str:
@@ -313,6 +330,8 @@ def _verdicts(result: QuickstartResult) -> list[tuple[str, str]]:
     ran = f"{runner['exit_status']} after {runner['turns']} of {result.num_turns} turns"
     if result.kernel_correct:
         correct = f"{_yes_no(True)}: {result.correct} of {result.generated} kernels passed every workload"
+    elif result.kernel_correct is None and not result.generated:
+        correct = "[yellow]unknown[/]: no kernel was evaluated (the run stopped first; not counted against the model)"
     elif result.kernel_correct is None:
         correct = (
             f"[yellow]unknown[/]: {result.not_executed} of {result.generated} kernels compiled and analysed, "

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .quickstart import QUICKSTART_DEFINITION, QUICKSTART_WORKLOAD, QuickstartSettings
+from .settings import QUICKSTART_DEFINITION, QUICKSTART_WORKLOAD, QuickstartSettings
 
 
 class CheckLine(BaseModel):
@@ -66,7 +66,7 @@ def check_model(settings: QuickstartSettings) -> CheckLine:
                 detail=f"ACCRL_MODEL_HOST={settings.model_host} is set but MODEL_NAME is not; set MODEL_NAME "
                 "to the served model id",
             )
-        from .demo import kernel_sources
+        from ..demo import kernel_sources
 
         try:
             kernel_sources(settings.language)
@@ -77,20 +77,51 @@ def check_model(settings: QuickstartSettings) -> CheckLine:
             ok=True,
             detail="demo model: replay of the bundled demo trajectory (not a model; set MODEL_NAME for a real one)",
         )
-    from .models import ModelError, make_model
+    from ..models import ModelError, make_model
 
     try:
         model = make_model(settings.model, model_host=settings.model_host)
     except ModelError as exc:
         return CheckLine(name="model", ok=False, detail=f"{settings.model}: {exc}")
-    kind = type(model).__name__
     if settings.model_host:
         detail = f"{settings.model} served at {settings.model_host} (GET /v1/models lists it)"
     elif settings.model.startswith("replay:"):
         detail = f"{settings.model}: {getattr(model.config, 'n_messages', '?')} recorded replies"
     else:
-        detail = f"{settings.model} via {kind}: API key variable present"
+        return check_hosted_model(model)
     return CheckLine(name="model", ok=True, detail=detail)
+
+
+def check_hosted_model(model: Any) -> CheckLine:
+    """A litellm model: known by name (litellm's model list, offline), else one 1-token request decides.
+
+    ``model`` is a :class:`~mini_ptx_agent.models.litellm.LitellmHostedModel` (its provider is known: the
+    factory refuses a name litellm cannot route).
+    """
+    from ..models import ModelError
+    from ..models.litellm import close_model_names, import_litellm, litellm_version
+
+    name = model.config.model_name
+    if model.listed:
+        return CheckLine(
+            name="model", ok=True,
+            detail=f"{name} via litellm (provider {model.provider}, in its model list); API key variable present",
+        )  # fmt: skip
+    try:
+        model.probe()
+    except ModelError as exc:
+        close = close_model_names(import_litellm(), name)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        return CheckLine(
+            name="model", ok=False,
+            detail=f"{name} is not in litellm {litellm_version()}'s model list and provider {model.provider} "
+            f"refused a 1-token request: {exc}{hint}; set MODEL_NAME to a name the provider serves",
+        )  # fmt: skip
+    return CheckLine(
+        name="model", ok=True,
+        detail=f"{name} via litellm (provider {model.provider}) answered a 1-token request; not in litellm's "
+        "model list, so its cost is unknown",
+    )  # fmt: skip
 
 
 def check_toolchain(settings: QuickstartSettings, service_tools: dict[str, Any] | None = None) -> CheckLine:
@@ -118,7 +149,7 @@ def _service_lines(
     """``service``, ``definition``, ``nvcc`` and ``gpu`` lines; waits up to ``lanes_timeout_s`` (s) for lanes."""
     from fibserve.client import APIError, FIBServeClient, FIBServeError
 
-    from .service import unhealthy_lanes, wait_lanes_ready
+    from ..service import unhealthy_lanes, wait_lanes_ready
 
     where = "embedded FIBServe" if embedded else f"FIBServe at {url}"
     lines: list[CheckLine] = []
@@ -190,7 +221,7 @@ def run_checks(settings: QuickstartSettings) -> list[CheckLine]:
     ``/health`` is judged only after every lane is healthy or :data:`~mini_ptx_agent.service.LANES_READY_TIMEOUT_S`
     has passed; a ``service`` FAIL then names each unhealthy lane and its reason.
     """
-    from . import service as _service
+    from .. import service as _service
 
     lines = [check_model(settings)]
     try:

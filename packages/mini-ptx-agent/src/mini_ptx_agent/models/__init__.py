@@ -9,8 +9,13 @@ a litellm name (``anthropic/...``)     :class:`LitellmHostedModel`: hosted API, 
 nothing, ``fallback_replay`` given     :class:`ReplayModel` of that file, with a loud warning
 =====================================  ==============================================================
 
-Every model follows mini-swe-agent 2.4.6's model protocol (see :mod:`mini_ptx_agent.models_base`). Importing
+Every model follows mini-swe-agent 2.4.6's model protocol (see :mod:`mini_ptx_agent.models.base`). Importing
 this module is cheap: litellm is imported only when a hosted model is built.
+
+One module per backend: :mod:`~mini_ptx_agent.models.endpoint`, :mod:`~mini_ptx_agent.models.litellm`,
+:mod:`~mini_ptx_agent.models.replay`; what they share is in :mod:`~mini_ptx_agent.models.base` and
+:mod:`~mini_ptx_agent.models.config`. :mod:`~mini_ptx_agent.models.bounded` wraps any of them with the turn
+timeout and the wall-time limit (the agent uses it; the factory does not).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mini_ptx_agent.models_base import (
+from mini_ptx_agent.models.base import (
     KernelModelBase,
     ModelConfigError,
     ModelError,
@@ -31,9 +36,9 @@ from mini_ptx_agent.models_base import (
     ModelUsage,
     ReplayExhaustedError,
 )
-from mini_ptx_agent.models_config import ModelsConfig, RetryPolicy, SamplingSettings, load_models_config
-from mini_ptx_agent.models_endpoint import OpenAIEndpointModel, normalise_base_url
-from mini_ptx_agent.models_replay import REPLAY_PREFIX, ReplayModel
+from mini_ptx_agent.models.config import ModelsConfig, RetryPolicy, SamplingSettings, load_models_config
+from mini_ptx_agent.models.endpoint import OpenAIEndpointModel, normalise_base_url
+from mini_ptx_agent.models.replay import REPLAY_PREFIX, ReplayModel
 
 # litellm fetches its price table from the network at import unless told otherwise; nobody may import it
 # through us without this set first.
@@ -69,6 +74,7 @@ def make_model(
     fallback_replay: str | Path | None = None,
     check_served_id: bool = True,
     api_base: str | None = None,
+    request_timeout_s: float | None = None,
 ) -> KernelModelBase:
     """Build the model for a run.
 
@@ -82,6 +88,8 @@ def make_model(
             is logged and printed to stderr, and ``config.fallback`` is true.
         check_served_id: endpoint only: verify ``GET /v1/models`` lists ``name`` at construction.
         api_base: hosted models only: send litellm requests to this base URL (a gateway or proxy).
+        request_timeout_s: cap on one HTTP request (s), below the policy's ``request_timeout_s``; a run passes its
+            turn timeout, so no request outlives the turn that waits for it.
 
     Raises:
         ModelConfigError: nothing configured and no fallback; a host without a name; a missing API key
@@ -115,17 +123,20 @@ def make_model(
     models_config = load_models_config(config)
     family = models_config.family_for(name)
     settings = models_config.sampling_for(name).merged(sampling)
+    policy = retry or models_config.retry
+    if request_timeout_s is not None and request_timeout_s < policy.request_timeout_s:
+        policy = policy.model_copy(update={"request_timeout_s": request_timeout_s})
     common: dict[str, Any] = {
         "model_name": name,
         "family": family.name if family else None,
         "sampling": settings,
         "pricing": family.pricing if family else None,
-        "retry": retry or models_config.retry,
+        "retry": policy,
     }
     if model_host:
         return OpenAIEndpointModel(
             base_url=normalise_base_url(model_host), check_served_id=check_served_id, **common
         )
-    from mini_ptx_agent.models_litellm import LitellmHostedModel  # imports litellm (seconds): only here
+    from mini_ptx_agent.models.litellm import LitellmHostedModel  # imports litellm (seconds): only here
 
     return LitellmHostedModel(api_base=api_base, **common)
