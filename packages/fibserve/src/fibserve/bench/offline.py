@@ -129,7 +129,9 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def print_report(report: EvaluationReport, console: Console) -> None:
-    """A summary table (one row per workload) followed by notes and errors."""
+    """The static analysis of a CUDA candidate (rendered as ``fibserve check`` renders it), then a summary
+    table (one row per workload), then notes and errors."""
+    _print_analysis(report.analysis, console)
     table = Table(
         title=escape(
             f"{report.solution} on {report.definition} ({report.device.name}, sandbox {report.sandbox})"
@@ -179,6 +181,19 @@ def print_report(report: EvaluationReport, console: Console) -> None:
         console.print(f"[red]task error:[/red] {escape(report.task_error)}", highlight=False)
     passed = sum(1 for s in report.statuses if s is not None and s.value == "PASSED")
     console.print(f"{passed}/{len(report.traces)} workloads passed; executed: {report.executed}")
+
+
+def _print_analysis(analysis: Any, console: Console) -> None:
+    """``report.analysis`` (the JSON of :class:`fibserve.static_check.Analysis`, or ``{"error": ...}``)."""
+    if not isinstance(analysis, dict):
+        return
+    if "error" in analysis:
+        console.print(f"static analysis: {analysis['error']}", markup=False, highlight=False)
+        return
+    from fibserve.static_check import Analysis, print_analysis
+
+    print_analysis(Analysis.model_validate(analysis), console)
+    console.print()
 
 
 def exit_code(report: EvaluationReport) -> int:
