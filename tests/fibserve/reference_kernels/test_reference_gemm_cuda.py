@@ -1,6 +1,6 @@
 """The reference CUDA GEMM builds for sm_90a with nvcc and really uses Hopper's tensor-core path.
 
-Builds kernel.cu exactly as DESIGN section 3 prescribes (tvm-ffi binding, `-gencode=arch=compute_90a,
+Builds kernel.cu exactly as FIBServe builds a CUDA candidate (tvm-ffi binding, `-gencode=arch=compute_90a,
 code=sm_90a`), then reads the SASS with the cuobjdump that ships in the triton wheel: the kernel
 must contain HGMMA (wgmma), UTMALDG (TMA loads), register reallocation (setmaxnreg) and stmatrix,
 and must not touch local memory. No GPU is needed; the GPU check is marked `gpu`.

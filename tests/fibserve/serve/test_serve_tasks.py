@@ -60,7 +60,7 @@ def test_evaluate_a_float32_triton_solution_end_to_end_on_cpu(shared_server) -> 
     assert trace.workload.uuid == VECTOR_ADD_SMALL and trace.solution == "triton_add_v1"
     assert trace.evaluation is not None and trace.evaluation.status is EvaluationStatus.PASSED
     assert trace.evaluation.correctness is not None and trace.evaluation.correctness.max_absolute_error == 0.0
-    # CPU mode never presents a speedup (DESIGN section 4).
+    # CPU mode never presents a speedup.
     assert trace.evaluation.performance is not None and trace.evaluation.performance.speedup_factor == 0.0
     assert answer.config is not None and answer.config["atol"] >= 0
     assert answer.logs and "CPU mode" in answer.logs

@@ -1,4 +1,4 @@
-"""Deterministic feedback text for one evaluated kernel (DESIGN §6).
+"""Deterministic feedback text for one evaluated kernel (what the model reads after each turn).
 
 The same :class:`~mini_ptx_agent.evaluation.EvaluationReport` always gives the same text: per workload status,
 speedup, kernel and reference times (ms); the error and compile log when failing (trimmed, head and tail kept);

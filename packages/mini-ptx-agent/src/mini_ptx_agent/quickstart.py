@@ -1,4 +1,4 @@
-"""`ptxbench quickstart`: the main job in one command (DESIGN §7, issue 7).
+"""`ptxbench quickstart`: the main job in one command (issue 7).
 
 ``--run`` runs one 3-turn agent trajectory on the Hopper GEMM ``gemm_n7168_k5120`` (workload M = 8192, uuid
 ``94920358-...``, target 1.0x) into ``data/eval_runs/quickstart-<UTC>-<language>-gemm/``. Without ``SERVICE_URL``

@@ -2,7 +2,7 @@
 
 :func:`build_result` reads only files (plan.json, summary.json, the trajectory, the per-turn evaluator results,
 ``success/``, ``logs/``), so `ptxbench quickstart --report DIR` rebuilds exactly what `--run` printed. Three facts
-are kept apart, as DESIGN §7 asks: *the runner completed* (the loop ended by its own rules), *a kernel was
+are kept apart, so none is read as another: *the runner completed* (the loop ended by its own rules), *a kernel was
 correct* (every workload PASSED; unknown when CUDA ran without a GPU), and *the target was achieved* (a correct
 kernel at or above the target speedup, timed on a GPU).
 """

@@ -1,6 +1,6 @@
 """Run directories of the kernel agent: layout, plan.json, summary.json, and running or resuming one experiment.
 
-One run directory holds one experiment (``exp_000``) of one definition (DESIGN §7)::
+One run directory holds one experiment (``exp_000``) of one definition::
 
     <run>/plan.json                      what was asked (task, model, prompt tag, limits)
     <run>/summary.json                   what happened (exit status, turns, correct versions, best, target)

@@ -1,4 +1,4 @@
-"""Request and answer bodies of the FIBServe HTTP API (DESIGN section 5), as pydantic v2 models.
+"""Request and answer bodies of the FIBServe HTTP API, as pydantic v2 models (the OpenAPI schemas at ``/docs``).
 
 The same models are the contract of :mod:`fibserve.client`: the server validates requests with them and the
 client parses answers with them. Request models forbid unknown fields, so a misspelt option (``atoll``) is a
@@ -81,12 +81,12 @@ class EvaluateRequest(_SolutionRequest):
     """Body of ``POST /evaluate``: check, build, run and time a solution against its definition's reference."""
 
     atol: float | None = Field(default=None, ge=0)
-    """Absolute tolerance; overrides the definition's and op type's (DESIGN section 4.5 precedence)."""
+    """Absolute tolerance; overrides the definition's and op type's (precedence: defaults < op type < definition < request)."""
     rtol: float | None = Field(default=None, ge=0)
     """Relative tolerance; overrides the definition's and op type's."""
     profile_baseline: bool = False
     """Accepted for compatibility with older clients. The reference is always timed interleaved with the
-    candidate (DESIGN section 4.6), so there is no separate baseline to profile."""
+    candidate, in pairs, so there is no separate baseline to profile."""
 
 
 class SanitizeRequest(_SolutionRequest):
