@@ -101,7 +101,9 @@ for item in "${steps[@]}"; do
     [ "$item" != "$step" ] && limit=${item#*:}
     case $step in
         env) run_step env "$limit" step_env ;;
-        pytest) run_step pytest "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider --timeout "$limit" ${PYTEST_PATHS:-tests} ;;
+        # -o addopts: one process, without pyproject's `-n auto` (GPU timing needs the device alone, and the
+        # GPU image has no pytest-xdist)
+        pytest) run_step pytest "$limit" python3 -m pytest -o addopts="-ra --strict-markers" -m gpu -q -p no:cacheprovider --timeout "$limit" ${PYTEST_PATHS:-tests} ;;
         suite) run_step suite "$limit" python3 scripts/gpu_suite.py --skip-pytest ;;
         refgemm) run_step refgemm "$limit" python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
         latency) run_step latency "$limit" python3 benchmarks/launch_latency.py ;;

@@ -1,4 +1,4 @@
-"""KernelAgent: mini-swe-agent's ``DefaultAgent`` with the kernel loop of DESIGN §6.
+"""KernelAgent: mini-swe-agent's ``DefaultAgent`` with the kernel loop: write a kernel, evaluate it, read the feedback, try again.
 
 mini-swe-agent's loop stays as it is (``run`` -> ``step`` = ``query`` + ``execute_actions``, control flow by
 exceptions caught in ``run``, the trajectory saved in a ``finally`` after every step). This module adds only

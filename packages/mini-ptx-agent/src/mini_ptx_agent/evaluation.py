@@ -6,7 +6,7 @@ backend is :class:`~mini_ptx_agent.fibserve_backend.FIBServeBackend`. Every deci
 ``Submitted``, exit codes) is made from the structured fields here, never from log text.
 
 A failure of the service itself (unreachable, task failed at the task level, answer never came) raises
-:class:`EvaluationInfrastructureError`; it is never turned into a kernel status (DESIGN §4.10).
+:class:`EvaluationInfrastructureError`; it is never turned into a kernel status (an outage is not the kernel's fault).
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def workload_result(trace: Trace) -> WorkloadResult:
 
 
 def _implausible_floor(extra: dict[str, Any] | None) -> float | None:
-    """The roofline floor (ms) when ``correctness.extra.plausibility.flagged`` is true (DESIGN §4.7), else None."""
+    """The roofline floor (ms) when ``correctness.extra.plausibility.flagged`` is true (a time below the device roofline), else None."""
     verdict = (extra or {}).get("plausibility")
     if isinstance(verdict, dict) and verdict.get("flagged"):
         floor = verdict.get("floor_ms")

@@ -1,4 +1,4 @@
-"""Deterministic feedback text for one evaluated kernel (DESIGN §6).
+"""Deterministic feedback text for one evaluated kernel (what the model reads after each turn).
 
 The same :class:`~mini_ptx_agent.evaluation.KernelReport` always gives the same text: per workload status,
 speedup (against the definition's baseline Solution, labelled, or against its reference where it has none),

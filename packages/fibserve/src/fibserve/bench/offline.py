@@ -133,7 +133,9 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def print_report(report: EvaluationReport, console: Console) -> None:
-    """A summary table (one row per workload) followed by notes and errors."""
+    """The static analysis of a CUDA candidate (rendered as ``fibserve check`` renders it), then a summary
+    table (one row per workload), then notes and errors."""
+    _print_analysis(report.analysis, console)
     table = Table(
         title=escape(
             f"{report.solution} on {report.definition} ({report.device.name}, sandbox {report.sandbox})"
@@ -219,6 +221,19 @@ def basis_lines(report: EvaluationReport) -> list[str]:
             f"{seen.roofline.peak_tb_s:g} TB/s: {seen.roofline.peak_source})"
         )
     return lines
+
+
+def _print_analysis(analysis: Any, console: Console) -> None:
+    """``report.analysis`` (the JSON of :class:`fibserve.static_check.Analysis`, or ``{"error": ...}``)."""
+    if not isinstance(analysis, dict):
+        return
+    if "error" in analysis:
+        console.print(f"static analysis: {analysis['error']}", markup=False, highlight=False)
+        return
+    from fibserve.static_check import Analysis, print_analysis
+
+    print_analysis(Analysis.model_validate(analysis), console)
+    console.print()
 
 
 def exit_code(report: EvaluationReport) -> int:

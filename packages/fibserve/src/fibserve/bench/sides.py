@@ -1,6 +1,6 @@
 """The sides a candidate is timed against, and what their timings say (trusted side, no processes here).
 
-Two roles (DESIGN section 9): the **baseline** (the definition's baseline Solution, vendor quality; timed
+Two roles: the **baseline** (the definition's baseline Solution, vendor quality; timed
 next to every candidate call; ``speedup_factor`` is against it) and the **reference** (the definition's
 ``run``, the correctness oracle). Without a baseline the reference takes the baseline's place: timed on every
 call, the speedup is against it, and the result says that no baseline exists. With one, the reference is

@@ -73,7 +73,7 @@ def validate_roots(roots: Sequence[str | Path], *, legacy: bool = False) -> Vali
 
 
 TRACE_SET_FOLDERS = ("definitions", "workloads", "solutions", "traces")
-"""Sub-folders a trace-set root has (at least one of them); see DESIGN section 2."""
+"""Sub-folders a trace-set root has (at least one of them), each holding that kind's JSON documents."""
 
 
 def _not_a_trace_set(root: Path) -> LoadProblem | None:

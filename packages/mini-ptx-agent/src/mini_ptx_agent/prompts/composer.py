@@ -52,7 +52,7 @@ class PromptTag(BaseModel):
     sm: str
     """Target architecture, e.g. ``sm_90a``."""
     gencode: str
-    """nvcc ``-gencode`` flag the service builds CUDA kernels with (DESIGN §3)."""
+    """nvcc ``-gencode`` flag the service builds CUDA kernels with (the README's "Writing a kernel")."""
     fence_languages: tuple[str, ...]
     """Info strings of fenced blocks that carry the kernel (the agent extracts the last one)."""
     fragments: tuple[str, ...] = Field(min_length=1)
@@ -207,7 +207,7 @@ def _scalar_cpp_type(dtype: str) -> str:
 
 
 def expected_signature(definition: Mapping[str, Any], language: str) -> str:
-    """The ``run`` signature the ABI (DESIGN §3) asks for, spelled out for this definition.
+    """The ``run`` signature the ABI (the README's "Writing a kernel") asks for, spelled out for this definition.
 
     CUDA: ``void run(tvm::ffi::TensorView A, ..., double eps, tvm::ffi::TensorView C)``; scalar inputs
     (``shape: null``) become ``int64_t``/``double``/``bool``. Triton: ``def run(A, ..., C):``.
