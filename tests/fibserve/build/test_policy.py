@@ -146,23 +146,27 @@ def test_triton_jit_bodies_may_use_dot_operator_and_to() -> None:
     assert check_python_source("kernel.py", code, PolicyConfig()) == []
 
 
-def test_python_language_is_not_checked_by_default() -> None:
-    solution = Solution.model_validate(
-        {
-            "name": "ref",
-            "definition": "d",
-            "author": "a",
-            "spec": {
-                "language": "python",
-                "target_hardware": ["NVIDIA_H100"],
-                "entry_point": "ref.py::run",
-                "destination_passing_style": False,
-            },
-            "sources": [{"path": "ref.py", "content": "import torch\ndef run(a, b):\n    return a @ b\n"}],
-        }
-    )
-    assert check_policy(solution) == []
-    assert check_policy(solution, PolicyConfig(python_languages=["triton", "python"])) != []
+def test_python_solutions_may_compute_with_torch_but_get_the_module_allowlist() -> None:
+    def python(content: str) -> Solution:
+        return Solution.model_validate(
+            {
+                "name": "ref",
+                "definition": "d",
+                "author": "a",
+                "spec": {
+                    "language": "python",
+                    "target_hardware": ["NVIDIA_H100"],
+                    "entry_point": "ref.py::run",
+                    "destination_passing_style": False,
+                },
+                "sources": [{"path": "ref.py", "content": content}],
+            }
+        )
+
+    honest = "import torch\nimport torch.nn.functional as F\ndef run(a, b):\n    return F.relu(a @ b)\n"
+    assert check_policy(python(honest)) == []
+    assert _rules(check_policy(python("import subprocess\n"))) == {"python.forbidden-module"}
+    assert check_policy(python("import os\n"), PolicyConfig(python_languages=["triton"])) == []
 
 
 @pytest.mark.nvcc
