@@ -61,9 +61,10 @@ _C_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", 
 
 _PURE_MODULES = (
     *("__future__", "abc", "collections", "dataclasses", "enum", "functools", "itertools", "math"),
-    *("numbers", "typing", "typing_extensions"),
+    *("numbers", "time", "typing", "typing_extensions"),
 )
-"""Standard-library modules without access to files, processes, the network or the interpreter's internals."""
+"""Standard-library modules without access to files, processes, the network or the interpreter's internals
+(``time`` is one: assigning to its attributes is the separate ``python.module-assignment`` rule)."""
 
 
 class PolicyConfig(BaseModel):
