@@ -163,4 +163,3 @@ def test_workload_of_another_definition_is_named(evaluator, vector_add, trace_se
     foreign = trace_set.workloads_for("rmsnorm_f32")[:1]
     report = evaluator.evaluate(definition, make_solution("add_correct.py", DEFINITION), foreign)
     assert foreign[0].uuid in report.task_error
-
