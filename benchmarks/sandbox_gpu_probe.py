@@ -8,11 +8,20 @@ what the sandbox wants; this probe shows which of those steps CUDA IPC survives 
 For each configuration it starts one child under that configuration. The child opens a tensor exported by
 this process (1M float32, all 1.0), doubles it in place, exports a tensor of its own (all 3.0) and waits
 until this process has opened and summed it. It also reports what it can see: its uid, the number of
-processes in its ``/proc``, whether ``/etc/shadow`` is readable, the CUDA device name.
+processes in its ``/proc``, whether ``/etc/shadow`` is readable, the CUDA device name. The last
+configuration is the product's own sandbox (:class:`fibserve.sandbox.Sandbox` with the GPU mounts).
 
-    OUT=./bench-results python3 benchmarks/sandbox_gpu_probe.py
+Then the product itself (``product``): an honest CUDA and an honest Triton candidate evaluated by the
+Evaluator (both must PASS), the hostile CUDA probe of the tests (``tests/fibserve/bench/kernels/
+hostile_probe.cu``: its host code looks for a server's token in every ``/proc/*/cmdline`` and ``environ``,
+reads ``/etc/shadow``, connects to a listener on 127.0.0.1 and leaves a setsid orphan), and whether
+``nvidia-smi`` names a sandboxed worker's GPU memory by its host pid (what a per-process GPU memory watchdog
+would need).
 
-Writes ``$OUT/sandbox_gpu_probe.json`` and prints one line per configuration.
+    OUT=./bench-results python3 benchmarks/sandbox_gpu_probe.py [--skip-product]
+
+Writes ``$OUT/sandbox_gpu_probe.json`` and prints one line per configuration; exit code 0 when the product's
+checks all hold.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import json
 import os
 import pickle
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -57,6 +67,11 @@ while not (work / "done").exists() and time.time() < deadline:
 
 def nvidia_nodes() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*"))
+
+
+def product_prefix(work: Path) -> list[str]:
+    """The bubblewrap command line of a product GPU worker, with ``work`` writable (see product_child)."""
+    return ["<product>", str(work)]
 
 
 def bwrap_full(work: Path, *, user: bool, ipc: bool, private_shm: bool, pid: bool = True) -> list[str]:
@@ -100,6 +115,10 @@ CONFIGS: dict[str, dict] = {
         "as_nobody": True,
     },
     "nobody-outside, no bwrap": {"prefix": lambda w: [], "as_nobody": True},
+    "pid+ipc+userns(root outside, 65534 inside), host shm": {
+        "prefix": lambda w: bwrap_full(w, user=True, ipc=True, private_shm=False)
+    },
+    "product: fibserve.sandbox GPU worker mounts": {"prefix": product_prefix},
 }
 
 
@@ -154,6 +173,33 @@ def run_config(name: str, config: dict) -> dict:
     return result
 
 
+class _ProductChild:
+    """A :class:`fibserve.sandbox.Sandbox` dressed as the ``Popen`` that run_config expects."""
+
+    def __init__(self, argv: list[str], work: Path):
+        from fibserve.sandbox import Mounts, Sandbox
+
+        self.sandbox = Sandbox(argv, mounts=Mounts(python=True, gpu=True, writable=(work,)))
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        self.returncode = self.sandbox.proc.poll()
+        return self.returncode
+
+    def communicate(self, timeout: float) -> tuple[str, None]:
+        self.returncode = self.sandbox.wait(timeout)
+        self.sandbox.close()
+        return self.sandbox.output.text(), None
+
+    def kill(self) -> None:
+        self.sandbox.close()
+
+
+def product_child(argv: list[str], work: Path) -> _ProductChild:
+    """Start the probe's child in the product's GPU worker sandbox (its work dir bound writable)."""
+    return _ProductChild(argv, work)
+
+
 def host_facts() -> dict:
     def read(path: str) -> str | None:
         try:
@@ -171,6 +217,7 @@ def host_facts() -> dict:
         "bwrap": shutil.which("bwrap"),
         "setpriv": shutil.which("setpriv"),
         "uname": os.uname().release,
+        "nvidia_params": read("/proc/driver/nvidia/params"),
     }
     facts["cgroup2_unified_controllers"] = read("/sys/fs/cgroup/unified/cgroup.controllers")
     for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory"):
@@ -181,6 +228,117 @@ def host_facts() -> dict:
             probe.rmdir()
         except OSError as exc:
             facts[f"mkdir {probe}"] = f"<{exc.strerror}>"
+    return facts
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cuda_solution(name: str, source: str):
+    from fibserve.trace import Solution
+
+    spec = {
+        "language": "cuda",
+        "target_hardware": ["sm_90a"],
+        "entry_point": "kernel.cu::run",
+        "binding": "tvm-ffi",
+    }
+    return Solution.model_validate(
+        {"name": name, "definition": "vector_add_f32", "author": "probe", "spec": spec,
+         "sources": [{"path": "kernel.cu", "content": source}]}
+    )  # fmt: skip
+
+
+def _evaluate(evaluator, solution, workloads) -> dict:
+    report = evaluator.evaluate(evaluator.probe_definition, solution, workloads, overrides={"trials": 2})
+    statuses = [t.evaluation.status.value if t.evaluation else None for t in report.traces]
+    logs = [t.evaluation.log[-1500:] if t.evaluation else "" for t in report.traces]
+    return {"sandbox": report.sandbox, "task_error": report.task_error, "statuses": statuses, "logs": logs,
+            "notes": report.notes, "limits_hit": report.limits_hit}  # fmt: skip
+
+
+def _gpu_memory_by_pid(worker) -> dict:
+    """Whether nvidia-smi lists the sandboxed worker's host pid among the compute processes."""
+    from fibserve.sandbox.watchdog import tree_pids
+
+    pids = tree_pids(worker.proc.pid)
+    done = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    listed = [line.split(",")[0].strip() for line in done.stdout.splitlines() if line.strip()]
+    return {
+        "worker_tree": pids,
+        "nvidia_smi": done.stdout.strip()[:600],
+        "worker_listed": any(str(p) in listed for p in pids),
+    }
+
+
+def product_checks() -> dict:
+    """The product's sandbox on this GPU (see the module docstring); ``ok`` when every expectation holds."""
+    import json as json_
+
+    from fibserve.bench import Evaluator
+    from fibserve.datasets import default_root
+    from fibserve.sandbox import status
+    from fibserve.trace import Solution
+    from fibserve.trace.trace_set import TraceSet
+
+    ts = TraceSet.load([default_root()])
+    definition = ts.definition("vector_add_f32")
+    workloads = ts.workloads_for("vector_add_f32")[:1]
+    facts: dict = {"sandbox": status().as_dict()}
+    token = f"probe-token-{os.getpid()}-beef"
+    marker = f"probe-orphan-{os.getpid()}"
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "--token", token],
+                              env={**os.environ, "OPENAI_API_KEY": token})  # fmt: skip
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    hostile = (ROOT / "tests/fibserve/bench/kernels/hostile_probe.cu").read_text()
+    for placeholder, value in {"@TOKEN_REVERSED@": token[::-1], "@PORT@": str(listener.getsockname()[1]),
+                               "@MARKER@": marker}.items():  # fmt: skip
+        hostile = hostile.replace(placeholder, value)
+    triton_add = (ROOT / "tests/fibserve/bench/kernels/add_correct.py").read_text()
+    try:
+        with Evaluator("cuda:0") as evaluator:
+            evaluator.probe_definition = definition
+            simt = (ROOT / "tests/fibserve/kernels/simt_add.cu").read_text()
+            facts["cuda_honest"] = _evaluate(evaluator, _cuda_solution("simt_add", simt), workloads)
+            triton = Solution.model_validate(
+                {"name": "triton_add", "definition": "vector_add_f32", "author": "probe",
+                 "spec": {"language": "triton", "target_hardware": ["sm_90a"], "entry_point": "kernel.py::run"},
+                 "sources": [{"path": "kernel.py", "content": triton_add}]}
+            )  # fmt: skip
+            facts["triton_honest"] = _evaluate(evaluator, triton, workloads)
+            facts["cuda_hostile"] = _evaluate(evaluator, _cuda_solution("hostile", hostile), workloads)
+            worker = evaluator.pool.acquire(120)
+            facts["gpu_memory_accounting"] = _gpu_memory_by_pid(worker)
+            worker.kill()
+        time.sleep(1.0)
+        facts["orphans_alive"] = subprocess.run(
+            ["pgrep", "-f", marker], capture_output=True, text=True
+        ).stdout.split()
+    finally:
+        server.kill()
+        server.wait()
+        listener.close()
+    log = (facts["cuda_hostile"]["logs"] or [""])[0]
+    findings = json_.loads(log.rsplit("FINDINGS ", 1)[1].splitlines()[0]) if "FINDINGS " in log else None
+    facts["hostile_findings"] = findings
+    facts["token_in_report"] = token in json_.dumps(facts["cuda_hostile"])
+    facts["ok"] = bool(
+        facts["cuda_honest"]["statuses"] == ["PASSED"]
+        and facts["triton_honest"]["statuses"] == ["PASSED"]
+        and findings is not None
+        and findings["processes"] < 10
+        and findings["token_holders"] == 0
+        and not findings["shadow"]
+        and not findings["network"]
+        and findings["uid"] == 65534
+        and not facts["token_in_report"]
+        and facts["orphans_alive"] == []
+    )
     return facts
 
 
