@@ -102,7 +102,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "./gpu-results"), help="results folder")
     parser.add_argument(
-        "--unsafe-no-sandbox", action="store_true", help="run candidates without bubblewrap (control runs only)"
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="run candidates without bubblewrap (control runs only)",
     )
     parser.add_argument("--skip-pytest", action="store_true", help="only the scenarios")
     parser.add_argument("--only", default="", help="comma-separated scenario names to run")

@@ -233,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "./gpu-results")))
     parser.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for a dry run (nothing timed)")
     parser.add_argument(
-        "--unsafe-no-sandbox", action="store_true", help="run candidates without bubblewrap (control runs only)"
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="run candidates without bubblewrap (control runs only)",
     )
     parser.add_argument("--solution", type=Path, action="append", default=[], help="extra Solution JSON")
     for key in ("warmup", "iterations", "trials"):

@@ -26,7 +26,12 @@ MARKER = f"fibserve-cuda-orphan-{os.getpid()}"
 
 
 def _cuda(name: str, source: str) -> Solution:
-    spec = {"language": "cuda", "target_hardware": ["sm_90a"], "entry_point": "kernel.cu::run", "binding": "tvm-ffi"}
+    spec = {
+        "language": "cuda",
+        "target_hardware": ["sm_90a"],
+        "entry_point": "kernel.cu::run",
+        "binding": "tvm-ffi",
+    }
     return Solution.model_validate(
         {"name": name, "definition": "vector_add_f32", "author": "fibserve tests", "spec": spec,
          "sources": [{"path": "kernel.cu", "content": source}]}
@@ -36,7 +41,11 @@ def _cuda(name: str, source: str) -> Solution:
 def hostile(port: int) -> Solution:
     """The probe with this test's token (reversed), listener port and orphan marker filled in."""
     source = (KERNELS / "hostile_probe.cu").read_text()
-    for placeholder, value in {"@TOKEN_REVERSED@": TOKEN[::-1], "@PORT@": str(port), "@MARKER@": MARKER}.items():
+    for placeholder, value in {
+        "@TOKEN_REVERSED@": TOKEN[::-1],
+        "@PORT@": str(port),
+        "@MARKER@": MARKER,
+    }.items():
         source = source.replace(placeholder, value)
     return _cuda("hostile_probe", source)
 
