@@ -31,7 +31,6 @@ import json
 import os
 import pickle
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -234,21 +233,6 @@ def host_facts() -> dict:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cuda_solution(name: str, source: str):
-    from fibserve.trace import Solution
-
-    spec = {
-        "language": "cuda",
-        "target_hardware": ["sm_90a"],
-        "entry_point": "kernel.cu::run",
-        "binding": "tvm-ffi",
-    }
-    return Solution.model_validate(
-        {"name": name, "definition": "vector_add_f32", "author": "probe", "spec": spec,
-         "sources": [{"path": "kernel.cu", "content": source}]}
-    )  # fmt: skip
-
-
 def _evaluate(evaluator, solution, workloads) -> dict:
     report = evaluator.evaluate(evaluator.probe_definition, solution, workloads, overrides={"trials": 2})
     statuses = [t.evaluation.status.value if t.evaluation else None for t in report.traces]
@@ -276,57 +260,44 @@ def _gpu_memory_by_pid(worker) -> dict:
 
 def product_checks() -> dict:
     """The product's sandbox on this GPU (see the module docstring); ``ok`` when every expectation holds."""
-    import json as json_
+    import tempfile
 
+    sys.path.insert(0, str(ROOT / "tests" / "fibserve"))  # the tests' probes and bait, reused here
     from fibserve.bench import Evaluator
     from fibserve.datasets import default_root
     from fibserve.sandbox import status
     from fibserve.trace import Solution
     from fibserve.trace.trace_set import TraceSet
+    from kernel_fixtures import cuda_solution
+    from sandbox_probes import findings_of, hostile_cuda_solution, planted, wait_until_gone
 
     ts = TraceSet.load([default_root()])
     definition = ts.definition("vector_add_f32")
     workloads = ts.workloads_for("vector_add_f32")[:1]
     facts: dict = {"sandbox": status().as_dict()}
-    token = f"probe-token-{os.getpid()}-beef"
-    marker = f"probe-orphan-{os.getpid()}"
-    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "--token", token],
-                              env={**os.environ, "OPENAI_API_KEY": token})  # fmt: skip
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    hostile = (ROOT / "tests/fibserve/bench/kernels/hostile_probe.cu").read_text()
-    for placeholder, value in {"@TOKEN_REVERSED@": token[::-1], "@PORT@": str(listener.getsockname()[1]),
-                               "@MARKER@": marker}.items():  # fmt: skip
-        hostile = hostile.replace(placeholder, value)
-    triton_add = (ROOT / "tests/fibserve/bench/kernels/add_correct.py").read_text()
-    try:
+    simt = (ROOT / "tests/fibserve/kernels/simt_add.cu").read_text()
+    triton = Solution.model_validate(
+        {"name": "triton_add", "definition": "vector_add_f32", "author": "probe",
+         "spec": {"language": "triton", "target_hardware": ["sm_90a"], "entry_point": "kernel.py::run"},
+         "sources": [{"path": "kernel.py", "content": (ROOT / "tests/fibserve/bench/kernels/add_correct.py").read_text()}]}
+    )  # fmt: skip
+    with planted(Path(tempfile.mkdtemp(prefix="sandbox-probe-bait-"))) as bait:
+        hostile = hostile_cuda_solution(bait.token, bait.args["port"], bait.marker)
         with Evaluator("cuda:0") as evaluator:
             evaluator.probe_definition = definition
-            simt = (ROOT / "tests/fibserve/kernels/simt_add.cu").read_text()
-            facts["cuda_honest"] = _evaluate(evaluator, _cuda_solution("simt_add", simt), workloads)
-            triton = Solution.model_validate(
-                {"name": "triton_add", "definition": "vector_add_f32", "author": "probe",
-                 "spec": {"language": "triton", "target_hardware": ["sm_90a"], "entry_point": "kernel.py::run"},
-                 "sources": [{"path": "kernel.py", "content": triton_add}]}
-            )  # fmt: skip
+            honest = cuda_solution(simt, name="simt_add", definition="vector_add_f32")
+            facts["cuda_honest"] = _evaluate(evaluator, honest, workloads)
             facts["triton_honest"] = _evaluate(evaluator, triton, workloads)
-            facts["cuda_hostile"] = _evaluate(evaluator, _cuda_solution("hostile", hostile), workloads)
+            facts["cuda_hostile"] = _evaluate(evaluator, hostile, workloads)
             worker = evaluator.pool.acquire(120)
             facts["gpu_memory_accounting"] = _gpu_memory_by_pid(worker)
             worker.kill()
-        time.sleep(1.0)
-        facts["orphans_alive"] = subprocess.run(
-            ["pgrep", "-f", marker], capture_output=True, text=True
-        ).stdout.split()
-    finally:
-        server.kill()
-        server.wait()
-        listener.close()
+        facts["orphans_alive"] = wait_until_gone(bait.marker)
+        token = bait.token
     log = (facts["cuda_hostile"]["logs"] or [""])[0]
-    findings = json_.loads(log.rsplit("FINDINGS ", 1)[1].splitlines()[0]) if "FINDINGS " in log else None
+    findings = findings_of(log) if "FINDINGS " in log else None
     facts["hostile_findings"] = findings
-    facts["token_in_report"] = token in json_.dumps(facts["cuda_hostile"])
+    facts["token_in_report"] = token in json.dumps(facts["cuda_hostile"])
     facts["ok"] = bool(
         facts["cuda_honest"]["statuses"] == ["PASSED"]
         and facts["triton_honest"]["statuses"] == ["PASSED"]

@@ -1,33 +1,24 @@
 """The attacks of issue 14, made by candidates through the Evaluator on CPU, each failing in the sandbox.
 
-``kernels/hostile_probe.py`` tries every attack from inside its worker and raises with what it found (so
-anything it could read comes back in its trace log, as in the issue); one evaluation serves the first tests,
-each asserting one attack. The source policy is switched off for it: the sandbox must hold on its own. The
+``kernels/hostile_probe.py`` tries every attack from inside its worker against the bait of
+``sandbox_probes.planted`` and raises with what it found (so anything it could read comes back in its trace
+log, as in the issue); one evaluation serves the first tests, each asserting one attack. The source policy is switched off for it: the sandbox must hold on its own. The
 limit tests run candidates that each exceed one limit of a second Evaluator with small limits.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import string
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import KERNELS
 from fibserve.bench import Evaluator
-from fibserve.build.cache import default_cache_dir
 from fibserve.sandbox import Limits
 from fibserve.trace import EvaluationStatus, Solution
-from sandbox_probes import wait_until_gone
+from sandbox_probes import findings_of, planted, python_probe, wait_until_gone
 
 pytestmark = pytest.mark.slow
 
 DEFINITION = "vector_add_f32"
-CHECKOUT = Path(__file__).resolve().parents[3]
 MiB = 1 << 20
 
 
@@ -59,48 +50,21 @@ def vector_add(trace_set):
 
 @pytest.fixture(scope="module")
 def attack(vector_add, no_policy: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Plant a server-like process holding a token, a listener, state and cache files; run the probe once."""
-    token = f"fibserve-attack-token-{os.getpid()}-93af"
-    base = tmp_path_factory.mktemp("attack")
-    state = base / "fibserve-state" / "tasks.sqlite3"
-    state.parent.mkdir()
-    state.write_text("task data of other clients")
-    server = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(300)", "serve", "--token", token],
-        env={**os.environ, "OPENAI_API_KEY": token, "ACCRL_MODEL_API_KEY": token},
-    )
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    marker = f"fibserve-orphan-{os.getpid()}-{base.name}"
-    args = {
-        "token_reversed": token[::-1],
-        "checkout_file": str(CHECKOUT / "pyproject.toml"),
-        "checkout_pwned": str(CHECKOUT / "pwned-by-candidate"),
-        "cache_pwned": str(default_cache_dir() / "pwned-by-candidate"),
-        "state_file": str(state),
-        "port": listener.getsockname()[1],
-        "shm_pwned": f"/dev/shm/pwned-by-candidate-{os.getpid()}",
-        "marker": marker,
-    }
-    source = string.Template((KERNELS / "hostile_probe.py").read_text()).substitute(args=json.dumps(args))
+    """Plant the bait (``sandbox_probes.planted``) and evaluate the hostile probe once."""
     definition, workloads = vector_add
-    try:
+    with planted(tmp_path_factory.mktemp("attack")) as bait:
         with Evaluator("cpu", warm_spare=False, config_path=no_policy) as evaluator:
-            report = evaluator.evaluate(definition, _python("hostile", source), workloads)
-        leftovers = wait_until_gone(marker)
-    finally:
-        server.kill()
-        server.wait()
-        listener.close()
-    written = [
-        p for p in (args["checkout_pwned"], args["cache_pwned"], args["shm_pwned"]) if Path(p).exists()
-    ]
-    for path in written:
-        Path(path).unlink()
-    log = report.traces[0].evaluation.log
-    findings = json.loads(log.rsplit("FINDINGS ", 1)[1].splitlines()[0])
-    return {"report": report, "findings": findings, "token": token, "orphans": leftovers, "written": written}
+            report = evaluator.evaluate(definition, _python("hostile", python_probe(bait)), workloads)
+        orphans = wait_until_gone(bait.marker)
+        written = bait.written()
+    findings = findings_of(report.traces[0].evaluation.log)
+    return {
+        "report": report,
+        "findings": findings,
+        "token": bait.token,
+        "orphans": orphans,
+        "written": written,
+    }
 
 
 def test_the_probe_ran_inside_the_sandbox(attack: dict) -> None:
@@ -109,7 +73,7 @@ def test_the_probe_ran_inside_the_sandbox(attack: dict) -> None:
 
 
 def test_etc_shadow_is_not_readable(attack: dict) -> None:
-    assert attack["findings"]["shadow"].startswith("FileNotFoundError")
+    assert attack["findings"]["readable"]["/etc/shadow"] is False
 
 
 def test_no_host_process_is_visible(attack: dict) -> None:
@@ -122,18 +86,18 @@ def test_the_servers_token_and_the_agents_keys_cannot_be_read(attack: dict) -> N
 
 
 def test_the_checkout_the_state_dir_and_the_build_cache_are_not_there(attack: dict) -> None:
-    for key in ("checkout_read", "checkout_write", "cache_write", "state_read"):
-        assert attack["findings"][key].startswith(("FileNotFoundError", "OSError", "PermissionError")), key
-    assert attack["written"] == []
+    found = attack["findings"]
+    assert not any(found["readable"].values()) and not any(found["exists"].values()), found
+    assert not any(found["writable"].values()) and attack["written"] == []
 
 
 def test_no_network_not_even_loopback(attack: dict) -> None:
-    assert attack["findings"]["network"] != "connected"
+    assert attack["findings"]["network"] is False
 
 
 def test_the_hosts_dev_shm_is_not_shared_with_a_cpu_worker(attack: dict) -> None:
-    assert isinstance(attack["findings"]["shm_write"], int)  # it wrote into its own /dev/shm ...
-    assert attack["written"] == []  # ... which is not the host's
+    shm = next(p for p in attack["findings"]["readable"] if p.startswith("/dev/shm/"))
+    assert attack["findings"]["readable"][shm] is False  # the host's file is not in its /dev/shm
 
 
 def test_an_orphan_from_a_setsid_double_fork_dies_with_the_worker(attack: dict) -> None:

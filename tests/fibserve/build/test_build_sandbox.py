@@ -15,26 +15,9 @@ from pathlib import Path
 import fibserve
 import pytest
 from fibserve.build import BuildStatus, build_solution
-from fibserve.trace import Solution
+from kernel_fixtures import cuda_solution as _cuda
 
 pytestmark = pytest.mark.nvcc
-
-
-def _cuda(source: str) -> Solution:
-    return Solution.model_validate(
-        {
-            "name": "leak",
-            "definition": "d",
-            "author": "a",
-            "spec": {
-                "language": "cuda",
-                "target_hardware": ["x"],
-                "entry_point": "k.cu::run",
-                "binding": "tvm-ffi",
-            },
-            "sources": [{"path": "k.cu", "content": source}],
-        }
-    )
 
 
 def test_check_refuses_an_include_of_a_host_file_before_building(build_cache: Path) -> None:

@@ -8,25 +8,8 @@ import pytest
 from fibserve.build import PolicyConfig, check_policy
 from fibserve.build.python_policy import check_python_source
 from fibserve.trace import Solution
+from kernel_fixtures import cuda_solution as _cuda
 from kernel_fixtures import fixture_solution
-
-
-def _cuda(content: str, dependencies: list[str] | None = None) -> Solution:
-    return Solution.model_validate(
-        {
-            "name": "s",
-            "definition": "d",
-            "author": "a",
-            "spec": {
-                "language": "cuda",
-                "target_hardware": ["NVIDIA_H100"],
-                "entry_point": "kernel.cu::run",
-                "binding": "tvm-ffi",
-                "dependencies": dependencies or [],
-            },
-            "sources": [{"path": "kernel.cu", "content": content}],
-        }
-    )
 
 
 def _rules(violations) -> set[str]:

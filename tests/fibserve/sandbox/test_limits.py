@@ -40,7 +40,7 @@ def test_memory(enforcement: str) -> None:
 
 
 def test_processes(enforcement: str) -> None:
-    code = "import os, time\nfor _ in range(300):\n    if os.fork() == 0:\n        time.sleep(5)\n        os._exit(0)\n"
+    code = "import os, time\nfor _ in range(300):\n    if os.fork() == 0:\n        time.sleep(5)\n        os._exit(0)\ntime.sleep(5)\n"
     done = _run(code, processes=64)
     assert done.limit is not None and done.limit.limit is LimitName.PROCESSES, (done.limit, done.output)
 
