@@ -217,6 +217,10 @@ def host_facts() -> dict:
         "setpriv": shutil.which("setpriv"),
         "uname": os.uname().release,
         "nvidia_params": read("/proc/driver/nvidia/params"),
+        "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
+        "libcuda": subprocess.run(
+            ["sh", "-c", "ldconfig -p | grep libcuda.so"], capture_output=True, text=True
+        ).stdout[:400],
     }
     facts["cgroup2_unified_controllers"] = read("/sys/fs/cgroup/unified/cgroup.controllers")
     for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory"):

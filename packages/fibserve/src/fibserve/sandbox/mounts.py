@@ -3,7 +3,8 @@
 The sandbox's root is an empty read-only tmpfs; only these are mounted into it:
 
 - the system's programs and libraries, read-only: ``/usr`` (compilers, headers, the CUDA toolkit when it
-  lives there, the driver's ``libcuda``), the ``/bin``, ``/sbin``, ``/lib*`` links, and from ``/etc`` only the
+  lives there, the driver's ``libcuda``), the ``LD_LIBRARY_PATH`` directories, the ``/bin``, ``/sbin``,
+  ``/lib*`` links, and from ``/etc`` only the
   dynamic loader's files and ``alternatives`` (``/usr/bin/cc`` points there), plus a two-line ``passwd`` and
   ``group`` written by the service (so there is no ``/etc/shadow``, ``/etc/hostname`` or ``/etc/ssh``);
 - ``/proc`` of the sandbox's own PID namespace, a minimal ``/dev`` (null, zero, random, urandom, tty) with a
@@ -100,6 +101,12 @@ def python_path() -> str:
     return os.pathsep.join(dict.fromkeys(entries))
 
 
+def library_dirs() -> list[Path]:
+    """The ``LD_LIBRARY_PATH`` directories that exist (a driver or CUDA install outside ``/usr``, say)."""
+    entries = [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    return [p for p in entries if p.is_dir()]
+
+
 def gpu_nodes() -> list[str]:
     """The NVIDIA device nodes of this machine (``/dev/nvidia0``, ``nvidiactl``, ``nvidia-uvm``, ...)."""
     return sorted(glob.glob("/dev/nvidia*"))
@@ -159,7 +166,7 @@ def bwrap_argv(bwrap: str, mounts: Mounts, limits: Limits, info_fd: int, cwd: Pa
         for node in gpu_nodes():
             args += ["--dev-bind", node, node]
         args += ["--bind", "/dev/shm", "/dev/shm", "--ro-bind", "/sys", "/sys"]
-    readable = [*(python_dirs() if mounts.python else []), *mounts.readable]
+    readable = [*library_dirs(), *(python_dirs() if mounts.python else []), *mounts.readable]
     ordered = _binds(list(mounts.writable), "--bind", covered) + _binds(readable, "--ro-bind", covered)
     for _, bind in sorted(ordered, key=lambda item: len(item[0].parts)):
         args += bind
