@@ -26,6 +26,7 @@ import shutil
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +82,23 @@ def _shm_files(pids: list[int]) -> dict[str, int]:
     return found
 
 
-def _remove_shm(files: dict[str, int]) -> None:
-    """Unlink the recorded files that are still the same files (same inode)."""
+def _remove_shm(files: dict[str, int], keep: dict[str, int] | None = None) -> None:
+    """Unlink the recorded files that are still the same files (same inode), except those in ``keep`` (held
+    by a live worker: inside PID namespaces two workers' driver segments can have the same name)."""
     for path, inode in files.items():
+        if keep and keep.get(path) == inode:
+            continue
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == inode:
                 os.unlink(path)
+
+
+_LIVE: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
+"""The workers of this process that have not been killed yet."""
+
+
+def _held_by_live_workers() -> dict[str, int]:
+    return _shm_files([pid for worker in list(_LIVE) if worker.alive for pid in tree_pids(worker.proc.pid)])
 
 
 _EXITING: set[threading.Thread] = set()
@@ -138,6 +150,7 @@ class WorkerProcess:
         self._req = os.fdopen(req_w, "w", encoding="utf-8")
         self._rep = rep_r
         os.set_blocking(rep_r, False)
+        _LIVE.add(self)
 
     @property
     def proc(self) -> Any:
@@ -277,12 +290,13 @@ class WorkerProcess:
             _EXITING.discard(threading.current_thread())
 
     def _hard_kill(self, shm: dict[str, int]) -> None:
+        _LIVE.discard(self)
         self.sandbox.close()
         with contextlib.suppress(OSError, ValueError):
             self._req.close()
         with contextlib.suppress(OSError):
             os.close(self._rep)
-        _remove_shm(shm)
+        _remove_shm(shm, _held_by_live_workers() if shm else None)
 
 
 class WorkerPool:
