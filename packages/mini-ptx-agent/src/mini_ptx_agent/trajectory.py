@@ -48,14 +48,7 @@ def redact_text(text: str, secrets: list[str] | None = None) -> str:
 def redact_strings(data: Any, secrets: list[str] | None = None) -> Any:
     """A copy of JSON-like ``data`` with :func:`redact_text` applied to every string (keys and shapes kept,
     so a model validated from ``data`` still validates from the copy)."""
-    secrets = secret_values() if secrets is None else secrets
-    if isinstance(data, dict):
-        return {key: redact_strings(value, secrets) for key, value in data.items()}
-    if isinstance(data, list | tuple):
-        return [redact_strings(item, secrets) for item in data]
-    if isinstance(data, str):
-        return redact_text(data, secrets)
-    return data
+    return _redactor(tuple(secret_values() if secrets is None else secrets)).json(data)
 
 
 def scrub(data: Any, secrets: list[str] | None = None) -> Any:

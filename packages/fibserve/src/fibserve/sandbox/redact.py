@@ -22,6 +22,7 @@ import base64
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .env import is_secret_name
 
@@ -102,6 +103,17 @@ class Redactor:
                 spans.append((positions[start], positions[start + len(needle) - 1] + 1))
                 start = projected.find(needle, start + 1)
         return _replace_spans(text, spans) if spans else text
+
+    def json(self, data: Any) -> Any:
+        """A copy of JSON-like ``data`` with every string redacted (keys, numbers and shapes kept, so a model
+        validated from ``data`` still validates from the copy)."""
+        if isinstance(data, dict):
+            return {key: self.json(value) for key, value in data.items()}
+        if isinstance(data, list | tuple):
+            return [self.json(item) for item in data]
+        if isinstance(data, str):
+            return self(data)
+        return data
 
 
 def _replace_spans(text: str, spans: list[tuple[int, int]]) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fibserve.sandbox import UNSAFE_NOTE
+from fibserve.sandbox import UNSAFE_NOTE, Redactor
 from fibserve.sandbox import status as sandbox_status
 from fibserve.tools.executables import ToolPaths
 from fibserve.trace import Definition, Solution
@@ -68,9 +68,17 @@ class TaskWork:
         self.catalog = catalog
         self.settings = settings
         self.tools = tools
+        token = [settings.token.get_secret_value()] if settings.token else []
+        self.redact = Redactor.from_environment(extra=token)
+        """The second line behind the sandbox: the server's token and credential-like variables, also
+        encoded, never reach a stored answer (candidates wrote parts of it)."""
 
     def __call__(self, task: TaskRecord, ctx: RunContext) -> Outcome:
-        """Run ``task`` on the lane of ``ctx``."""
+        """Run ``task`` on the lane of ``ctx``; every string of the outcome is redacted (:attr:`redact`)."""
+        outcome = self._run(task, ctx)
+        return Outcome(outcome.status, self.redact.json(outcome.result), self.redact.json(outcome.error))
+
+    def _run(self, task: TaskRecord, ctx: RunContext) -> Outcome:
         handler = {"evaluate": self.evaluate, "sanitize": self.sanitize, "profile": self.profile}.get(
             task.kind
         )
