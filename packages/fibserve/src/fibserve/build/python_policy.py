@@ -41,43 +41,11 @@ the backstop.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Collection, Iterator
 
+from . import python_names as names
 from .policy import PolicyConfig, PolicyViolation
-
-_DTYPE = re.compile(
-    r"^torch\.(u?int\d+|float\d*(_\w+)?|bfloat16|half|double|long|short|int|bool|complex\d+|cfloat|cdouble)$"
-)
-_ALLOCATORS = {
-    *("ones", "ones_like", "full", "full_like", "rand", "rand_like", "randn", "randn_like", "randint"),
-    *("arange", "linspace", "tensor", "as_tensor", "from_numpy", "eye", "frombuffer", "asarray"),
-}
-_DYNAMIC = {"__import__", "exec", "eval", "compile"}
-_INTROSPECTION = {"globals", "vars", "locals"}
-_CONSOLE_AND_FILES = {"open", "input", "breakpoint"}
-_DUNDER = re.compile(r"^__\w+__$")
-_DUNDERS_ALLOWED = {"__name__", "__doc__", "__init__", "__len__", "__version__", "__file__"}
-_OPERATOR_MATMUL = {"operator.matmul", "operator.imatmul", "operator.__matmul__", "operator.__imatmul__"}
-_SYS_FORBIDDEN = {
-    *("modules", "_getframe", "settrace", "setprofile", "meta_path", "path_hooks", "path_importer_cache"),
-}
-_MODULE_NAMES = {
-    *("os", "posix", "sys", "subprocess", "_posixsubprocess", "ctypes", "_ctypes", "importlib", "builtins"),
-    *("socket", "_socket", "shutil", "pickle", "marshal", "runpy", "threading", "multiprocessing", "signal"),
-    *("inspect", "gc", "urllib", "http", "pathlib", "tempfile", "fcntl", "fibserve"),
-}
-"""Module names refused wherever they appear in a dotted name (``torch.os``, ``typing.sys``)."""
-_INTERNAL_ATTRIBUTES = {
-    *("f_globals", "f_locals", "f_back", "f_builtins", "f_code", "gi_frame", "gi_code", "cr_frame"),
-    *("ag_frame", "tb_frame", "tb_next", "co_code", "get_type_hints", "ForwardRef", "_eval_type"),
-}
-_TORCH_ESCAPES = (
-    *("torch.utils", "torch.hub", "torch.ops.load_library", "torch.classes", "torch.library", "torch._C"),
-    *("torch.load", "torch.save", "torch.jit.load", "torch.package", "torch.multiprocessing"),
-    "torch.distributed",
-)
-_JIT_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics", "triton.language.jit"}
+from .python_names import module_allowed
 
 
 def _qualname(node: ast.AST, aliases: dict[str, str]) -> str | None:
@@ -88,18 +56,6 @@ def _qualname(node: ast.AST, aliases: dict[str, str]) -> str | None:
         base = _qualname(node.value, aliases)
         return None if base is None else f"{base}.{node.attr}"
     return None
-
-
-def module_allowed(module: str, allowed: Collection[str], local: Collection[str]) -> bool:
-    """Whether importing ``module`` is allowed: the solution's own top-level modules (``local``), an entry
-    ``m`` of ``allowed`` for ``m`` itself, an entry ``m.*`` for ``m`` and its submodules."""
-    if module.split(".")[0] in local:
-        return True
-    for entry in allowed:
-        base = entry.removesuffix(".*")
-        if module == base or (entry.endswith(".*") and module.startswith(base + ".")):
-            return True
-    return False
 
 
 class _Checker(ast.NodeVisitor):
@@ -132,7 +88,7 @@ class _Checker(ast.NodeVisitor):
 
     def _check_torch_name(self, qualname: str, node: ast.AST) -> None:
         if not self.triton:
-            if qualname.startswith(_TORCH_ESCAPES):
+            if qualname.startswith(names.TORCH_ESCAPES):
                 self.report(
                     "python.torch-escape",
                     node,
@@ -140,10 +96,10 @@ class _Checker(ast.NodeVisitor):
                     "not do; compute with torch operations only.",
                 )
             return
-        if qualname in self.allowed or _DTYPE.match(qualname) or qualname == "torch":
+        if qualname in self.allowed or names.DTYPE.match(qualname) or qualname == "torch":
             return
         short = qualname.removeprefix("torch.")
-        if short in _ALLOCATORS:
+        if short in names.ALLOCATORS:
             self.report(
                 "python.allocation",
                 node,
@@ -161,7 +117,7 @@ class _Checker(ast.NodeVisitor):
     def _check_dotted(self, qualname: str, node: ast.AST) -> bool:
         """Report a dotted name that reaches a refused module or an interpreter internal; True if reported."""
         parts = qualname.split(".")
-        if module := next((p for p in parts if p in _MODULE_NAMES), None):
+        if module := next((p for p in parts if p in names.MODULE_NAMES), None):
             self.report(
                 "python.forbidden-module",
                 node,
@@ -169,7 +125,7 @@ class _Checker(ast.NodeVisitor):
                 "interpreter), which solutions may not use.",
             )
             return True
-        if attribute := next((p for p in parts[1:] if p in _INTERNAL_ATTRIBUTES), None):
+        if attribute := next((p for p in parts[1:] if p in names.INTERNAL_ATTRIBUTES), None):
             self.report(
                 "python.reflection",
                 node,
@@ -211,7 +167,7 @@ class _Checker(ast.NodeVisitor):
                     )
                 continue
             self._check_dotted(full, node)
-            if full in _OPERATOR_MATMUL:
+            if full in names.OPERATOR_MATMUL:
                 self.report(
                     "python.matmul-operator",
                     node,
@@ -219,20 +175,20 @@ class _Checker(ast.NodeVisitor):
                 )
             if full.startswith("torch."):
                 self._check_torch_name(full, node)
-            elif module == "sys" and alias.name in _SYS_FORBIDDEN:
+            elif module == "sys" and alias.name in names.SYS_FORBIDDEN:
                 self._sys_violation(alias.name, node)
 
     # Names and attributes ---------------------------------------------------------------------------
     def visit_Attribute(self, node: ast.Attribute) -> None:
         qualname = _qualname(node, self.aliases)
-        if _DUNDER.match(node.attr) and node.attr not in _DUNDERS_ALLOWED:
+        if names.DUNDER.match(node.attr) and node.attr not in names.DUNDERS_ALLOWED:
             self.report(
                 "python.reflection",
                 node,
                 f"`{node.attr}` access is reflection (or an operator in disguise, like `__matmul__`), "
                 "forbidden in candidates; use the objects and operators directly.",
             )
-        if qualname in _OPERATOR_MATMUL:
+        if qualname in names.OPERATOR_MATMUL:
             self.report(
                 "python.matmul-operator",
                 node,
@@ -242,7 +198,7 @@ class _Checker(ast.NodeVisitor):
             self._check_dotted(f"?.{node.attr}", node)
             self.generic_visit(node)
             return
-        if qualname.startswith("sys.") and qualname.split(".")[1] in _SYS_FORBIDDEN:
+        if qualname.startswith("sys.") and qualname.split(".")[1] in names.SYS_FORBIDDEN:
             self._sys_violation(qualname.split(".")[1], node)
             return
         if self._check_dotted(qualname, node):
@@ -255,17 +211,17 @@ class _Checker(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if id(node) in self._accepted or not isinstance(node.ctx, ast.Load):
             return
-        if _DUNDER.match(node.id) and node.id not in _DUNDERS_ALLOWED:
+        if names.DUNDER.match(node.id) and node.id not in names.DUNDERS_ALLOWED:
             self.report("python.reflection", node, f"`{node.id}` reaches the interpreter's internals.")
-        elif node.id in _DYNAMIC:
+        elif node.id in names.DYNAMIC:
             self.report(
                 "python.dynamic-code", node, f"`{node.id}` runs code from strings; candidates may not."
             )
-        elif node.id in _INTROSPECTION | {"getattr", "setattr", "delattr"}:
+        elif node.id in names.INTROSPECTION | {"getattr", "setattr", "delattr"}:
             self.report(
                 "python.reflection", node, f"`{node.id}` passed around as a value hides what is called."
             )
-        elif node.id in _CONSOLE_AND_FILES:
+        elif node.id in names.CONSOLE_AND_FILES:
             self.report("python.builtin", node, f"`{node.id}` opens files or a console; solutions may not.")
         target = self.aliases.get(node.id)
         if target and target.startswith("torch."):
@@ -300,7 +256,7 @@ class _Checker(ast.NodeVisitor):
 
     def _check_named_call(self, func: ast.Name, node: ast.Call) -> None:
         name = self.aliases.get(func.id, func.id)
-        if name in _DYNAMIC or name == "importlib.import_module":
+        if name in names.DYNAMIC or name == "importlib.import_module":
             self.report(
                 "python.dynamic-code",
                 node,
@@ -326,9 +282,9 @@ class _Checker(ast.NodeVisitor):
                 )
             elif isinstance(node.args[1], ast.Constant):
                 self._check_dotted(f"?.{node.args[1].value}", node)
-        elif name in _INTROSPECTION:
+        elif name in names.INTROSPECTION:
             self.report("python.reflection", node, f"`{name}()` exposes namespaces and is forbidden.")
-        elif name in _CONSOLE_AND_FILES:
+        elif name in names.CONSOLE_AND_FILES:
             self.report("python.builtin", node, f"`{name}(...)` opens files or a console; solutions may not.")
         else:
             return
@@ -381,7 +337,7 @@ class _Checker(ast.NodeVisitor):
 
     # Functions: track whether we are inside a @triton.jit body --------------------------------------
     def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        jit = any(self._decorator_name(d) in _JIT_DECORATORS for d in node.decorator_list)
+        jit = any(self._decorator_name(d) in names.JIT_DECORATORS for d in node.decorator_list)
         for decorator in node.decorator_list:
             self.visit(decorator)
         for default in [*node.args.defaults, *node.args.kw_defaults]:
