@@ -143,7 +143,10 @@ def run_config(name: str, config: dict) -> dict:
     env["HOME"] = str(work)
     result: dict = {"config": name, "cmd": " ".join(cmd[:6]) + " ..."}
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if config["prefix"] is product_prefix:
+        proc = product_child([sys.executable, str(work / "child.py"), str(work)], work)
+    else:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 90
         while not (work / "facts.json").exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -335,7 +338,32 @@ def main() -> int:
             print(
                 "   tail:", (r.get("output_tail") or r.get("probe_error") or "")[-400:].replace("\n", " | ")
             )
-    return 0
+    try:
+        results["product"] = product_checks()
+    except Exception as exc:
+        results["product"] = {"ok": False, "probe_error": f"{type(exc).__name__}: {exc}"[:2000]}
+    (out / "sandbox_gpu_probe.json").write_text(json.dumps(results, indent=2, default=str))
+    product = results["product"]
+    print(
+        "product sandbox:",
+        json.dumps(
+            {
+                k: product.get(k)
+                for k in (
+                    "ok",
+                    "sandbox",
+                    "hostile_findings",
+                    "token_in_report",
+                    "orphans_alive",
+                    "probe_error",
+                )
+            },
+            default=str,
+        ),
+    )
+    for key in ("cuda_honest", "triton_honest", "cuda_hostile", "gpu_memory_accounting"):
+        print(f"  {key}:", json.dumps(product.get(key), default=str)[:700])
+    return 0 if product.get("ok") else 1
 
 
 if __name__ == "__main__":

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import KERNELS
 from fibserve.trace import EvaluationStatus
 from kernel_fixtures import cuda_solution
 from sandbox_probes import findings_of, hostile_cuda_solution, planted, wait_until_gone
 
+KERNELS = Path(__file__).resolve().parent / "kernels"
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 
 
