@@ -92,6 +92,19 @@ def time_ms(fn: Any, device: Any, flush: Any, warmup: int, iterations: int) -> d
     return {"median": stats.median, "p10": stats.p10, "p90": stats.p90}
 
 
+def rtol_needed(actual: Any, expected: Any, atol: float) -> float:
+    """The smallest rtol at which every finite element of ``actual`` matches ``expected`` with ``atol``:
+    max of ``(|x - y| - atol) / |y|`` (0 when all are within atol); tells how far a vendor kernel is from the
+    packaged bound, which the pass/fail column alone does not."""
+    import torch
+
+    x, y = actual.float(), expected.float()
+    finite = torch.isfinite(y)
+    excess = ((x - y).abs() - atol).clamp(min=0)[finite]
+    scale = y.abs()[finite].clamp(min=1e-30)
+    return float((excess / scale).max()) if excess.numel() else 0.0
+
+
 def check(definition: Any, inputs: dict[str, Any], actual: dict, axes: dict[str, int]) -> dict[str, Any]:
     """The baseline's outputs against the exact reference, under the packaged tolerances of its op_type."""
     from fibserve.bench.compare import compare_outputs
@@ -112,6 +125,7 @@ def check(definition: Any, inputs: dict[str, Any], actual: dict, axes: dict[str,
     )
     max_abs, max_rel = result.max_errors()
     return {
+        "rtol_needed": {n: rtol_needed(actual[n], expected[n], config.atol) for n in definition.outputs},
         "passed": result.status.value == "PASSED",
         "max_abs_error": max_abs,
         "max_rel_error": max_rel,
@@ -174,7 +188,8 @@ def markdown(rows: list[dict], header: str) -> list[str]:
             continue
         ms, c = r["ms"], r.get("check")
         verdict = "not checked" if c is None else (
-            f"{'PASS' if c['passed'] else 'FAIL'} {c['max_abs_error']:.3g} / {c['max_rel_error']:.3g}, {c['matched_ratio']:.4f}"
+            f"{'PASS' if c['passed'] else 'FAIL'} {c['max_abs_error']:.3g} / {c['max_rel_error']:.3g}, {c['matched_ratio']:.4f}; "
+            + "rtol needed " + ", ".join(f"{k} {v:.3g}" for k, v in c.get("rtol_needed", {}).items())
         )  # fmt: skip
         lines.append(
             f"| {r['definition']} | {r['seq_len']} | {r['kernel']} | {ms['median']:.4f} ({ms['p10']:.4f}-{ms['p90']:.4f}) "

@@ -13,7 +13,14 @@ import pytest
 from fibserve.datasets import default_root
 from fibserve.tools.candidate_runs import CandidateJob
 from fibserve.tools.ncu import ProfilerUnavailable, clean_report, kernel_names, ncu_argv, run_profile
-from fibserve.tools.process import load_paths, prepare_candidate, run_tool, runner_argv, write_request
+from fibserve.tools.process import (
+    load_paths,
+    prepare_candidate,
+    run_tool,
+    runner_argv,
+    tool_install_dirs,
+    write_request,
+)
 from fibserve.tools.runner import runner_request
 from fibserve.tools.sanitizer import (
     ERROR_EXIT_CODE,
@@ -280,3 +287,17 @@ def test_profile_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_p
     )
     assert run.ok and run.exit_code == 0, (run.note, run.report)
     assert run.kernels == ["_add"] and "Speed Of Light" in run.report and "Connected" not in run.report
+
+
+def test_ncu_launcher_sees_the_nsight_compute_install(tmp_path: Path) -> None:
+    """The ``ncu`` launcher of a CUDA toolkit looks for ``<toolkit>/nsight-compute*``: a sandboxed run must
+    see that folder too (on the H200 the profile tests failed with "nsight-compute directory is not found")."""
+    toolkit = tmp_path / "cuda-13.0"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "nsight-compute-2025.3.0").mkdir()
+    (toolkit / "extras").mkdir()
+    ncu = toolkit / "bin" / "ncu"
+    ncu.write_text("#!/bin/sh\n")
+    dirs = tool_install_dirs(ncu)
+    assert toolkit / "bin" in dirs and toolkit / "nsight-compute-2025.3.0" in dirs
+    assert toolkit / "extras" not in dirs

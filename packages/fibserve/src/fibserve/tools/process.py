@@ -77,6 +77,23 @@ def load_paths(load: dict[str, Any]) -> list[Path]:
     return []
 
 
+NSIGHT_INSTALL_ROOTS = (Path("/opt/nvidia"),)
+"""Where Nsight Compute installs outside the CUDA toolkit; its ``ncu`` launcher looks there (seen on the H200:
+``/usr/local/cuda/bin/ncu`` is a script that searches ``<toolkit>/nsight-compute*`` and ``/opt/nvidia``)."""
+
+
+def tool_install_dirs(tool: Path) -> list[Path]:
+    """What a sandboxed tool must see besides itself: its directory (as named and resolved), the toolkit's
+    ``nsight-compute*`` and ``compute-sanitizer`` folders beside that ``bin/``, and :data:`NSIGHT_INSTALL_ROOTS`.
+    Without them the ``ncu`` launcher exits 1 with "nsight-compute directory is not found"."""
+    dirs = [tool.parent, tool.resolve().parent]
+    for bin_dir in dict.fromkeys(dirs):
+        toolkit = bin_dir.parent
+        dirs += sorted(toolkit.glob("nsight-compute*")) + sorted(toolkit.glob("compute-sanitizer"))
+    dirs += [root for root in NSIGHT_INSTALL_ROOTS if root.is_dir()]
+    return [d for d in dict.fromkeys(dirs) if d.is_dir()]
+
+
 def run_tool(
     argv: list[str],
     *,
@@ -96,7 +113,7 @@ def run_tool(
     mounts = Mounts(
         python=True,
         gpu=device.startswith("cuda"),
-        readable=(*readable, tool.parent, tool.resolve().parent),
+        readable=(*readable, *tool_install_dirs(tool)),
     )
     result = run_sandboxed(
         argv,
