@@ -26,9 +26,13 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
 
 
 def test_required_tags_exist() -> None:
-    assert {"hopper-no-hint", "hopper-abi-only", "triton-hopper", "blackwell-no-hint", "triton-blackwell"} <= set(
-        list_prompt_tags()
-    )
+    assert {
+        "hopper-no-hint",
+        "hopper-abi-only",
+        "triton-hopper",
+        "blackwell-no-hint",
+        "triton-blackwell",
+    } <= set(list_prompt_tags())
 
 
 @pytest.mark.parametrize("tag", list_prompt_tags())

@@ -46,6 +46,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1)
   ptx::named_barrier_sync(2, 256);
   out[blockIdx.x * blockDim.x + threadIdx.x] = ptx::quad_max(1.0f) + ptx::quad_sum(2.0f);
   ptx::mbar_arrive_cluster(&bar, rank ^ 1);
+  out[threadIdx.x] += __uint_as_float(ptx::ld_shared_cluster_u32(ptx::map_to_cta(ptx::smem_addr(tile), rank ^ 1)));
   ptx::fence_proxy_async_smem();
   if (threadIdx.x == 0) {
     ptx::tma_store_3d(&map_3d, tile, 0, 0, 0);

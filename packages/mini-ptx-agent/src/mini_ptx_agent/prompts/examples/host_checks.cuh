@@ -10,7 +10,12 @@
 
 namespace host {
 
+inline void check_cuda(const tvm::ffi::TensorView& t, const char* name) {
+  TVM_FFI_CHECK(t.device().device_type == kDLCUDA, ValueError) << name << " must be on a CUDA device";
+}
+
 inline void check_bf16_matrix(const tvm::ffi::TensorView& t, const char* name) {
+  check_cuda(t, name);
   TVM_FFI_CHECK(t.ndim() == 2 && t.dtype() == DLDataType({kDLBfloat, 16, 1}) && t.IsContiguous(), ValueError)
       << name << " must be a contiguous 2-D bfloat16 tensor";
   TVM_FFI_CHECK(t.size(1) % 8 == 0, ValueError) << name << ": TMA needs rows of a multiple of 16 bytes";
@@ -34,12 +39,14 @@ inline GemmShape check_gemm(const tvm::ffi::TensorView& a, const tvm::ffi::Tenso
 // [B, H, S, head_dim] bf16 with the shape of q.
 inline void check_bhsd(const tvm::ffi::TensorView& t, const char* name, const tvm::ffi::TensorView& q,
                        int64_t head_dim) {
+  check_cuda(t, name);
   TVM_FFI_CHECK(t.ndim() == 4 && t.dtype() == DLDataType({kDLBfloat, 16, 1}) && t.IsContiguous(), ValueError)
       << name << " must be a contiguous [B, H, S, D] bfloat16 tensor";
   for (int i = 0; i < 4; ++i) TVM_FFI_CHECK(t.size(i) == q.size(i), ValueError) << name << " must match q's shape";
   TVM_FFI_CHECK(t.size(3) == head_dim, ValueError) << "this kernel is written for head_dim " << head_dim;
 }
 inline void check_lse(const tvm::ffi::TensorView& lse, const tvm::ffi::TensorView& q) {
+  check_cuda(lse, "lse");
   TVM_FFI_CHECK(lse.ndim() == 3 && lse.dtype() == DLDataType({kDLFloat, 32, 1}) && lse.IsContiguous(), ValueError)
       << "lse must be a contiguous [B, H, S] float32 tensor";
   for (int i = 0; i < 3; ++i) TVM_FFI_CHECK(lse.size(i) == q.size(i), ValueError) << "lse must be [B, H, S]";
