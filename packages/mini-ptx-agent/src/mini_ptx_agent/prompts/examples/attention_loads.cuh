@@ -21,7 +21,7 @@ struct alignas(1024) QkvTiles {
   uint8_t v[kStages][kTileBytes];
   uint64_t q_full, k_full[kStages], v_full[kStages], kv_empty[kStages];
 
-  // One thread. `consumers` = arrivals that release a K/V stage.
+  // One thread. `consumers` = arrivals that release a K/V stage (one per consumer warp, or one tcgen05.commit).
   __device__ __forceinline__ void init_barriers(uint32_t consumers) {
     ptx::mbar_init(&q_full, 1);
     for (int i = 0; i < kStages; ++i) {

@@ -47,11 +47,11 @@ struct alignas(1024) Smem {
   uint8_t ds[kTileBytes];
   uint64_t fixed_full, full[kStages], empty[kStages];
 
-  __device__ __forceinline__ void init_barriers() {  // one thread; one consumer warpgroup releases stages
+  __device__ __forceinline__ void init_barriers() {  // one thread; each consumer warp releases every stage
     ptx::mbar_init(&fixed_full, 1);
     for (int i = 0; i < kStages; ++i) {
       ptx::mbar_init(&full[i], 1);
-      ptx::mbar_init(&empty[i], 1);
+      ptx::mbar_init(&empty[i], 4);
     }
     ptx::fence_barrier_init();
   }
@@ -150,6 +150,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     float dq[32];
     if constexpr (kAtomicDq) {
       // dQ = dS K needs dS with queries as rows: dS^T goes through shared memory, where it is read MN-major.
+      // Each warp writes key rows that every warp's dQ rows use, so all four must be past the previous dQ wgmma.
+      ptx::named_barrier_sync(1, 128);
       ptx::store_accumulator_smem_sw128<kBlock>(dpt, ptx::smem_addr(s.ds), 0, 1.0f);
       ptx::fence_proxy_async_smem();
       ptx::named_barrier_sync(1, 128);
@@ -164,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     ptx::wgmma_wait_group<0>();
     ptx::fence_operands(dv_acc);
     ptx::fence_operands(dk_acc);
-    if (threadIdx.x % 128 == 0) ptx::mbar_arrive(&s.empty[pos.stage]);
+    if (threadIdx.x % 32 == 0) ptx::mbar_arrive(&s.empty[pos.stage]);
     if constexpr (kAtomicDq) {
       ptx::fence_operands(dq);
       const int lane = threadIdx.x % 32, row = 16 * ((threadIdx.x % 128) / 32) + lane / 4;

@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(fa3bwd::kThreads, 1)
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
     ptx::fence_operands(dq_acc);
-    if (threadIdx.x % 128 == 0) ptx::mbar_arrive(&s.empty[pos.stage]);
+    if (threadIdx.x % 32 == 0) ptx::mbar_arrive(&s.empty[pos.stage]);
   }
   ptx::store_accumulator_bf16<kHeadDim>(dq_acc, dq + (head + q0) * kHeadDim, kHeadDim, kBlock, fa3bwd::kScale);
 }

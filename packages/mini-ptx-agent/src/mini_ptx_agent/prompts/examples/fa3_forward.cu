@@ -25,7 +25,7 @@ __device__ void consume(fa3::Smem& s, int wg, int n_blocks, int seq_len, float (
     fa3::issue_pv(o, p, ptx::smem_addr(s.v[pos.stage]));
     ptx::wgmma_wait_group<0>();
     ptx::fence_operands(o);
-    if (threadIdx.x % 128 == 0) ptx::mbar_arrive(&s.kv_empty[pos.stage]);
+    if (threadIdx.x % 32 == 0) ptx::mbar_arrive(&s.kv_empty[pos.stage]);
   }
 }
 

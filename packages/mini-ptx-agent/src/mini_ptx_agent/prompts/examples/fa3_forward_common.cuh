@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = ptx::warpgroup_index(), q0 = blockIdx.x * kBlockM, bh = blockIdx.y;
   const int n_blocks = (seq_len + kBlockN - 1) / kBlockN;
   if (threadIdx.x == 0) {
-    s.init_barriers(2);  // each consumer warpgroup releases every K/V stage
+    s.init_barriers(8);  // each of the 8 consumer warps releases every K/V stage after its own wgmma wait
     ptx::fence_barrier_init();
   }
   __syncthreads();

@@ -47,7 +47,7 @@ __device__ void consume(fa3::Smem& s, int wg, int n_blocks, int seq_len, float (
     softmax.block_max(scores, j * fa3::kBlockN, seq_len, new_max);
     ptx::wgmma_wait_group<0>();  // now O and the P registers are free again
     ptx::fence_operands(o);
-    if (threadIdx.x % 128 == 0) ptx::mbar_arrive(&s.kv_empty[previous.stage]);
+    if (threadIdx.x % 32 == 0) ptx::mbar_arrive(&s.kv_empty[previous.stage]);
     softmax.update(scores, o, new_max);
     ptx::accumulator_to_a_fragments<fa3::kBlockN>(scores, p);
     previous = pos;
@@ -60,7 +60,7 @@ __device__ void consume(fa3::Smem& s, int wg, int n_blocks, int seq_len, float (
   if (wg == 0) pass_turn(wg);
   ptx::wgmma_wait_group<0>();
   ptx::fence_operands(o);
-  if (threadIdx.x % 128 == 0) ptx::mbar_arrive(&s.kv_empty[previous.stage]);
+  if (threadIdx.x % 32 == 0) ptx::mbar_arrive(&s.kv_empty[previous.stage]);
 }
 
 }  // namespace

@@ -76,6 +76,7 @@ __device__ __forceinline__ void load_row(uint32_t taddr, float (&x)[16]) {
   uint32_t r[16];
   ptx::tmem_ld_32x32b_x16(taddr, r);
   ptx::tmem_wait_ld();
+  ptx::fence_operands(r);
 #pragma unroll
   for (int i = 0; i < 16; ++i) x[i] = __uint_as_float(r[i]);
 }
@@ -100,6 +101,7 @@ __device__ void softmax_rows(Smem& s, int n_blocks, int seq_len, int64_t row_ind
     ptx::mbar_wait_parity(&s.s_full, j & 1);
     ptx::fence_after_thread_sync();
     float block_max = row_max;
+#pragma unroll
     for (int c = 0; c < kBlockN / 16; ++c) {
       float x[16];
       load_row(tmem_s + 16 * c, x);
@@ -120,6 +122,7 @@ __device__ void softmax_rows(Smem& s, int n_blocks, int seq_len, int64_t row_ind
     if (j > 0) {  // P V of block j - 1 is done: O may be rescaled and the P tile rewritten
       ptx::mbar_wait_parity(&s.o_done, (j - 1) & 1);
       ptx::fence_after_thread_sync();
+#pragma unroll
       for (int c = 0; c < kHeadDim / 16; ++c) {
         float x[16];
         uint32_t r[16];
@@ -138,6 +141,7 @@ __device__ void softmax_rows(Smem& s, int n_blocks, int seq_len, int64_t row_ind
   ptx::mbar_wait_parity(&s.o_done, (n_blocks - 1) & 1);
   ptx::fence_after_thread_sync();
   const float inv = 1.0f / row_sum;
+#pragma unroll
   for (int c = 0; c < kHeadDim / 16; ++c) {
     float x[16];
     load_row(tmem_o + 16 * c, x);  // every lane of the warp executes tcgen05.ld (.sync.aligned)

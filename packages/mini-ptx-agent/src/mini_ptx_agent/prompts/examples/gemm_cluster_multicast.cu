@@ -5,8 +5,8 @@
 // Consequences that the code shows:
 //   * each CTA's full barrier expects its A bytes plus the WHOLE B slice (half from itself, half from the peer);
 //   * a stage may be refilled only when the consumers of BOTH CTAs are done with it, because the peer writes into
-//     it too: empty barriers count 2 arrivals, and each consumer arrives on its own and on the peer's barrier
-//     (a remote mbarrier arrive into distributed shared memory);
+//     it too: empty barriers count one arrival per consumer warp of each CTA (2 x 4), and each warp arrives on
+//     its own and on the peer's barrier (a remote mbarrier arrive into distributed shared memory);
 //   * barriers are initialised before the peer may signal them (cluster barrier after init), and no CTA exits
 //     while its peer may still write into it (cluster barrier at the end).
 #include <cuda_bf16.h>
@@ -20,7 +20,7 @@
 
 namespace {
 
-constexpr int kBM = 64, kBN = 128, kBK = 64, kStages = 4, kThreads = 256, kCluster = 2;
+constexpr int kBM = 64, kBN = 128, kBK = 64, kStages = 4, kThreads = 256, kCluster = 2, kConsumerWarps = 4;
 constexpr int kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2, kBHalfBytes = kBBytes / kCluster;
 
 struct alignas(1024) Smem {
@@ -39,7 +39,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       ptx::mbar_init(&s.full[i], 1);
-      ptx::mbar_init(&s.empty[i], kCluster);  // released by the consumer of each CTA of the cluster
+      ptx::mbar_init(&s.empty[i], kCluster * kConsumerWarps);  // every consumer warp of the cluster
     }
     ptx::fence_barrier_init();
   }
@@ -69,7 +69,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
       }
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<0>();
-      if (threadIdx.x % 128 == 0) {  // free the stage in both CTAs: the peer's producer writes here too
+      if (threadIdx.x % 32 == 0) {  // free the stage in both CTAs: the peer's producer writes here too
         ptx::mbar_arrive_cluster(&s.empty[pos.stage], rank);
         ptx::mbar_arrive_cluster(&s.empty[pos.stage], peer);
       }

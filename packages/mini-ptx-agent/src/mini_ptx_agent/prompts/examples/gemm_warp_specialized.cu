@@ -6,7 +6,8 @@
 //   warpgroups 1, 2 = consumers: take registers (setmaxnreg.inc), each multiplies its 64 rows of A with B by
 //                 wgmma and keeps one wgmma group in flight; the epilogue stores C with stmatrix + TMA.
 // Ring: full[s] completes when the TMA bytes of stage s landed (count 1: the producer's arrive.expect_tx);
-// empty[s] completes when both consumer warpgroups released stage s (count 2).
+// empty[s] completes when all 8 consumer warps released stage s (count 8: each warp arrives after its own
+// wgmma.wait_group, since a warp's wait says nothing about the other warps' reads of the stage).
 #include <cuda_bf16.h>
 #include <tvm/ffi/function.h>
 
@@ -52,7 +53,7 @@ __device__ void consume(Smem& s, int wg, int k_blocks, float (&acc)[64]) {
     }
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<1>();  // the group of the previous k-block is done: its stage can be refilled
-    if (kb > 0 && threadIdx.x % 128 == 0) ptx::mbar_arrive(&s.empty[previous.stage]);
+    if (kb > 0 && threadIdx.x % 32 == 0) ptx::mbar_arrive(&s.empty[previous.stage]);
     previous = pos;
     pos.advance();
   }
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       ptx::mbar_init(&s.full[i], 1);
-      ptx::mbar_init(&s.empty[i], 2);
+      ptx::mbar_init(&s.empty[i], 8);  // one arrival per consumer warp
     }
     ptx::fence_barrier_init();
   }

@@ -77,6 +77,20 @@ __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threa
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Registers written asynchronously (wgmma accumulators, tcgen05.ld results) are final only after the matching
+// wait, which names no registers: after the wait, this empty asm "rewrites" them so the compiler cannot move their
+// reads above it.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
 // Order this thread's generic-proxy shared-memory accesses (ordinary st.shared) before later async-proxy
 // accesses (TMA stores, wgmma or tcgen05.mma reading shared memory). Then synchronise the threads that wrote.
 __device__ __forceinline__ void fence_proxy_async_smem() {

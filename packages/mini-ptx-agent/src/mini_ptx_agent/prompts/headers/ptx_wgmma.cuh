@@ -43,11 +43,6 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait_group() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
 
 // ---------------------------------------------------------------- wgmma, bf16 x bf16 -> fp32
 #define PTX_WGMMA_D32 "{" \
