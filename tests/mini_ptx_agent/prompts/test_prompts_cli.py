@@ -56,3 +56,13 @@ def test_show_refuses_an_unknown_tag_with_close_matches() -> None:
     assert result.exit_code == 2
     assert "unknown prompt tag 'hopper-fa3-fwd'; did you mean hopper-fa3-forward" in result.output
     assert result.stdout == ""  # the error goes to stderr, nothing that looks like a prompt to stdout
+
+
+def test_registering_the_commands_does_not_load_the_registry() -> None:
+    """`ptxbench --help` imports the CLI; the prompts package loads its registry (and pydantic) on first use."""
+    import subprocess
+    import sys
+
+    code = "import sys, mini_ptx_agent.cli; print('mini_ptx_agent.prompts.registry' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "False", result.stderr
