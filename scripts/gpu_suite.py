@@ -275,8 +275,9 @@ def main() -> int:
     if not args.skip_pytest:
         t0 = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-m", "gpu", "tests/fibserve/bench", "-q", "-rA",
-             f"--junitxml={out / 'pytest-gpu.xml'}"],
+            # one process, without pyproject's `-n auto`: GPU timing needs the device alone (and no xdist there)
+            [sys.executable, "-m", "pytest", "-o", "addopts=--strict-markers", "-m", "gpu", "tests/fibserve/bench",
+             "-q", "-rA", f"--junitxml={out / 'pytest-gpu.xml'}"],
             cwd=ROOT, capture_output=True, text=True,
         )  # fmt: skip
         (out / "pytest-gpu.txt").write_text(proc.stdout + proc.stderr)

@@ -22,6 +22,8 @@
 #   symmetry    benchmarks/timing_symmetry.py: where the torch.matmul-vs-itself bias comes from
 #   pidns       benchmarks/pid_namespace_probe.py: do evaluations work with each worker in its own PID namespace
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
+#   attnstab    benchmarks/eval_stability.py on mha_with_lse_d128 at seq_len 4096: cuDNN SDPA against itself
+#   attnbase    benchmarks/attention_baselines.py: every attention baseline on every workload (ATTN_FLAGS, e.g. --quick)
 #   overhead    benchmarks/eval_overhead.py: overhead, and memory over $OVERHEAD_EVALUATIONS (200) evaluations
 #   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
 #   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
@@ -99,13 +101,18 @@ for item in "${steps[@]}"; do
     [ "$item" != "$step" ] && limit=${item#*:}
     case $step in
         env) run_step env "$limit" step_env ;;
-        pytest) run_step pytest "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider --timeout "$limit" ${PYTEST_PATHS:-tests} ;;
+        # -o addopts: one process, without pyproject's `-n auto` (GPU timing needs the device alone, and the
+        # GPU image has no pytest-xdist)
+        pytest) run_step pytest "$limit" python3 -m pytest -o addopts="-ra --strict-markers" -m gpu -q -p no:cacheprovider --timeout "$limit" ${PYTEST_PATHS:-tests} ;;
         suite) run_step suite "$limit" python3 scripts/gpu_suite.py --skip-pytest ;;
         refgemm) run_step refgemm "$limit" python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
         latency) run_step latency "$limit" python3 benchmarks/launch_latency.py ;;
         symmetry) run_step symmetry "$limit" python3 benchmarks/timing_symmetry.py ;;
         pidns) run_step pidns "$limit" python3 benchmarks/pid_namespace_probe.py ;;
         stability) run_step stability "$limit" python3 benchmarks/eval_stability.py --repeats "${STABILITY_REPEATS:-10}" ;;
+        attnstab) run_step attnstab "$limit" python3 benchmarks/eval_stability.py --repeats "${STABILITY_REPEATS:-10}" \
+            --definition mha_with_lse_d128 --axis seq_len=4096 ;;
+        attnbase) run_step attnbase "$limit" python3 benchmarks/attention_baselines.py --max-wall-s "$((limit - 30))" ${ATTN_FLAGS:-} ;;
         overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations "${OVERHEAD_EVALUATIONS:-200}" \
             --max-wall-s "$((limit - 60))" ;;
         serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py --devices cuda:0 --settle-s 3 \

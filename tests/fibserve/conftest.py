@@ -1,22 +1,14 @@
-"""Fixtures and hooks for every test under tests/fibserve: a shared build cache, and skipping nvcc tests.
+"""Hooks for every test under tests/fibserve: skipping nvcc tests where nvcc is missing.
 
-The test directories are not packages (no ``__init__.py``), so this conftest applies to all of them.
+The test directories are not packages (no ``__init__.py``), so this conftest applies to all of them. The
+run-wide build cache (the ``build_cache`` fixture) is in tests/conftest.py.
 """
 
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One build cache for the whole session, shared by tests/fibserve/analysis and tests/fibserve/build."""
-    path = tmp_path_factory.getbasetemp() / "fibserve-build-cache"
-    path.mkdir(exist_ok=True)
-    return path
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -45,7 +45,7 @@ def test_unknown_definition_is_a_usage_error_naming_it():
     result = _run(str(KERNELS / "add_correct.py"), "--definition", "no_such_definition", timeout=120)
     assert result.returncode == 2
     assert (
-        "unknown definition 'no_such_definition' (22 definitions; list them with `fibserve definitions`)"
+        "unknown definition 'no_such_definition' (42 definitions; list them with `fibserve definitions`)"
         in (result.stderr)
     )
 
@@ -120,3 +120,28 @@ def test_a_narrow_terminal_folds_the_table_instead_of_cutting_values():
     assert "…" not in table, table
     for uuid, axes in (("fea76944", "N=1024"), ("55c949d1", "N=65536"), ("1e6b0d78", "N=1000")):
         assert uuid in table and axes in table, table  # a row's identity is never folded
+
+
+@pytest.mark.nvcc
+def test_cuda_on_cpu_prints_the_static_analysis_as_check_does():
+    from fibserve.bench.offline import find_definition
+    from fibserve.static_check import check, print_analysis, solution_from_path
+    from fibserve.trace.trace_set import TraceSet
+    from rich.console import Console
+
+    kernel = KERNELS / "gemm_naive.cu"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TERM": "dumb"}
+    env.pop("COLUMNS", None)  # piped: evaluate prints 160 columns wide
+    result = _run(str(kernel), "--definition", "gemm_n7168_k5120", "--device", "cpu", env=env)
+    assert result.returncode == 3, result.stdout + result.stderr[-3000:]
+    assert "NOT EXECUTED" in result.stdout
+
+    definition = find_definition(TraceSet.from_env(strict=False), "gemm_n7168_k5120")
+    analysis = check(solution_from_path(kernel, definition.name), definition=definition)
+    console = Console(record=True, width=160)
+    print_analysis(analysis, console)
+    expected = [line for line in console.export_text().splitlines() if not line.startswith("timings:")]
+    assert any("PTX families" in line for line in expected) and any("SASS from" in line for line in expected)
+    printed = result.stdout.splitlines()
+    missing = [line for line in expected if line not in printed]
+    assert not missing, result.stdout

@@ -42,9 +42,10 @@ def evaluator():
 
 
 @pytest.mark.parametrize("kernel", GPU_KERNELS)
-def test_gpu_suite_kernels_build_for_sm90a(kernel, make_solution, tmp_path):
+def test_gpu_suite_kernels_build_for_sm90a(kernel, make_solution, build_cache):
+    # the run's shared cache: built here or by another test of this run, never by an earlier run
     result = build_solution(
-        make_solution(kernel, DEFINITION, language="cuda"), arch="sm_90a", cache_dir=tmp_path
+        make_solution(kernel, DEFINITION, language="cuda"), arch="sm_90a", cache_dir=build_cache
     )
     assert result.ok, result.log
 

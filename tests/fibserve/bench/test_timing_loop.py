@@ -8,24 +8,21 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fibserve.bench.candidate import prepare
 from fibserve.bench.config import resolve_config
-from fibserve.bench.inputs import generate_inputs, torch_dtype
-from fibserve.bench.reference import run_reference
 from fibserve.bench.reference_twin import ReferenceTwin, TwinError
 from fibserve.bench.run import (
     CandidateFailure,
     ReferenceTimingError,
     WorkloadData,
-    allocate_slots,
     check_correctness,
     measure,
 )
 from fibserve.bench.sandbox import WorkerPool
+from fibserve.bench.sides import Side
 from fibserve.trace import EvaluationStatus
+from timing_helpers import CPU, setup_vector_add
 
 pytestmark = pytest.mark.slow
-CPU = torch.device("cpu")
 
 
 @pytest.fixture(scope="module")
@@ -33,26 +30,6 @@ def pool():
     pool = WorkerPool("cpu", sandbox="none", spares=2, interpret_triton=True)
     yield pool
     pool.close()
-
-
-def _setup(pool, trace_set, make_solution, kernel, tmp_path, language="python"):
-    definition = trace_set.definition("vector_add_f32")
-    workload = trace_set.workloads_for("vector_add_f32")[0]
-    solution = make_solution(kernel, "vector_add_f32", language=language)
-    prepared = prepare(definition, solution, arch="sm_90a", timeout=60, scratch=tmp_path)
-    worker = pool.acquire(120)
-    assert worker.request({"op": "load", **prepared.load}, 60)["ok"]
-    axes = definition.axis_values(workload.axes)
-    shapes = {n: definition.resolve_shape(n, axes) for n in definition.outputs}
-    sets = [generate_inputs(definition, workload, k, secret=b"t", device="cpu") for k in range(3)]
-    data = WorkloadData(
-        inputs=sets,
-        references=[run_reference(definition, s, shapes) for s in sets],
-        output_shapes=shapes,
-        output_dtypes={n: torch_dtype(s.dtype) for n, s in definition.outputs.items()},
-    )
-    slots = allocate_slots(worker, data, 3, CPU, 60)
-    return definition, worker, data, slots
 
 
 def _reference_twin(pool, definition, data, tmp_path):
@@ -63,17 +40,22 @@ def _reference_twin(pool, definition, data, tmp_path):
     return twin, twin.slots(data, 3, CPU)
 
 
+def _reference_side(twin, twin_slots):
+    """The reference as the only (primary) side, as the evaluator times a definition without a baseline."""
+    return [Side("reference", twin.solution.name, twin_slots)]
+
+
 def _timing_failure(pool, trace_set, make_solution, tmp_path, kernel, overrides, *, correctness_first=False):
     """Run ``kernel`` through the timing loop against the reference's twin; returns the CandidateFailure it
     must end in (the test fails when it ends in none)."""
-    definition, worker, data, slots = _setup(pool, trace_set, make_solution, kernel, tmp_path)
+    definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, kernel, tmp_path)
     twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
     config = resolve_config(definition, overrides)
     try:
         if correctness_first:
             check_correctness(worker, slots, data, config, CPU)
         with pytest.raises(CandidateFailure) as caught:
-            measure(slots, twin_slots, data, config, CPU)
+            measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
     finally:
         worker.kill()
         twin.discard()
@@ -81,14 +63,14 @@ def _timing_failure(pool, trace_set, make_solution, tmp_path, kernel, overrides,
 
 
 def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path):
-    definition, worker, data, slots = _setup(
+    definition, worker, data, slots = setup_vector_add(
         pool, trace_set, make_solution, "add_correct.py", tmp_path, "triton"
     )
     twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
     config = resolve_config(definition, {"warmup": 1, "iterations": 6, "trials": 2})
     try:
         check_correctness(worker, slots, data, config, CPU)
-        performance, validated = measure(slots, twin_slots, data, config, CPU)
+        performance, validated = measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
         # the twin's buffers are exported: after each reference call its outputs are poisoned again
         assert all(bool(torch.isnan(slot["z"]).all()) for slot in twin_slots.outputs)
     finally:
@@ -118,13 +100,15 @@ def test_pointer_cache_survives_one_trial_but_not_the_rotation(
 def test_a_dead_reference_twin_is_a_harness_error_not_the_candidates(
     pool, trace_set, make_solution, tmp_path
 ):
-    definition, worker, data, slots = _setup(pool, trace_set, make_solution, "add_correct.py", tmp_path)
+    definition, worker, data, slots = setup_vector_add(
+        pool, trace_set, make_solution, "add_correct.py", tmp_path
+    )
     twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
     twin.worker.kill()
     config = resolve_config(definition, {"warmup": 0, "iterations": 2, "trials": 1})
     try:
-        with pytest.raises(ReferenceTimingError, match="reference could not be timed"):
-            measure(slots, twin_slots, data, config, CPU)
+        with pytest.raises(ReferenceTimingError, match=r"the reference .* could not be timed"):
+            measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
         assert worker.alive, "the candidate's worker is not retired for a harness failure"
     finally:
         worker.kill()
@@ -144,7 +128,7 @@ def test_a_reference_that_does_not_load_is_a_twin_error(pool, trace_set, tmp_pat
 
 
 def test_a_dead_twin_is_restarted_on_the_next_workload(pool, trace_set, make_solution, tmp_path):
-    definition, worker, data, _ = _setup(pool, trace_set, make_solution, "add_correct.py", tmp_path)
+    definition, worker, data, _ = setup_vector_add(pool, trace_set, make_solution, "add_correct.py", tmp_path)
     worker.kill()
     twin, _ = _reference_twin(pool, definition, data, tmp_path)
     first = twin.worker
@@ -170,7 +154,7 @@ def test_a_forged_reply_with_impossible_timings_is_the_candidates_runtime_error(
 def test_the_twin_times_a_reference_whose_dtype_differs_from_the_definition(
     pool, trace_set, make_solution, tmp_path
 ):
-    definition, worker, data, slots = _setup(
+    definition, worker, data, slots = setup_vector_add(
         pool, trace_set, make_solution, "add_correct.py", tmp_path, "triton"
     )
     # a float64 reference for a float32 definition: accepted by correctness (compared in fp32), so timing must too
@@ -178,7 +162,7 @@ def test_the_twin_times_a_reference_whose_dtype_differs_from_the_definition(
     twin, twin_slots = _reference_twin(pool, wide, data, tmp_path)
     config = resolve_config(definition, {"warmup": 0, "iterations": 2, "trials": 1})
     try:
-        performance, _ = measure(slots, twin_slots, data, config, CPU)
+        performance, _ = measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
     finally:
         worker.kill()
         twin.discard()

@@ -33,9 +33,10 @@ def _solution(sources: dict[str, str], entry: str, language: str = "cuda") -> So
     )
 
 
-def test_simt_kernel_builds_with_products_and_is_cached(build_cache: Path) -> None:
+def test_simt_kernel_builds_with_products_and_is_cached(tmp_path: Path) -> None:
+    # its own cache: the run's shared one may hold this kernel, for either target, already
     solution = fixture_solution("simt_add.cu")
-    first = build_solution(solution, cache_dir=build_cache)
+    first = build_solution(solution, cache_dir=tmp_path)
     assert first.status == BuildStatus.OK, first.log
     assert first.arch == "sm_90a"
     assert first.library_path is not None and first.library_path.is_file()
@@ -49,12 +50,12 @@ def test_simt_kernel_builds_with_products_and_is_cached(build_cache: Path) -> No
     assert first.sandbox == resolve_mode()
 
     start = time.perf_counter()
-    again = build_solution(solution, cache_dir=build_cache)
+    again = build_solution(solution, cache_dir=tmp_path)
     elapsed_ms = (time.perf_counter() - start) * 1000
     assert again.cached and again.status == BuildStatus.OK and again.build_dir == first.build_dir
     assert elapsed_ms < 200  # the 50 ms target is measured in benchmarks/static_analysis.py
 
-    other_arch = build_solution(solution, cache_dir=build_cache, arch="sm_100a")
+    other_arch = build_solution(solution, cache_dir=tmp_path, arch="sm_100a")
     assert other_arch.key != first.key and not other_arch.cached
     assert other_arch.status == BuildStatus.OK, other_arch.log
     assert ".target sm_100a" in other_arch.ptx_path.read_text()  # type: ignore[union-attr]

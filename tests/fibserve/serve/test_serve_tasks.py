@@ -60,7 +60,7 @@ def test_evaluate_a_float32_triton_solution_end_to_end_on_cpu(shared_server) -> 
     assert trace.workload.uuid == VECTOR_ADD_SMALL and trace.solution == "triton_add_v1"
     assert trace.evaluation is not None and trace.evaluation.status is EvaluationStatus.PASSED
     assert trace.evaluation.correctness is not None and trace.evaluation.correctness.max_absolute_error == 0.0
-    # CPU mode never presents a speedup (DESIGN section 4): not measured is null, never 0.
+    # CPU mode never presents a speedup: not measured is null, never 0.
     performance = trace.evaluation.performance
     assert performance is not None and performance.extra["timed"] is False
     assert (performance.latency_ms, performance.reference_latency_ms, performance.speedup_factor) == (

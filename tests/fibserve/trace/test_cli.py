@@ -71,7 +71,7 @@ def test_validate_bundled_default_set() -> None:
 
     result = fibserve("validate", "--json", str(default_root()))
     assert result.returncode == 0
-    assert json.loads(result.stdout)["counts"]["definitions"] == 22
+    assert json.loads(result.stdout)["counts"]["definitions"] == 42
 
 
 def test_schema_prints_json_schema_per_kind() -> None:
@@ -140,7 +140,9 @@ def test_definitions_lists_names_and_the_run_signature() -> None:
     result = fibserve("definitions", "--json", str(default_root()))
     assert result.returncode == 0, result.stderr
     listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    assert len(listed) == 22
+    assert len(listed) == 42
+    assert listed["mha_bwd_d64_causal"]["baseline"] == "mha_bwd_d64_causal_baseline_cudnn_sdpa_backward"
+    assert "Not an FP8 kernel" in listed["fp8_mha_with_lse_d128"]["baseline_description"]
     rmsnorm = listed["rmsnorm_f32"]
     assert rmsnorm["op_type"] == "rmsnorm" and rmsnorm["workloads"] == 3
     assert rmsnorm["signature"] == (
@@ -156,6 +158,16 @@ def test_definitions_lists_names_and_the_run_signature() -> None:
     assert human.returncode == 0
     assert "rmsnorm_f32  rmsnorm, 3 workload(s)" in human.stdout
     assert "eps: float32 scalar" in " ".join(human.stdout.split())
+    assert "baseline gemm_n7168_k5120_baseline_torch_matmul: cuBLAS through torch.matmul." in " ".join(
+        human.stdout.split()
+    )
+
+
+def test_definitions_without_a_baseline_say_speedups_are_against_the_reference(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "r", definitions={"g.json": GEMM_DEFINITION})
+    human = fibserve("definitions", str(root))
+    assert "baseline none (speedups are against the reference)" in human.stdout
+    assert json.loads(fibserve("definitions", "--json", str(root)).stdout)[0]["baseline"] is None
 
 
 def test_definitions_of_a_folder_that_is_not_a_trace_set_exits_1(tmp_path: Path) -> None:

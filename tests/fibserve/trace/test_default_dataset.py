@@ -28,9 +28,9 @@ def _run(definition: Definition, *args):
 
 def test_bundled_set_loads_without_problems(bundled: TraceSet) -> None:
     assert bundled.counts() == {
-        "definitions": 22,
-        "solutions": 2,
-        "workloads": 103,
+        "definitions": 42,
+        "solutions": 44,
+        "workloads": 223,
         "traces": 0,
         "errors": 0,
         "warnings": 0,

@@ -1,4 +1,4 @@
-"""Validation rules of the FlashInfer Trace models (DESIGN section 2)."""
+"""Validation rules of the FlashInfer Trace models."""
 
 from __future__ import annotations
 

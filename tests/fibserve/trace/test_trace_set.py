@@ -301,3 +301,33 @@ def test_a_line_with_two_objects_is_an_error_not_a_shift(tmp_path: Path) -> None
     assert [(p.line, "malformed JSON" in p.message) for p in ts.errors] == [(2, True)]
     assert list(ts.workload_traces) == ["w1", "w4"]
     assert ts.origin("workload", "w4").endswith("g.jsonl:3")
+
+
+def _python_solution(name: str, definition: str) -> dict:
+    return {
+        "name": name,
+        "definition": definition,
+        "author": "test",
+        "spec": {"language": "python", "target_hardware": ["any"], "entry_point": "b.py::run"},
+        "sources": [{"path": "b.py", "content": "def run(A, B):\n    return A @ B.T\n"}],
+    }
+
+
+def test_a_definition_names_its_baseline_solution_by_tag(tmp_path: Path) -> None:
+    tagged = {**GEMM_DEFINITION, "tags": ["baseline:gemm_small_matmul"]}
+    other = {**GEMM_DEFINITION, "name": "gemm_other", "tags": ["baseline:gemm_small_matmul"]}
+    missing = {**GEMM_DEFINITION, "name": "gemm_missing", "tags": ["baseline:not_there"]}
+    root = make_root(
+        tmp_path / "r",
+        definitions={"g.json": tagged, "o.json": other, "m.json": missing},
+        solutions={"s.json": _python_solution("gemm_small_matmul", "gemm_small")},
+    )
+    ts = TraceSet.load(root)
+    assert ts.definition("gemm_small").baseline == "gemm_small_matmul"
+    assert ts.baseline_for("gemm_small").name == "gemm_small_matmul"
+    # a baseline for another definition, or none at all, is not used, and loading says so (a warning)
+    assert ts.baseline_for("gemm_other") is None and ts.baseline_for("gemm_missing") is None
+    warnings = sorted(p.message for p in ts.warnings)
+    assert len(warnings) == 2 and not ts.errors
+    assert "'gemm_small_matmul' of 'gemm_other' is for 'gemm_small'" in warnings[0]
+    assert "'not_there' of 'gemm_missing' is not in the trace set" in warnings[1]

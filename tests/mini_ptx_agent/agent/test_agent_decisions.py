@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from eval_reports import report
-from mini_ptx_agent.agent import EvaluationEnvironment, ExperimentFiles, KernelAgent, literal_template
-from mini_ptx_agent.evaluation import EvaluationInfrastructureError, EvaluationReport
+from mini_ptx_agent.agent import EvaluationEnvironment, KernelAgent, TrajectoryFiles, literal_template
+from mini_ptx_agent.evaluation import EvaluationInfrastructureError, KernelReport
 from mini_ptx_agent.task import TaskConfig
 from mini_ptx_agent.trajectory import load_trajectory
 from minisweagent.models.test_models import DeterministicModel
@@ -24,7 +24,7 @@ TASK = TaskConfig(definition="vector_add_f32", language="triton", target_speedup
 class PreparedReports:
     """Evaluation backend that answers each evaluation with the next prepared report (or raises it)."""
 
-    def __init__(self, answers: list[EvaluationReport | Exception]):
+    def __init__(self, answers: list[KernelReport | Exception]):
         self.answers = list(answers)
         self.solutions: list = []
 
@@ -59,8 +59,8 @@ def kernel(tag: str) -> dict:
 
 def make_agent(
     tmp_path: Path, outputs: list[dict], backend: PreparedReports, model=None, **config
-) -> tuple[KernelAgent, ExperimentFiles]:
-    files = ExperimentFiles(
+) -> tuple[KernelAgent, TrajectoryFiles]:
+    files = TrajectoryFiles(
         tmp_path / "exp_000", tmp_path / "success" / "exp_000", tmp_path / "traj.json", ".py"
     )
     agent = KernelAgent(
@@ -186,8 +186,8 @@ def test_three_format_errors_in_a_row_end_the_run(tmp_path: Path) -> None:
 
 def test_a_demo_replay_is_flagged_in_the_trajectory_and_summary(tmp_path: Path) -> None:
     from mini_ptx_agent.demo import write_demo_trajectory
-    from mini_ptx_agent.models_replay import ReplayModel
-    from mini_ptx_agent.runs import summarize
+    from mini_ptx_agent.models.replay import ReplayModel
+    from mini_ptx_agent.runs.directory import summarize
 
     demo = write_demo_trajectory("triton", tmp_path / "demo.json")
     answers = PreparedReports([report(["INCORRECT_NUMERICAL"])] * 3)

@@ -70,3 +70,36 @@ def test_compile_error_log_is_quoted_once() -> None:
         compiled=False, compile_log='kernel.cu(7): error: identifier "w" is undefined\n'
     )
     assert format_feedback(bad).count("identifier") == 1
+
+
+def test_speedups_are_labelled_with_the_baseline_the_reference_and_the_roofline() -> None:
+    from eval_reports import trace
+    from fibserve.trace import Performance
+    from mini_ptx_agent.evaluation import build_report
+    from mini_ptx_agent.task import TaskConfig
+
+    timed = trace("w0", "PASSED", speedup=0.9)
+    timed.evaluation.performance = Performance(
+        latency_ms=3.0,
+        reference_latency_ms=2.7,
+        speedup_factor=0.9,
+        extra={
+            "measured_on": "gpu",
+            "speedup_basis": "baseline",
+            "baseline": {"solution": "fp8_baseline", "description": "Not an FP8 kernel: bf16 speed."},
+            "vs_reference": {"timed": True, "speedup": 31.5},
+            "roofline": {"device_model": "H200", "fraction": 0.27, "floor_ms": 0.8, "flops": 1.0, "bytes": 1.0,
+                         "achieved_tflops": 270.0, "bound": "compute", "peak_tflops": 1979.0, "peak_tb_s": 4.8},
+        },
+    )  # fmt: skip
+    task = TaskConfig(definition="fp8_mha_with_lse_d128", language="cuda", target_speedup=1.0)
+    result = build_report(task, solution_name="s", traces=[timed])
+    assert (
+        result.workloads[0].speedup_basis == "baseline" and result.workloads[0].speedup_vs_reference == 31.5
+    )
+    text = format_feedback(result)
+    line = next(line for line in text.splitlines() if "w0" in line)
+    assert "speedup 0.900x vs baseline fp8_baseline" in line and "baseline 2.7000 ms" in line
+    assert "31.5x vs the reference" in line and "27% of the H200 roofline" in line
+    assert "Speedups are against the baseline fp8_baseline (Not an FP8 kernel: bf16 speed.)" in text
+    assert text.splitlines()[-1].startswith("VERDICT: CORRECT BUT TOO SLOW")  # judged on the baseline speedup

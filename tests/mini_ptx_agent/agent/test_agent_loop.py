@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.evaluation import FIBServeBackend
+from mini_ptx_agent.fibserve_backend import FIBServeBackend
 from mini_ptx_agent.models import make_model
-from mini_ptx_agent.models_config import RetryPolicy
-from mini_ptx_agent.runs import RunLayout, RunPlan, run_experiment
+from mini_ptx_agent.models.config import RetryPolicy
+from mini_ptx_agent.runs.directory import RunLayout, RunPlan
+from mini_ptx_agent.runs.launch import run_trajectory
 from mini_ptx_agent.service import EmbeddedService, free_port
 from mini_ptx_agent.task import TaskConfig
 from mini_ptx_agent.trajectory import load_trajectory
@@ -96,7 +97,7 @@ def test_three_turns_format_error_failing_and_passing_kernel(
 ) -> None:
     run_dir = tmp_path / "run"
     with ScriptedOpenAIServer(MODEL_ID, [NO_CODE, BAD_REPLY, GOOD_REPLY]) as server:
-        summary = run_experiment(
+        summary = run_trajectory(
             plan_for("loop"), run_dir, backend=FIBServeBackend(fibserve), model=endpoint_model(server)
         )
 
@@ -149,14 +150,14 @@ def test_three_turns_format_error_failing_and_passing_kernel(
     assert last_request[-1]["content"] == failing and last_request[-3]["content"] == format_error
     assert server.headers[0].get("Authorization") == f"Bearer {SECRETS['ACCRL_MODEL_API_KEY']}"
 
-    assert (layout.experiment_dir / "kernel.py").read_text() == GOOD
+    assert (layout.trajectory_dir / "kernel.py").read_text() == GOOD
     assert [p.name for p in layout.success_dir.iterdir()] == ["kernel_v3.py"]
     assert (layout.success_dir / "kernel_v3.py").read_text() == GOOD
-    assert sorted(p.name for p in (layout.experiment_dir / "evaluations").iterdir()) == [
+    assert sorted(p.name for p in (layout.trajectory_dir / "evaluations").iterdir()) == [
         "turn_002.json",
         "turn_003.json",
     ]
-    evaluation = json.loads((layout.experiment_dir / "evaluations" / "turn_003.json").read_text())
+    evaluation = json.loads((layout.trajectory_dir / "evaluations" / "turn_003.json").read_text())
     assert evaluation["schema_version"] == "ptxbench.eval/1" and evaluation["status"] == "PASSED"
     assert json.loads(layout.plan_path.read_text())["task"]["definition"] == DEFINITION
     assert json.loads(layout.summary_path.read_text())["exit_status"] == "LimitsExceeded"
@@ -173,7 +174,7 @@ def test_three_turns_format_error_failing_and_passing_kernel(
 
     # Replaying the recorded replies (model `replay:PATH`) gives the same feedback, word for word.
     replay_dir = tmp_path / "replay"
-    replayed = run_experiment(
+    replayed = run_trajectory(
         plan_for("replay", num_turns=4), replay_dir, backend=FIBServeBackend(fibserve),
         model=make_model(f"replay:{layout.trajectory_path}"),
     )  # fmt: skip
@@ -193,7 +194,7 @@ def test_a_1mb_reply_is_stored_once_and_resent_bounded(fibserve: str, tmp_path: 
     assert len(huge) > 1_000_000
     run_dir = tmp_path / "run"
     with ScriptedOpenAIServer(MODEL_ID, [huge, GOOD_REPLY]) as server:
-        summary = run_experiment(
+        summary = run_trajectory(
             plan_for("huge", num_turns=2),
             run_dir,
             backend=FIBServeBackend(fibserve),
@@ -214,7 +215,7 @@ def test_model_endpoint_down_mid_run_then_resume(fibserve: str, tmp_path: Path) 
     run_dir = tmp_path / "run"
     with ScriptedOpenAIServer(MODEL_ID, [BAD_REPLY, GOOD_REPLY], down_after=1) as server:
         model = endpoint_model(server)
-        summary = run_experiment(plan_for("down"), run_dir, backend=FIBServeBackend(fibserve), model=model)
+        summary = run_trajectory(plan_for("down"), run_dir, backend=FIBServeBackend(fibserve), model=model)
     assert summary.exit_status == "InfrastructureError"
     assert not summary.runner_completed and not summary.kernel_correct
     assert "model API failed" in (summary.infrastructure_error or "")
@@ -226,7 +227,7 @@ def test_model_endpoint_down_mid_run_then_resume(fibserve: str, tmp_path: Path) 
     assert not any(m.get("extra", {}).get("ptxbench", {}).get("turn") == 2 for m in saved["messages"])
 
     with ScriptedOpenAIServer(MODEL_ID, [GOOD_REPLY]) as server:
-        resumed = run_experiment(
+        resumed = run_trajectory(
             plan_for("down", num_turns=2),
             run_dir,
             backend=FIBServeBackend(fibserve),
@@ -242,7 +243,7 @@ def test_model_endpoint_down_mid_run_then_resume(fibserve: str, tmp_path: Path) 
 def test_fibserve_down_is_an_infrastructure_error(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     with ScriptedOpenAIServer(MODEL_ID, [GOOD_REPLY]) as server:
-        summary = run_experiment(
+        summary = run_trajectory(
             plan_for("dead"), tmp_path / "run", backend=FIBServeBackend(dead), model=endpoint_model(server)
         )
     assert summary.exit_status == "InfrastructureError"
@@ -265,7 +266,7 @@ def test_fibserve_dies_while_the_model_writes(tmp_path: Path) -> None:
                 return original(messages, **kwargs)
 
             model.query = query_then_kill_service
-            summary = run_experiment(plan_for("died"), run_dir, backend=backend, model=model)
+            summary = run_trajectory(plan_for("died"), run_dir, backend=backend, model=model)
     finally:
         service.stop()
     assert summary.exit_status == "InfrastructureError"

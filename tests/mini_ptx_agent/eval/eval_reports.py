@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fibserve.trace import Correctness, Environment, Evaluation, Performance, Trace, Workload
-from mini_ptx_agent.evaluation import EvaluationReport, build_report
+from mini_ptx_agent.evaluation import KernelReport, build_report
 from mini_ptx_agent.task import TaskConfig
 
 
@@ -38,7 +38,7 @@ def report(
     hardware: str = "NVIDIA H200",
     target: float = 1.0,
     language: str = "triton",
-) -> EvaluationReport:
+) -> KernelReport:
     """A report over one trace per status."""
     speedups = speedups or [1.0] * len(statuses)
     task = TaskConfig(definition="vector_add_f32", language=language, target_speedup=target)

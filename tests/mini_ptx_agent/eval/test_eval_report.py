@@ -3,10 +3,11 @@
 import json
 
 from eval_reports import report, trace
+from fibserve.trace import EvaluationStatus
 from mini_ptx_agent.evaluation import (
     SCHEMA_VERSION,
-    EvaluationReport,
-    ReportStatus,
+    KernelReport,
+    NotEvaluated,
     SanitizerVerdict,
     StaticAnalysis,
     build_report,
@@ -17,7 +18,7 @@ from mini_ptx_agent.task import TaskConfig
 
 def test_all_passed_on_gpu_above_target_meets_it() -> None:
     result = report(["PASSED", "PASSED"], speedups=[1.5, 1.2], target=1.2)
-    assert result.status is ReportStatus.PASSED
+    assert result.status is EvaluationStatus.PASSED
     assert result.all_passed and result.executed_on_gpu
     assert result.min_speedup == 1.2
     assert result.target_met
@@ -37,7 +38,7 @@ def test_cpu_interpreter_timings_never_meet_a_target() -> None:
 
 def test_first_failing_status_is_the_report_status() -> None:
     result = report(["PASSED", "INCORRECT_NUMERICAL", "RUNTIME_ERROR"])
-    assert result.status is ReportStatus.INCORRECT_NUMERICAL
+    assert result.status is EvaluationStatus.INCORRECT_NUMERICAL
     assert not result.all_passed and result.min_speedup is None and not result.target_met
 
 
@@ -46,7 +47,7 @@ def test_not_executed_cuda_without_a_gpu() -> None:
     result = build_report(
         task, solution_name="s", traces=[], executed=False, analysis=StaticAnalysis(compiled=True)
     )
-    assert result.status is ReportStatus.NOT_EXECUTED and not result.all_passed and not result.target_met
+    assert result.status is NotEvaluated.NOT_EXECUTED and not result.all_passed and not result.target_met
 
 
 def test_sanitizer_failure_rejects_before_workloads() -> None:
@@ -55,7 +56,7 @@ def test_sanitizer_failure_rejects_before_workloads() -> None:
     result = build_report(
         task, solution_name="s", traces=[trace("w0", "PASSED", speedup=3.0)], sanitizer=verdict
     )
-    assert result.status is ReportStatus.SANITIZER_FAILED and not result.all_passed and not result.target_met
+    assert result.status is NotEvaluated.SANITIZER_FAILED and not result.all_passed and not result.target_met
 
 
 def test_report_json_is_versioned_and_round_trips() -> None:
@@ -72,41 +73,67 @@ def test_report_json_is_versioned_and_round_trips() -> None:
         "sanitizer",
         "executed_on_gpu",
     } <= set(data)
-    assert EvaluationReport.model_validate(data) == result
+    assert KernelReport.model_validate(data) == result
+
+
+def _analysis_json(**fields) -> dict:
+    """The ``analysis`` of a task answer as the service writes it: a real ``fibserve.check`` result, dumped."""
+    from fibserve.static_check import Analysis
+
+    base = {"solution": "s", "definition": "gemm_n7168_k5120", "language": "cuda", "arch": "sm_90a"}
+    return Analysis(**(base | fields)).model_dump(mode="json")
+
+
+def _build(status: str, log: str) -> dict:
+    return {"status": status, "language": "cuda", "entry_file": "kernel.cu", "entry_symbol": "run",
+            "key": "0" * 64, "build_dir": "/tmp/build", "log": log}  # fmt: skip
 
 
 def test_static_analysis_reads_the_fibserve_check_answer() -> None:
-    raw = {
-        "status": "clean",
-        "policy": [],
-        "build": {"status": "OK", "ok": True, "log": "ptxas info: Used 168 registers"},
-        "ptx_families": {"wgmma": 12, "mbarrier": 4, "setmaxnreg": 0},
-        "kernels": [
+    raw = _analysis_json(
+        status="clean",
+        build=_build("OK", "ptxas info: Used 168 registers"),
+        ptx_families={"wgmma": 12, "mbarrier": 4, "setmaxnreg": 0},
+        kernels=[
             {
                 "name": "k1",
+                "display_name": "k1",
                 "sass_notable": {"HGMMA": 8, "UTMALDG": 2},
                 "resources": {
+                    "name": "k1",
                     "registers": 168,
                     "shared_bytes": 1024,
                     "spill_store_bytes": 8,
                     "spill_load_bytes": 4,
                 },
             },
-            {"name": "k2", "sass_notable": {"SYNCS": 1}, "resources": {"registers": 40, "shared_bytes": 0}},
+            {"name": "k2", "display_name": "k2", "sass_notable": {"SYNCS": 1},
+             "resources": {"name": "k2", "registers": 40, "shared_bytes": 0}},
         ],
-    }
+    )  # fmt: skip
+    assert (
+        raw["build"]["ok"] is True
+    )  # the JSON keys the agent used to read by hand are still the wire format
     analysis = static_analysis_from(raw)
     assert analysis is not None and analysis.compiled is True
+    assert analysis.compile_log == "ptxas info: Used 168 registers"
     assert analysis.ptx_families == ["mbarrier", "wgmma"]
     assert analysis.sass_families == ["HGMMA", "SYNCS", "UTMALDG"]
     assert (analysis.registers, analysis.shared_memory_bytes, analysis.spill_bytes) == (168, 1024, 12)
 
 
+def test_a_build_that_failed_is_not_compiled() -> None:
+    raw = _analysis_json(status="compile_error", build=_build("COMPILE_ERROR", "kernel.cu(3): error"))
+    analysis = static_analysis_from(raw)
+    assert (
+        analysis is not None and analysis.compiled is False and analysis.compile_log == "kernel.cu(3): error"
+    )
+
+
 def test_policy_violation_means_not_compiled() -> None:
-    raw = {
-        "status": "policy_violation",
-        "build": None,
-        "policy": [
+    raw = _analysis_json(
+        status="policy_violation",
+        policy=[
             {
                 "rule": "cuda.library-call",
                 "file": "kernel.cu",
@@ -114,10 +141,21 @@ def test_policy_violation_means_not_compiled() -> None:
                 "message": "cublasGemmEx is not allowed",
             }
         ],
-    }
+        abi=["run takes 2 arguments; the definition has 3 inputs and outputs"],
+    )
     analysis = static_analysis_from(raw)
     assert analysis is not None and analysis.compiled is False
-    assert analysis.policy_violations == ["kernel.cu:7: cublasGemmEx is not allowed (cuda.library-call)"]
+    assert analysis.policy_violations == [
+        "kernel.cu:7: cublasGemmEx is not allowed (cuda.library-call)",
+        "run takes 2 arguments; the definition has 3 inputs and outputs",
+    ]
+
+
+def test_an_analysis_the_service_could_not_make_says_nothing_about_the_kernel() -> None:
+    raw = {"error": "static analysis unavailable: RuntimeError('nvcc missing')"}
+    analysis = static_analysis_from(raw)
+    assert analysis is not None and analysis.compiled is None and analysis.raw == raw
+    assert analysis.policy_violations == [] and analysis.ptx_families == []
 
 
 def test_timing_faster_than_the_roofline_never_meets_the_target() -> None:

@@ -11,8 +11,9 @@ import httpx
 import pytest
 from fibserve.client import FIBServeClient
 from fibserve.trace import EvaluationStatus
-from mini_ptx_agent.evaluation import EvaluationReport, FIBServeBackend, ReportStatus
+from mini_ptx_agent.evaluation import KernelReport
 from mini_ptx_agent.feedback import format_feedback
+from mini_ptx_agent.fibserve_backend import FIBServeBackend
 from mini_ptx_agent.service import EmbeddedService
 from mini_ptx_agent.task import TaskConfig
 
@@ -52,10 +53,10 @@ def test_nan_errors_round_trip_from_the_lane_to_the_agent() -> None:
     assert trace.evaluation.status is EvaluationStatus.INCORRECT_NUMERICAL
     assert math.isnan(trace.evaluation.correctness.max_absolute_error)
 
-    assert report.status is ReportStatus.INCORRECT_NUMERICAL  # a verdict, not an infrastructure error
+    assert report.status is EvaluationStatus.INCORRECT_NUMERICAL  # a verdict, not an infrastructure error
     (result,) = report.workloads
     assert math.isnan(result.max_absolute_error) and math.isnan(result.max_relative_error)
     assert "max abs error nan" in format_feedback(report)
-    again = EvaluationReport.model_validate_json(report.model_dump_json())  # a run directory's turn file
+    again = KernelReport.model_validate_json(report.model_dump_json())  # a run directory's turn file
     assert math.isnan(again.workloads[0].max_absolute_error)
     assert math.isnan(again.traces[0].evaluation.correctness.max_relative_error)

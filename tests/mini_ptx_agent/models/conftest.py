@@ -20,7 +20,7 @@ def scripted_server():
 @pytest.fixture
 def fast_retry():
     """A retry policy with millisecond backoffs and 3 attempts."""
-    from mini_ptx_agent.models_config import RetryPolicy
+    from mini_ptx_agent.models.config import RetryPolicy
 
     return RetryPolicy(max_attempts=3, initial_backoff_s=0.01, max_backoff_s=0.05, request_timeout_s=10)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from mini_ptx_agent.models_config import RetryPolicy, load_models_config
+from mini_ptx_agent.models.config import RetryPolicy, load_models_config
 
 
 def test_bundled_config_loads_and_matches_families_in_order() -> None:

@@ -13,7 +13,7 @@ from mini_ptx_agent.models import (
     OpenAIEndpointModel,
     make_model,
 )
-from mini_ptx_agent.models_endpoint import normalise_base_url
+from mini_ptx_agent.models.endpoint import normalise_base_url
 from scripted_openai import completion
 
 MESSAGES = [
@@ -132,7 +132,7 @@ def test_host_normalisation(host: str, url: str) -> None:
 
 
 def test_the_reply_text_is_kept_once_not_again_in_the_raw_response(scripted_server, fast_retry) -> None:
-    from mini_ptx_agent.models_base import STORED_ELSEWHERE
+    from mini_ptx_agent.models.base import STORED_ELSEWHERE
 
     long = "z" * 100_000
     scripted_server.script((200, completion(long)))

@@ -64,8 +64,8 @@ def test_a_name_litellm_cannot_route_is_refused_before_any_request() -> None:
 
 
 def test_check_fails_for_a_model_that_does_not_exist_and_says_what_to_type() -> None:
-    from mini_ptx_agent.quickstart import QuickstartSettings
-    from mini_ptx_agent.quickstart_check import check_model
+    from mini_ptx_agent.quickstart.check import check_model
+    from mini_ptx_agent.quickstart.settings import QuickstartSettings
 
     line = check_model(QuickstartSettings.resolve(model="nonsense-model-xyz", environ={}))
     assert not line.ok
@@ -73,7 +73,7 @@ def test_check_fails_for_a_model_that_does_not_exist_and_says_what_to_type() -> 
 
 
 def test_check_asks_the_provider_about_a_name_not_in_litellm_list(scripted_server, monkeypatch) -> None:
-    from mini_ptx_agent.quickstart_check import check_hosted_model
+    from mini_ptx_agent.quickstart.check import check_hosted_model
 
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
     model = make_model("openai/not-a-served-model", api_base=scripted_server.url + "/v1")

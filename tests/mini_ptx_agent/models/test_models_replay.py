@@ -96,5 +96,5 @@ def test_models_drive_mini_swe_agents_default_agent(tmp_path: Path, monkeypatch)
     assert saved["trajectory_format"] == "mini-swe-agent-1.1"
     assert [m["content"] for m in saved["messages"] if m["role"] == "assistant"] == ["one", "two"]
     assert saved["messages"][0]["content"].startswith("model replay:")
-    assert saved["info"]["config"]["model_type"] == "mini_ptx_agent.models_replay.ReplayModel"
+    assert saved["info"]["config"]["model_type"] == "mini_ptx_agent.models.replay.ReplayModel"
     assert saved["info"]["model_usage"]["n_calls"] == 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from mini_ptx_agent.models import ModelRequestError, make_model
-from mini_ptx_agent.models_base import redact
+from mini_ptx_agent.models.base import redact
 from scripted_openai import completion
 
 FAKE = "sk-FAKE-secret-9f8e7d6c5b4a39281706"

@@ -1,4 +1,4 @@
-"""The prompt composer: tags, fragments, the ABI text of DESIGN §3, includes and the first user message."""
+"""The prompt composer: tags, fragments, the ABI text, includes and the first user message."""
 
 from __future__ import annotations
 

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent import quickstart_check, service
-from mini_ptx_agent.quickstart import QuickstartSettings
+from mini_ptx_agent import service
+from mini_ptx_agent.quickstart import check as quickstart_check
+from mini_ptx_agent.quickstart.settings import QuickstartSettings
 from mini_ptx_agent.service import free_port, unhealthy_lanes, wait_lanes_ready
 
 pytestmark = pytest.mark.timeout(180)

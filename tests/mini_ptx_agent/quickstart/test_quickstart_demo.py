@@ -19,7 +19,7 @@ from mini_ptx_agent.demo import (
     write_demo_trajectory,
 )
 from mini_ptx_agent.extraction import extract_kernel
-from mini_ptx_agent.models_replay import ReplayModel
+from mini_ptx_agent.models.replay import ReplayModel
 
 DEMO_DIR = Path(__file__).resolve().parents[3] / "packages/mini-ptx-agent/src/mini_ptx_agent/demo"
 

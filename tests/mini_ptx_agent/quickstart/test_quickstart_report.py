@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.evaluation import EvaluationReport, ReportStatus, WorkloadResult
-from mini_ptx_agent.quickstart import QUICKSTART_WORKLOAD, quickstart_task
-from mini_ptx_agent.quickstart_report import CONTEXT_FILE, build_result, render
-from mini_ptx_agent.runs import RunLayout, RunPlan, RunSummary
+from mini_ptx_agent.evaluation import KernelReport, WorkloadResult
+from mini_ptx_agent.quickstart.report import CONTEXT_FILE, build_result, render
+from mini_ptx_agent.quickstart.settings import QUICKSTART_WORKLOAD, quickstart_task
+from mini_ptx_agent.runs.directory import RunLayout, RunPlan, RunSummary
 from rich.console import Console
 
 
@@ -29,8 +29,8 @@ def _report(status: str, speedup: float | None, target: float = 1.0) -> dict:
         hardware="NVIDIA H200", executed_on_gpu=True, speedup=speedup if passed else None,
         latency_ms=0.7 / speedup if passed and speedup else None, reference_latency_ms=0.7 if passed else None,
     )  # fmt: skip
-    return EvaluationReport(
-        status=ReportStatus(status), definition="gemm_n7168_k5120", language="cuda", all_passed=passed,
+    return KernelReport(
+        status=status, definition="gemm_n7168_k5120", language="cuda", all_passed=passed,
         min_speedup=speedup if passed else None, target_speedup=target, executed_on_gpu=True,
         target_met=bool(passed and speedup is not None and speedup >= target), workloads=[workload],
     ).model_dump(mode="json")  # fmt: skip
@@ -47,13 +47,13 @@ def _gpu_run(tmp_path: Path, speedups: list[float | None], exit_status: str = "L
     versions = []
     for turn, speed in enumerate(speedups, start=1):
         status = "PASSED" if speed is not None else "INCORRECT_NUMERICAL"
-        _write(layout.experiment_dir / "evaluations" / f"turn_{turn:03d}.json", _report(status, speed))
+        _write(layout.trajectory_dir / "evaluations" / f"turn_{turn:03d}.json", _report(status, speed))
         if speed is not None:
             versions.append(turn)
             (layout.success_dir).mkdir(parents=True, exist_ok=True)
             (layout.success_dir / f"kernel_v{turn}.cu").write_text("// v", encoding="utf-8")
     if speedups:
-        (layout.experiment_dir / "kernel.cu").write_text("// latest", encoding="utf-8")
+        (layout.trajectory_dir / "kernel.cu").write_text("// latest", encoding="utf-8")
     summary = RunSummary(
         run_id=run.name, exit_status=exit_status, runner_completed=exit_status != "InfrastructureError",
         kernel_correct=bool(versions),
@@ -111,11 +111,11 @@ def _cpu_run(tmp_path: Path, statuses: list[str]) -> Path:
     """A CPU-mode run: the evaluator results say each kernel was built (or not) but nothing was executed."""
     run = _gpu_run(tmp_path, [None] * len(statuses))
     for turn, status in enumerate(statuses, start=1):
-        report = EvaluationReport(
-            status=ReportStatus(status), definition="gemm_n7168_k5120", language="cuda", all_passed=False,
+        report = KernelReport(
+            status=status, definition="gemm_n7168_k5120", language="cuda", all_passed=False,
             target_speedup=1.0, executed_on_gpu=False, workloads=[],
         ).model_dump(mode="json")  # fmt: skip
-        _write(RunLayout(run).experiment_dir / "evaluations" / f"turn_{turn:03d}.json", report)
+        _write(RunLayout(run).trajectory_dir / "evaluations" / f"turn_{turn:03d}.json", report)
     _write(
         run / CONTEXT_FILE, {"demo": True, "service": {"kind": "embedded", "lanes": ["cpu"], "gpu": False}}
     )
@@ -145,7 +145,7 @@ def test_kernel_correct_is_a_definite_answer_when_kernels_were_executed(tmp_path
 
 
 def test_summary_kernel_correct_is_null_when_nothing_was_executed(tmp_path):
-    from mini_ptx_agent.runs import evaluation_statuses, kernel_correctness, summarize
+    from mini_ptx_agent.runs.directory import evaluation_statuses, kernel_correctness, summarize
 
     run = _cpu_run(tmp_path, ["NOT_EXECUTED"] * 3)
     statuses = evaluation_statuses(RunLayout(run))
@@ -162,7 +162,7 @@ def test_summary_kernel_correct_is_null_when_nothing_was_executed(tmp_path):
 
 
 def test_an_outage_before_any_kernel_is_unknown_not_false(tmp_path):
-    from mini_ptx_agent.runs import kernel_correctness
+    from mini_ptx_agent.runs.directory import kernel_correctness
 
     assert kernel_correctness([], [], runner_completed=False) is None
     assert kernel_correctness([], ["INCORRECT_NUMERICAL"], runner_completed=False) is False
@@ -174,7 +174,7 @@ def test_an_outage_before_any_kernel_is_unknown_not_false(tmp_path):
 
 
 def test_a_refused_demo_run_says_why_once_and_claims_no_replay(tmp_path):
-    from mini_ptx_agent.quickstart import TRITON_ALTERNATIVES, TRITON_NEEDS_GPU
+    from mini_ptx_agent.quickstart.settings import TRITON_ALTERNATIVES, TRITON_NEEDS_GPU
 
     run = tmp_path / "quickstart-20260101T000000Z-triton-gemm"
     layout = RunLayout(run)

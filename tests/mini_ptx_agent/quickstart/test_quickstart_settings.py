@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.quickstart import (
+from mini_ptx_agent.quickstart.check import check_model, check_toolchain, gpu_line
+from mini_ptx_agent.quickstart.run import no_gpu_for_certain
+from mini_ptx_agent.quickstart.settings import (
     QUICKSTART_WORKLOAD,
     QuickstartError,
     QuickstartSettings,
-    no_gpu_for_certain,
     quickstart_task,
 )
-from mini_ptx_agent.quickstart_check import check_model, check_toolchain, gpu_line
 
 
 def _settings(**kwargs) -> QuickstartSettings:

@@ -217,9 +217,11 @@ def definitions_command(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
-    """List the definitions a candidate can implement: name, op_type, workloads and the run(...) signature.
+    """List the definitions a candidate can implement: name, op_type, workloads, the run(...) signature and the
+    baseline Solution whose speed a candidate is measured against.
 
     run(...) is what the harness calls: inputs, then the preallocated outputs (destination passing style).
+    Without a baseline, speedups are against the definition's reference (a PyTorch correctness oracle).
     Exit code: 0 listed; 1 the roots have load errors or no definitions (`fibserve validate` says which).
     """
     import json
@@ -239,6 +241,12 @@ def definitions_command(
                 f"[bold]{escape(summary.name)}[/bold]  {escape(summary.op_type)}, {summary.workloads} workload(s)"
             )
             console.print(f"  {escape(summary.signature)}")
+            baseline = (
+                f"{summary.baseline}: {summary.baseline_description}"
+                if summary.baseline
+                else "none (speedups are against the reference)"
+            )
+            console.print(f"  baseline {escape(baseline)}")
     for problem in errors[:5]:
         typer.secho(f"fibserve definitions: {problem}", err=True, fg=typer.colors.RED)
     if errors or not summaries:
@@ -364,7 +372,7 @@ def evaluate_command(
         raise typer.Exit(2)
     roots = [part for value in local or [] for part in value.split(os.pathsep) if part]
     try:
-        definition_model, workloads, root_paths = select(roots, definition, workload)
+        definition_model, workloads, root_paths, baseline = select(roots, definition, workload)
         device = resolve_device(device)
         candidate = solution_from_path(Path(solution or kernel), definition)
         if kernel and language:
@@ -387,6 +395,7 @@ def evaluate_command(
         overrides=overrides or None,
         config_path=config,
         console=console,
+        baseline=baseline,
     )
     if as_json:
         typer.echo(report.model_dump_json(indent=2))

@@ -29,6 +29,7 @@ from fibserve.build import (
 )
 from fibserve.build.binary_policy import check_binary
 from fibserve.build.c_source import strip_c_source
+from fibserve.build.toolchain import cuda_release
 
 if TYPE_CHECKING:
     from fibserve.trace import Definition, Solution
@@ -74,7 +75,10 @@ class Analysis(BaseModel):
     verdict: Verdict | None = None
     """Architecture verdict for the target; None when nothing was compiled."""
     sass_tool: str | None = None
-    """The cuobjdump used."""
+    """Path of the cuobjdump that disassembled the SASS (None when none was found: see the verdict's notes)."""
+    sass_tool_version: str | None = None
+    """Its release line (``Cuda compilation tools, release 12.8, V12.8.55``); a note warns when its release
+    differs from the nvcc that compiled the build."""
     notes: list[str] = Field(default_factory=list)
     """Plain statements about what was and was not analysed."""
     timings_ms: dict[str, float] = Field(default_factory=dict)
@@ -156,7 +160,9 @@ def check(
     if analysis.status == "clean" and analysis.abi:
         # The evaluator rejects these before running anything (bench.candidate.policy_problems).
         analysis.status = "abi_mismatch"
-    analysis.notes.append("static analysis only: the kernel was not executed")
+    analysis.notes.append(
+        "static analysis: read from the build products alone (the kernel was not executed for it)"
+    )
     analysis.timings_ms = {**timings, "total": _since(start)}
     return analysis
 
@@ -178,7 +184,29 @@ def _analyse_binary(analysis: Analysis, build: BuildResult, timings: dict[str, f
     analysis.ptx_families = binary.ptx_families
     analysis.sass_opcodes = binary.sass_opcodes
     analysis.sass_tool = binary.sass_tool
+    analysis.sass_tool_version = binary.sass_tool_version
     analysis.verdict = binary.verdict
+    if mismatch := _disassembler_mismatch(binary.sass_tool, binary.sass_tool_version, build.toolchain):
+        analysis.notes.append(mismatch)
+
+
+def _disassembler_mismatch(
+    tool: str | None, tool_version: str | None, toolchain: dict[str, str]
+) -> str | None:
+    """A warning when the cuobjdump's CUDA release differs from the compiler's, else None.
+
+    cuobjdump decodes the cubin with its own instruction tables, so one older than nvcc can misname or fail on
+    instructions the newer compiler emits, and one newer can differ in spelling: the SASS counts are then
+    evidence from another toolkit, and the reader must know.
+    """
+    tool_release, nvcc_release = cuda_release(tool_version), cuda_release(toolchain.get("nvcc"))
+    if tool is None or tool_release is None or nvcc_release is None or tool_release == nvcc_release:
+        return None
+    return (
+        f"warning: SASS disassembled by cuobjdump {tool_release} ({tool}) for a build by nvcc {nvcc_release}: "
+        f"the opcode counts come from another toolkit's disassembler (an older one can misread newer "
+        f"instructions); put the CUDA {nvcc_release} cuobjdump on PATH"
+    )
 
 
 def check_arity(solution: Solution, definition: Definition) -> list[str]:
@@ -320,6 +348,10 @@ def print_analysis(analysis: Analysis, console: object | None = None) -> None:
                 ", ".join(f"{k} {v}" for k, v in kernel.sass_notable.items()) or "-",
             )
         out.print(table)
+    if analysis.sass_tool is not None:
+        out.print(
+            f"[dim]SASS from {escape(analysis.sass_tool)} ({escape(analysis.sass_tool_version or '')})[/]"
+        )
     if analysis.verdict is not None:
         out.print(f"[bold]verdict[/] {escape(analysis.verdict.summary)}")
         for note in analysis.verdict.notes:

@@ -1,4 +1,4 @@
-"""KernelAgent: mini-swe-agent's ``DefaultAgent`` with the kernel loop of DESIGN §6.
+"""KernelAgent: mini-swe-agent's ``DefaultAgent`` with the kernel loop: write a kernel, evaluate it, read the feedback, try again.
 
 mini-swe-agent's loop stays as it is (``run`` -> ``step`` = ``query`` + ``execute_actions``, control flow by
 exceptions caught in ``run``, the trajectory saved in a ``finally`` after every step). This module adds only
@@ -8,7 +8,7 @@ what kernels need:
   reply when there is none), sends it to the :class:`EvaluationEnvironment` (the environment of this agent is
   the evaluation service), writes the kernel, the evaluator result and each correct version, and appends the
   deterministic feedback; it raises ``Submitted`` when the target is met on a GPU;
-- the model is wrapped in :class:`~mini_ptx_agent.bounded_model.BoundedModel`: each call is bounded by ``turn_timeout_s`` and by the wall-time
+- the model is wrapped in :class:`~mini_ptx_agent.models.bounded.BoundedModel`: each call is bounded by ``turn_timeout_s`` and by the wall-time
   limit, earlier replies are resent bounded (:mod:`mini_ptx_agent.history`), and a failing model API becomes
   :class:`InfrastructureError` (exit status ``InfrastructureError``), never a kernel failure;
   an evaluation service failure ends the run the same way;
@@ -33,12 +33,12 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a ba
 from minisweagent.agents.default import AgentConfig, DefaultAgent
 from minisweagent.exceptions import FormatError, Submitted
 
-from .bounded_model import BoundedModel, InfrastructureError, exit_message
-from .evaluation import EvaluationBackend, EvaluationInfrastructureError, EvaluationReport
+from .evaluation import EvaluationBackend, EvaluationInfrastructureError, KernelReport
 from .extraction import extract_kernel, format_error_message
 from .feedback import format_feedback
 from .history import bounded_history
-from .models_base import is_demo_model
+from .models.base import is_demo_model
+from .models.bounded import BoundedModel, InfrastructureError, exit_message
 from .task import TaskConfig
 from .trajectory import write_json, write_text_atomic
 
@@ -61,7 +61,7 @@ class KernelAgentConfig(AgentConfig):
     """Stop after this model cost in USD (0 = no limit; turns bound a run already)."""
     turn_timeout_s: float = 900.0
     """Longest one model call may take (s); past it the run ends as ``InfrastructureError``. (The evaluation is
-    bounded by ``task.timeout_s``, which :func:`mini_ptx_agent.runs.run_experiment` caps at this value.)"""
+    bounded by ``task.timeout_s``, which :func:`mini_ptx_agent.runs.launch.run_trajectory` caps at this value.)"""
     solution_prefix: str = "ptxbench"
     """Prefix of solution names sent to the service (``<prefix>-t<turn>``)."""
     author: str = "mini-ptx-agent"
@@ -86,11 +86,11 @@ class TurnOutcome:
     sass_families: tuple[str, ...] = ()
 
 
-class ExperimentFiles:
-    """Where one experiment writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs`)."""
+class TrajectoryFiles:
+    """Where one trajectory writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs.directory`)."""
 
-    def __init__(self, experiment_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
-        self.experiment_dir = experiment_dir
+    def __init__(self, trajectory_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
+        self.trajectory_dir = trajectory_dir
         self.success_dir = success_dir
         self.trajectory_path = trajectory_path
         self.extension = extension
@@ -98,7 +98,7 @@ class ExperimentFiles:
     @property
     def kernel_path(self) -> Path:
         """The latest kernel: ``exp_000/kernel.cu`` or ``kernel.py``."""
-        return self.experiment_dir / f"kernel{self.extension}"
+        return self.trajectory_dir / f"kernel{self.extension}"
 
     def version_path(self, turn: int) -> Path:
         """A correct version: ``success/exp_000/kernel_v<turn>.cu|.py``."""
@@ -106,7 +106,7 @@ class ExperimentFiles:
 
     def evaluation_path(self, turn: int) -> Path:
         """The evaluator's result of one turn: ``exp_000/evaluations/turn_001.json``."""
-        return self.experiment_dir / "evaluations" / f"turn_{turn:03d}.json"
+        return self.trajectory_dir / "evaluations" / f"turn_{turn:03d}.json"
 
 
 class EvaluationEnvironment:
@@ -149,7 +149,7 @@ class KernelAgent(DefaultAgent):
         model,
         env: EvaluationEnvironment,
         *,
-        files: ExperimentFiles | None = None,
+        files: TrajectoryFiles | None = None,
         on_turn: Callable[[TurnOutcome], None] | None = None,
         **kwargs,
     ):
@@ -204,7 +204,7 @@ class KernelAgent(DefaultAgent):
                     infrastructure={"source": "evaluation", "kind": type(exc).__name__},
                 )
             ) from exc
-        report: EvaluationReport = output["extra"]["report"]
+        report: KernelReport = output["extra"]["report"]
         version = self._record(turn, extraction.source, report)
         feedback = {
             "role": "user",
@@ -245,7 +245,7 @@ class KernelAgent(DefaultAgent):
         if self.on_turn is not None:
             self.on_turn(outcome)
 
-    def _record(self, turn: int, source: str, report: EvaluationReport) -> int | None:
+    def _record(self, turn: int, source: str, report: KernelReport) -> int | None:
         """Write the evaluator result; keep a correct version; track the best. Returns the version's turn."""
         if self.files is not None:
             write_json(self.files.evaluation_path(turn), report.model_dump(mode="json"))
@@ -296,7 +296,7 @@ class KernelAgent(DefaultAgent):
     def step(self) -> list[dict]:
         """``DefaultAgent.step``; the first step of a resumed run first swaps in the saved conversation.
 
-        The model call of the step may not outlast the wall-time limit (see :class:`~mini_ptx_agent.bounded_model.BoundedModel`).
+        The model call of the step may not outlast the wall-time limit (see :class:`~mini_ptx_agent.models.bounded.BoundedModel`).
         """
         if self._resume is not None:
             state, self._resume = self._resume, None

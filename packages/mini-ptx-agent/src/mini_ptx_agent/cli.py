@@ -54,7 +54,9 @@ def quickstart_command(
     output_root: Annotated[
         Path | None,
         typer.Option(
-            "--output-root", help="Parent of the run directory; default $PTXBENCH_DATA_ROOT/eval_runs."
+            "--output-root",
+            help="Parent of the run directory; default $PTXBENCH_DATA_ROOT/eval_runs, else $PTXBENCH_ROOT/data/eval_runs, "
+            "else data/eval_runs.",
         ),
     ] = None,
     require_gpu: Annotated[
@@ -96,7 +98,8 @@ def eval_command(
 ) -> None:
     """Evaluate one kernel for a fixed task through FIBServe; exit 0 for any kernel verdict, 2 if the service
     failed or the task config or kernel file cannot be used."""
-    from mini_ptx_agent.evaluation import ReportStatus, evaluate_kernel
+    from mini_ptx_agent.evaluation import NotEvaluated
+    from mini_ptx_agent.fibserve_backend import evaluate_kernel
     from mini_ptx_agent.task import TaskConfigError, load_task_config
 
     try:
@@ -113,7 +116,7 @@ def eval_command(
         from mini_ptx_agent.feedback import format_feedback
 
         Console(highlight=False, soft_wrap=True).print(format_feedback(report), markup=False)
-    raise typer.Exit(2 if report.status is ReportStatus.INFRASTRUCTURE_ERROR else 0)
+    raise typer.Exit(2 if report.status is NotEvaluated.INFRASTRUCTURE_ERROR else 0)
 
 
 @app.command("run")
@@ -157,7 +160,8 @@ def run_command(
         Path | None,
         typer.Option(
             "--output-root",
-            help="Parent of run directories; default $PTXBENCH_DATA_ROOT/eval_runs or data/eval_runs.",
+            help="Parent of run directories; default $PTXBENCH_DATA_ROOT/eval_runs, else $PTXBENCH_ROOT/data/eval_runs, "
+            "else data/eval_runs.",
         ),
     ] = None,
     service_url: Annotated[
@@ -199,7 +203,8 @@ def run_command(
     """
     from rich.console import Console
 
-    from mini_ptx_agent.launch import RunOptionError, parse_workloads, run_agent, run_options
+    from mini_ptx_agent.runs.launch import run_agent
+    from mini_ptx_agent.runs.options import RunOptionError, parse_workloads, run_options
 
     try:
         options = run_options(

@@ -1,6 +1,6 @@
 """Extract the kernel from a model reply: the LAST fenced code block of the target language.
 
-The model writes one whole kernel per turn in a fenced block (DESIGN §6): ```` ```cuda ````, ```` ```cu ```` or
+The model writes one whole kernel per turn in a fenced block: ```` ```cuda ````, ```` ```cu ```` or
 ```` ```cpp ```` for CUDA, ```` ```python ```` (or ```` ```py ````) for Triton. Earlier blocks are usually drafts or
 snippets, so the last complete block wins. Parsing is line based: a fence opens on a line of three or more
 backticks followed by an info string and closes on a line of at least as many backticks and nothing else, as in

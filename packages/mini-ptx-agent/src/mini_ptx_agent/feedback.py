@@ -1,14 +1,18 @@
-"""Deterministic feedback text for one evaluated kernel (DESIGN §6).
+"""Deterministic feedback text for one evaluated kernel (what the model reads after each turn).
 
-The same :class:`~mini_ptx_agent.evaluation.EvaluationReport` always gives the same text: per workload status,
-speedup, kernel and reference times (ms); the error and compile log when failing (trimmed, head and tail kept);
+The same :class:`~mini_ptx_agent.evaluation.KernelReport` always gives the same text: per workload status,
+speedup (against the definition's baseline Solution, labelled, or against its reference where it has none),
+kernel and comparator times (ms), the speedup against the reference and the fraction of the device
+roofline when measured; the error and compile log when failing (trimmed, head and tail kept);
 the architecture instructions found (PTX and SASS families); ptxas resources; and one final ``VERDICT:`` line.
 The verdict is chosen from structured fields only (status, all_passed, target_met, executed_on_gpu).
 """
 
 from __future__ import annotations
 
-from .evaluation import EvaluationReport, ReportStatus, WorkloadResult
+from fibserve.trace import EvaluationStatus
+
+from .evaluation import KernelReport, NotEvaluated, WorkloadResult
 
 MAX_LOG_CHARS = 3000
 """Longest error or compile log quoted in feedback (characters); longer logs keep their head and tail."""
@@ -42,10 +46,7 @@ def _workload_line(index: int, result: WorkloadResult) -> str:
         line += f"; not timed ({result.hardware or 'cpu'}: correctness only)"
     if result.speedup is not None:
         where = "" if result.executed_on_gpu else f" [{result.hardware or 'cpu'}, not a GPU timing]"
-        line += (
-            f"; speedup {result.speedup:.3f}x; kernel {_ms(result.latency_ms)}; "
-            f"reference {_ms(result.reference_latency_ms)}{where}"
-        )
+        line += _timing_text(result) + where
     if result.roofline_floor_ms is not None:
         line += f"; IMPLAUSIBLE: faster than the roofline floor of {result.roofline_floor_ms:.4f} ms"
     if result.max_absolute_error is not None and result.status.value != "PASSED":
@@ -55,7 +56,42 @@ def _workload_line(index: int, result: WorkloadResult) -> str:
     return line
 
 
-def _workload_section(report: EvaluationReport) -> list[str]:
+def _timing_text(result: WorkloadResult) -> str:
+    """Speedup, kernel and comparator times, each labelled with what it is against."""
+    kernel = f"kernel {_ms(result.latency_ms)}"
+    if result.speedup_basis == "baseline":
+        text = (
+            f"; speedup {result.speedup:.3f}x vs baseline {result.baseline}; {kernel}; "
+            f"baseline {_ms(result.reference_latency_ms)}"
+        )
+        if result.speedup_vs_reference is not None:
+            text += f"; {result.speedup_vs_reference:.3g}x vs the reference"
+    elif result.speedup_basis == "reference":
+        text = (
+            f"; speedup {result.speedup:.3f}x vs the reference (no baseline Solution); {kernel}; "
+            f"reference {_ms(result.reference_latency_ms)}"
+        )
+    else:
+        text = f"; speedup {result.speedup:.3f}x; {kernel}; reference {_ms(result.reference_latency_ms)}"
+    if result.roofline_fraction is not None:
+        text += f"; {result.roofline_fraction:.0%} of the {result.roofline_device} roofline"
+    return text
+
+
+def _basis_line(report: KernelReport) -> list[str]:
+    """One line saying what the speedups are against (the baseline and its caveats), when the service said."""
+    timed = next((r for r in report.workloads if r.speedup_basis is not None), None)
+    if timed is None:
+        return []
+    if timed.speedup_basis == "baseline":
+        return [
+            f"Speedups are against the baseline {timed.baseline} ({timed.baseline_description}); the target "
+            "is judged on them."
+        ]
+    return ["Speedups are against the definition's reference: it names no baseline Solution."]
+
+
+def _workload_section(report: KernelReport) -> list[str]:
     if not report.workloads:
         return []
     lines = [f"Workloads ({len(report.workloads)}):"]
@@ -67,6 +103,7 @@ def _workload_section(report: EvaluationReport) -> list[str]:
         for result in rest:
             counts[result.status.value] = counts.get(result.status.value, 0) + 1
         lines.append(f"  ... {len(rest)} more: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    lines += _basis_line(report)
     failing = next((r for r in report.workloads if r.status.value != "PASSED" and r.log.strip()), None)
     analysis = report.static_analysis
     compile_failed = analysis is not None and analysis.compiled is False
@@ -78,7 +115,7 @@ def _workload_section(report: EvaluationReport) -> list[str]:
     return lines
 
 
-def _analysis_section(report: EvaluationReport) -> list[str]:
+def _analysis_section(report: KernelReport) -> list[str]:
     analysis = report.static_analysis
     if analysis is None:
         return []
@@ -105,11 +142,11 @@ def _analysis_section(report: EvaluationReport) -> list[str]:
     return lines
 
 
-def verdict_line(report: EvaluationReport) -> str:
+def verdict_line(report: KernelReport) -> str:
     """The final line, decided from structured fields only."""
     status = report.status
     target = f"{report.target_speedup:.2f}x"
-    if status is ReportStatus.PASSED:
+    if status is EvaluationStatus.PASSED:
         if report.implausible:
             return (
                 f"VERDICT: IMPLAUSIBLY FAST: {len(report.implausible)} workload(s) timed faster than the device's "
@@ -125,16 +162,16 @@ def verdict_line(report: EvaluationReport) -> str:
             )
         shown = "n/a" if report.min_speedup is None else f"{report.min_speedup:.3f}x"
         return f"VERDICT: CORRECT BUT TOO SLOW: minimum speedup {shown} < target {target}. Make the kernel faster."
-    if status is ReportStatus.NOT_EXECUTED:
+    if status is NotEvaluated.NOT_EXECUTED:
         return (
             "VERDICT: NOT EXECUTED: the kernel built and was analysed statically, but no GPU ran it, so its "
             "correctness and speed are unknown."
         )
-    if status is ReportStatus.SANITIZER_FAILED:
+    if status is NotEvaluated.SANITIZER_FAILED:
         return "VERDICT: REJECTED: compute-sanitizer reported errors; fix the memory or synchronization bug."
-    if status is ReportStatus.COMPILE_ERROR:
+    if status is EvaluationStatus.COMPILE_ERROR:
         return "VERDICT: COMPILE ERROR: the kernel did not build; fix the errors in the compile log."
-    if status is ReportStatus.INFRASTRUCTURE_ERROR:
+    if status is NotEvaluated.INFRASTRUCTURE_ERROR:
         return f"VERDICT: NOT EVALUATED: the evaluation service failed ({report.error}); this is not a kernel verdict."
     failed = sum(1 for r in report.workloads if r.status.value != "PASSED")
     return (
@@ -143,7 +180,7 @@ def verdict_line(report: EvaluationReport) -> str:
     )
 
 
-def format_feedback(report: EvaluationReport, *, turn: int | None = None) -> str:
+def format_feedback(report: KernelReport, *, turn: int | None = None) -> str:
     """The feedback message for the model: header, workloads, analysis, sanitizer, notes, verdict line."""
     header = f"Evaluation of your kernel ({report.language}, definition {report.definition})"
     if turn is not None:

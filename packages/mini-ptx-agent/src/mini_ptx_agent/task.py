@@ -25,7 +25,7 @@ Arch = Literal["sm_90a", "sm_100a"]
 """Target architecture: Hopper (``sm_90a``) or Blackwell (``sm_100a``)."""
 
 ENTRY_FILES: dict[str, str] = {"cuda": "kernel.cu", "triton": "kernel.py"}
-"""The single source file of a candidate, per language (DESIGN §3: ``kernel.cu::run``, ``kernel.py::run``)."""
+"""The single source file of a candidate, per language (the entry points ``kernel.cu::run`` and ``kernel.py::run``)."""
 KERNEL_SUFFIXES: dict[str, tuple[str, ...]] = {"cuda": (".cu", ".cuh", ".cpp", ".cc"), "triton": (".py",)}
 """File suffixes accepted as a kernel file of each language (by ``ptxbench eval``)."""
 
@@ -73,7 +73,7 @@ class TaskConfig(BaseModel):
         return None if self.workloads == "all" else list(self.workloads)
 
     def solution(self, source: str, *, name: str, author: str = "mini-ptx-agent") -> Solution:
-        """Wrap one kernel source as a FlashInfer Trace Solution for this task (DESIGN §3 ABI).
+        """Wrap one kernel source as a FlashInfer Trace Solution for this task (the ABI of the README's "Writing a kernel").
 
         CUDA: ``kernel.cu::run``, binding ``tvm-ffi``; Triton: ``kernel.py::run``, no binding. Both use
         destination passing (outputs preallocated by the harness).

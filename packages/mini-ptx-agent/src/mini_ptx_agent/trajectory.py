@@ -2,7 +2,7 @@
 
 A trajectory is ``{"info": {...}, "messages": [...], "trajectory_format": "mini-swe-agent-1.1"}`` as
 ``DefaultAgent.serialize`` makes it, so mini-swe-agent's own inspector (``mini-extra inspector FILE``) reads it.
-Nothing a run writes may carry an API key or token (DESIGN §6). Two defences, both applied to every JSON value
+Nothing a run writes may carry an API key or token. Two defences, both applied to every JSON value
 and every text file a run writes:
 
 1. values under secret-looking keys (``api_key``, ``token``, ``authorization``, ``password``...) become

@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .ptx import parse_ptx
 from .resources import parse_ptxas_log
-from .sass import SassReport, dump_sass
+from .sass import SassReport, dump_sass, sass_tool
 from .verdict import KernelAnalysis, Verdict, decide, merge_kernels
 
-ANALYSIS_VERSION = 2
+ANALYSIS_VERSION = 3
 """Bumped whenever a parser or the verdict changes, so stale cached analyses are recomputed."""
 
 
@@ -40,7 +40,9 @@ class BinaryAnalysis(BaseModel):
     sass_opcodes: dict[str, int] = Field(default_factory=dict)
     """SASS base opcode totals over all kernels."""
     sass_tool: str | None = None
-    """The cuobjdump used."""
+    """Path of the cuobjdump that disassembled the SASS (None when none was found)."""
+    sass_tool_version: str | None = None
+    """Its release line (``Cuda compilation tools, release 12.8, V12.8.55``)."""
     verdict: Verdict
     """Architecture verdict for ``target``."""
     timings_ms: dict[str, float] = Field(default_factory=dict)
@@ -55,7 +57,8 @@ def analyse_binaries(
     *,
     cache_file: Path | None = None,
 ) -> tuple[BinaryAnalysis, bool]:
-    """Analyse a build's products, reusing ``cache_file`` when it holds a current analysis.
+    """Analyse a build's products, reusing ``cache_file`` when it holds a current analysis (same parsers,
+    target and disassembler).
 
     Returns:
         ``(analysis, cached)``.
@@ -65,7 +68,12 @@ def analyse_binaries(
             cached = BinaryAnalysis.model_validate_json(cache_file.read_text())
         except (OSError, ValueError):
             cached = None
-        if cached is not None and cached.version == ANALYSIS_VERSION and cached.target == target:
+        if (
+            cached is not None
+            and cached.version == ANALYSIS_VERSION
+            and cached.target == target
+            and (cached.sass_tool, cached.sass_tool_version) == sass_tool()
+        ):
             return cached, True
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -88,6 +96,7 @@ def analyse_binaries(
         ptx_families=families,
         sass_opcodes=sass.opcodes,
         sass_tool=sass.tool,
+        sass_tool_version=sass.tool_version,
         verdict=decide(target, ptx_reports, sass, resources, {k.name: k.display_name for k in kernels}),
         timings_ms=timings,
     )
@@ -107,7 +116,7 @@ def _dump_all(cubins: list[Path]) -> SassReport:
         return dump_sass(cubins)
     with ThreadPoolExecutor(max_workers=min(len(cubins), os.cpu_count() or 1)) as pool:
         reports = list(pool.map(lambda path: dump_sass([path]), cubins))
-    merged = SassReport(tool=reports[0].tool)
+    merged = SassReport(tool=reports[0].tool, tool_version=reports[0].tool_version)
     for report in reports:
         merged.kernels += report.kernels
         merged.error = merged.error or report.error

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fibserve.build.toolchain import version_line
+
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _ARCH = re.compile(r"^\s*code for (sm_\w+)")
 # "/*0090*/   @!P0 EXIT ;" -> opcode EXIT; predicates may be P0..P6, PT, UP0.., and negated.
@@ -45,7 +47,9 @@ class SassReport(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     tool: str | None = None
-    """The cuobjdump used (file name and version line), or None if none was found."""
+    """Path of the cuobjdump that disassembled the cubins, or None if none was found."""
+    tool_version: str | None = None
+    """Its ``--version`` release line (``Cuda compilation tools, release 12.8, V12.8.55``), or None."""
     kernels: list[SassKernel] = Field(default_factory=list)
     """Functions in dump order."""
     error: str | None = None
@@ -127,8 +131,13 @@ def _tool_version(path: str) -> str:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown version"
-    lines = [line.strip() for line in out.splitlines() if line.strip()]
-    return lines[-1] if lines else "unknown version"
+    return version_line(out)
+
+
+def sass_tool() -> tuple[str | None, str | None]:
+    """The server's cuobjdump and its release line (see :func:`find_cuobjdump`); ``(None, None)`` without one."""
+    tool = find_cuobjdump()
+    return (tool, _tool_version(tool)) if tool is not None else (None, None)
 
 
 def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
@@ -137,10 +146,10 @@ def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
     Errors (no cuobjdump, a failing dump) are reported in :attr:`SassReport.error`, never raised: the SASS
     is evidence, and its absence must be visible rather than fatal.
     """
-    tool = find_cuobjdump()
+    tool, version = sass_tool()
     if tool is None:
         return SassReport(error="cuobjdump not found (not on PATH and no Triton wheel); SASS not analysed")
-    report = SassReport(tool=f"{Path(tool).name} ({_tool_version(tool)})")
+    report = SassReport(tool=tool, tool_version=version)
     for binary in binaries:
         try:
             result = subprocess.run(

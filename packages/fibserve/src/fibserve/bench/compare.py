@@ -1,6 +1,6 @@
 """Correctness comparison of candidate outputs with reference outputs (trusted side).
 
-Rules (DESIGN section 4.5), applied to each output in order:
+Rules, applied to each output in order:
 
 1. shape must equal the expected shape, else ``INCORRECT_SHAPE``;
 2. dtype must equal the definition's dtype, else ``INCORRECT_DTYPE``;

@@ -69,6 +69,16 @@ class EvalConfig(BaseModel):
     whose CUDA entry point has the wrong argument count, as COMPILE_ERROR before anything runs."""
     plausibility: bool = True
     """Flag latencies faster than the device roofline for the definition's FLOPs and bytes."""
+    time_reference: bool = True
+    """Also time the definition's reference (for the speedup against it) when a baseline Solution is the
+    comparator. Without a baseline the reference is the comparator and is always timed."""
+    reference_timing_budget_s: float = Field(5.0, ge=0, le=3600)
+    """Wall seconds of reference calls allowed per workload when a baseline is the comparator: the reference
+    is timed on every k-th iteration, k chosen from its call time in the correctness phase so that its calls
+    fit this budget, and not at all when even one call per trial does not (the result says so)."""
+    check_baseline: bool = True
+    """Compare the baseline's output of its first call in each trial with the reference; a mismatch is a
+    harness error (a wrong baseline or a tolerance real kernels cannot meet), never the candidate's."""
     reference_cache_bytes: int = Field(4 << 30, ge=0)
     """Memory budget (bytes) for cached reference outputs, per evaluator."""
     compare_chunk_elements: int = Field(1 << 24, ge=1024)

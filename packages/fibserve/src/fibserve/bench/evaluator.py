@@ -4,8 +4,8 @@
 raises for anything a candidate does: candidate failures become statuses, harness failures become
 ``task_error``. The candidate only ever runs in a sandbox worker (:mod:`fibserve.bench.sandbox`); a worker
 serves one candidate, is replaced after a crash, a timeout or a CUDA error, and warm spares are kept ready
-(four on a GPU, since the reference is timed in a worker of the same construction too, see
-:mod:`fibserve.bench.reference_twin`).
+(six on a GPU: the baseline and the reference are timed in workers of the same construction too, see
+:mod:`fibserve.bench.comparators`).
 
 CPU mode (``device="cpu"``): CUDA/C++ candidates are built and analysed (the static pipeline) but not
 executed (traces with null evaluation, ``executed=False``); Triton candidates run under ``TRITON_INTERPRET=1``
@@ -55,9 +55,9 @@ class Evaluator:
         secret: server-side secret mixed into input seeds (default: ``$FIBSERVE_INPUT_SECRET`` hex, else
             32 random bytes for this process).
         sandbox: ``auto`` (bubblewrap when installed), ``bwrap`` or ``none``.
-        warm_spare: keep spare workers started: on a GPU four, two evaluations' worth (each takes the
-            candidate's worker and the reference's timing twin); on CPU one. With two spares, back-to-back
-            cheap evaluations on the H200 took 3.2 s each while their own phases took under 1 s: the rest
+        warm_spare: keep spare workers started: on a GPU six, two evaluations' worth (each takes the
+            candidate's worker and the timing twins of the baseline and the reference); on CPU one. With
+            two spares, back-to-back cheap evaluations on the H200 took 3.2 s each while their own phases took under 1 s: the rest
             was waiting for workers to start (Python, torch, a CUDA context, inside bubblewrap).
         config_path: operator YAML for :func:`resolve_config`.
         roots: trace-set roots for safetensors inputs.
@@ -95,7 +95,7 @@ class Evaluator:
             str(self.device),
             sandbox=sandbox,
             interpret_triton=self.cpu_mode,
-            spares=(1 if self.cpu_mode else 4) if warm_spare else 0,
+            spares=(1 if self.cpu_mode else 6) if warm_spare else 0,
             root_dir=work_root,
         )
         self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)
@@ -129,6 +129,7 @@ class Evaluator:
         overrides: dict[str, Any] | None = None,
         progress: Progress | None = None,
         roots: Sequence[Path] | None = None,
+        baseline: Solution | None = None,
     ) -> EvaluationReport:
         """Evaluate ``solution`` on each workload of ``definition``.
 
@@ -136,6 +137,9 @@ class Evaluator:
             overrides: request-level :class:`EvalConfig` keys (highest precedence).
             progress: optional callback for progress events.
             roots: trace-set roots for safetensors inputs (default: the evaluator's).
+            baseline: the definition's baseline Solution (trusted; ``TraceSet.baseline_for``): timed next to
+                every candidate call, and ``speedup_factor`` is against it. None: against the reference, and
+                every result says that no baseline was given.
 
         Returns:
             The report; it never raises for candidate behaviour or harness failures (see ``task_error``).
@@ -163,7 +167,7 @@ class Evaluator:
                     scope = torch.cuda.device(self.device) if not self.cpu_mode else contextlib.nullcontext()
                     with scope:
                         EvaluationRun(
-                            self, report, definition, solution, list(workloads), progress, roots
+                            self, report, definition, solution, list(workloads), progress, roots, baseline
                         ).execute()
             except Exception as exc:  # the serving process never dies from an evaluation
                 report.task_error = f"internal error in the evaluator: {exc!r}"
@@ -187,9 +191,11 @@ def evaluate(
     device: str | None = None,
     overrides: dict[str, Any] | None = None,
     roots: Sequence[Path] = (),
+    baseline: Solution | None = None,
 ) -> EvaluationReport:
     """One-shot convenience: a fresh :class:`Evaluator` (``cuda:0`` when a GPU is visible, else ``cpu``),
-    one evaluation, then close. Services should keep an Evaluator per device instead (warm spare)."""
+    one evaluation (against ``baseline``, see :meth:`Evaluator.evaluate`), then close. Services should keep an
+    Evaluator per device instead (warm spare)."""
     device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
     with Evaluator(device, warm_spare=False, roots=roots) as evaluator:
-        return evaluator.evaluate(definition, solution, workloads, overrides=overrides)
+        return evaluator.evaluate(definition, solution, workloads, overrides=overrides, baseline=baseline)

@@ -6,7 +6,10 @@ same (secret, uuid, k) always gives the same inputs on the same device type. Set
 "trial": each input set is one seeded draw.
 
 Random inputs by dtype: float32/float16/bfloat16 standard normal; float8 normal clamped to the format's finite
-range; integers uniform in ``[0, 64)`` (int8 ``[-64, 64)``); bool fair coin. float4 needs safetensors.
+range, or, next to a floating input ``NAME_scale``, quantized from bf16 normals with that scale
+(:mod:`fibserve.bench.derived_inputs`); integers uniform in ``[0, 64)`` (int8 ``[-64, 64)``); bool fair coin.
+float4 needs safetensors. A reference that defines ``derive_inputs`` computes some inputs from the others
+(the attention backward's ``o`` and ``lse`` are the forward of ``q``, ``k``, ``v``; same module).
 
 Index-like inputs get *definition-aware* generators, chosen by name (first match wins, see ``INDEX_RULES``):
 
@@ -16,7 +19,8 @@ Index-like inputs get *definition-aware* generators, chosen by name (first match
   name contains ``cache``), distinct while there are enough pages;
 * ``last_page_len``: in ``[1, page_size]``; other ``*_len*`` inputs of length ``n``: the segment lengths of a
   ``*_indptr`` of length ``n + 1``, times ``page_size`` (kept consistent with the indptr);
-* ``*scale*`` floats of shape ``[]`` or scalars: ``1 / sqrt(head_dim)`` (largest axis named ``*head_dim*``).
+* ``*scale*`` floats not already set by their FP8 tensor: ``1 / sqrt(head_dim)`` (largest axis named
+  ``*head_dim*``), broadcast to their shape.
 
 After generation every definition constraint is evaluated; a violation is an :class:`InputError` naming it, so
 a definition whose inputs we cannot synthesise fails loudly (give safetensors inputs instead) rather than
@@ -37,6 +41,7 @@ import torch
 from fibserve.trace import Definition, DType, Workload
 
 from ._dtypes import TORCH_DTYPES
+from .derived_inputs import DerivedInputError, derive_inputs_, quantize_fp8, scale_partner
 
 Value = torch.Tensor | int | float | bool
 
@@ -98,6 +103,8 @@ class _Context:
         self.axes = axes
         self.device = device
         self.values: dict[str, Value] = {}
+        self.random: dict[str, bool] = {}
+        """Input name -> whether the workload draws it at random (False: given as scalar or safetensors)."""
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         return self.definition.resolve_shape(name, self.axes)
@@ -180,13 +187,32 @@ def _gen_scale(
     return torch.full(shape, scale, dtype=dtype, device=ctx.device)
 
 
+def _gen_fp8(
+    ctx: _Context, name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator
+) -> torch.Tensor:
+    """An FP8 input: quantized bf16 normals, setting its ``NAME_scale`` partner when that one is random too."""
+    partner = scale_partner(ctx.definition, name)
+    if partner is None or ctx.random.get(partner) is False:
+        return random_tensor(shape, dtype, gen, ctx.device)
+    values = random_tensor(shape, torch.bfloat16, gen, ctx.device)
+    scale_shape = ctx.shape(partner) or ()
+    try:
+        quantized, scale = quantize_fp8(values, dtype, scale_shape)
+    except DerivedInputError as exc:
+        raise InputError(f"{name!r} and {partner!r}: {exc}") from None
+    spec = ctx.definition.inputs[partner]
+    ctx.values[partner] = scale.item() if spec.shape is None else scale.to(torch_dtype(spec.dtype))
+    return quantized
+
+
 Rule = Callable[[_Context, str, Any, torch.dtype, torch.Generator], Value]
 
 INDEX_RULES: list[tuple[Callable[[str, DType], bool], Rule, int]] = [
     (lambda n, d: n.endswith("indptr") and not d.is_floating_point, _gen_indptr, 0),
     (lambda n, d: n.endswith("indices") and not d.is_floating_point, _gen_indices, 0),
     (lambda n, d: "_len" in n and not d.is_floating_point, _gen_lengths, 1),
-    (lambda n, d: "scale" in n and d.is_floating_point, _gen_scale, 0),
+    (lambda n, d: str(d.value).startswith("float8"), _gen_fp8, 0),
+    (lambda n, d: "scale" in n and d.is_floating_point, _gen_scale, 1),
 ]
 """(matches(name, dtype), generator, pass). Pass-1 rules run after all pass-0 inputs exist. Extend here."""
 
@@ -238,6 +264,7 @@ def generate_inputs(
     except ValueError as exc:
         raise InputError(str(exc)) from None
     ctx = _Context(definition, axes, device)
+    ctx.random = {name: workload.inputs[name].type == "random" for name in definition.inputs}
     for pass_no in (0, 1):
         for name, spec in definition.inputs.items():
             if name in ctx.values:
@@ -268,6 +295,10 @@ def generate_inputs(
             else:
                 ctx.values[name] = random_tensor(shape, dtype, gen, device)
     ordered = {name: ctx.values[name] for name in definition.inputs}
+    try:
+        derive_inputs_(definition, workload, ordered)
+    except DerivedInputError as exc:
+        raise InputError(str(exc)) from None
     check_constraints(definition, axes, ordered)
     return ordered
 

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fibserve.trace import Definition, Performance, Solution, TraceSet, Workload
+from fibserve.trace import Comparisons, Definition, Performance, Solution, TraceSet, Workload
 
 from .device import resolve_device
 from .report import EvaluationReport
@@ -53,8 +53,8 @@ def find_definition(trace_set: TraceSet, name: str) -> Definition:
 
 def select(
     roots: Sequence[str | Path], definition: str, workload: str | None
-) -> tuple[Definition, list[Workload], list[Path]]:
-    """The definition, the chosen workloads and the trace-set roots.
+) -> tuple[Definition, list[Workload], list[Path], Solution | None]:
+    """The definition, the chosen workloads, the trace-set roots and the definition's baseline Solution.
 
     Args:
         roots: trace-set roots; empty means ``$DATASET_ROOTS`` or the bundled default set.
@@ -78,7 +78,7 @@ def select(
         workloads = chosen
     if not workloads:
         raise LookupProblem(f"definition {definition!r} has no workloads in these trace sets")
-    return chosen_definition, workloads, list(ts.roots)
+    return chosen_definition, workloads, list(ts.roots), ts.baseline_for(definition)
 
 
 def run_offline(
@@ -91,8 +91,10 @@ def run_offline(
     overrides: dict[str, Any] | None,
     config_path: str | None,
     console: Console | None,
+    baseline: Solution | None = None,
 ) -> EvaluationReport:
-    """Evaluate with a fresh Evaluator (no warm spare: one candidate), showing progress on ``console``.
+    """Evaluate with a fresh Evaluator (no warm spare: one candidate) against ``baseline``, showing progress
+    on ``console``.
 
     Raises:
         DeviceProblem: ``device`` is malformed or not visible (see :func:`fibserve.bench.device.resolve_device`).
@@ -102,7 +104,7 @@ def run_offline(
     device = resolve_device(device)
     with Evaluator(device, warm_spare=False, roots=roots, config_path=config_path) as evaluator:
         if console is None:
-            return evaluator.evaluate(definition, solution, workloads, overrides=overrides)
+            return evaluator.evaluate(definition, solution, workloads, overrides=overrides, baseline=baseline)
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True) as bar:
             task = bar.add_task(f"building {solution.name}", total=len(workloads))
@@ -117,7 +119,9 @@ def run_offline(
                 elif event == "result":
                     bar.advance(task)
 
-            return evaluator.evaluate(definition, solution, workloads, overrides=overrides, progress=progress)
+            return evaluator.evaluate(
+                definition, solution, workloads, overrides=overrides, progress=progress, baseline=baseline
+            )
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -129,7 +133,9 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def print_report(report: EvaluationReport, console: Console) -> None:
-    """A summary table (one row per workload) followed by notes and errors."""
+    """The static analysis of a CUDA candidate (rendered as ``fibserve check`` renders it), then a summary
+    table (one row per workload), then notes and errors."""
+    _print_analysis(report.analysis, console)
     table = Table(
         title=escape(
             f"{report.solution} on {report.definition} ({report.device.name}, sandbox {report.sandbox})"
@@ -142,7 +148,17 @@ def print_report(report: EvaluationReport, console: Console) -> None:
     # rather than cut: a narrow terminal must not lose digits of an error or a status
     table.add_column("workload", no_wrap=True, min_width=8)
     table.add_column("axes", overflow="fold", min_width=min(24, max(map(len, axes_of.values()), default=4)))
-    for column in ("status", "ms", "ref ms", "speedup", "abs err", "rel err", "matched"):
+    for column in (
+        "status",
+        "ms",
+        "base ms",
+        "speedup",
+        "vs ref",
+        "roofline",
+        "abs err",
+        "rel err",
+        "matched",
+    ):
         table.add_column(column, justify="left" if column == "status" else "right", overflow="fold")
     for trace in report.traces:
         ev = trace.evaluation
@@ -150,10 +166,12 @@ def print_report(report: EvaluationReport, console: Console) -> None:
         if ev is None:
             error = report.workload_errors.get(trace.workload.uuid)
             status = "[red]TASK ERROR[/red]" if error else "[yellow]NOT EXECUTED[/yellow]"
-            table.add_row(escape(trace.workload.uuid[:8]), axes, status, *["-"] * 6)
+            table.add_row(escape(trace.workload.uuid[:8]), axes, status, *["-"] * 8)
             continue
         color = "green" if ev.status.value == "PASSED" else "red"
         perf, corr = ev.performance or Performance(), ev.correctness
+        seen = Comparisons.of(perf)
+        vs_reference = seen.vs_reference.speedup if seen.vs_reference else None
         table.add_row(
             escape(trace.workload.uuid[:8]),
             axes,
@@ -161,11 +179,15 @@ def print_report(report: EvaluationReport, console: Console) -> None:
             _num(perf.latency_ms, ".4f"),
             _num(perf.reference_latency_ms, ".4f"),
             "-" if perf.speedup_factor is None else _num(perf.speedup_factor, ".3f") + "x",
+            "-" if vs_reference is None else _num(vs_reference, ".3g") + "x",
+            "-" if seen.roofline is None else f"{seen.roofline.fraction:.0%}",
             _num(corr.max_absolute_error, ".3g") if corr else "-",
             _num(corr.max_relative_error, ".3g") if corr else "-",
             _num((corr.extra or {}).get("matched_ratio"), ".4f") if corr else "-",
         )
     console.print(table)
+    for line in basis_lines(report):
+        console.print(line, markup=False, highlight=False)
     for trace in report.traces:
         ev = trace.evaluation
         if ev is not None and ev.status.value != "PASSED" and ev.log:
@@ -178,6 +200,40 @@ def print_report(report: EvaluationReport, console: Console) -> None:
         console.print(f"[red]task error:[/red] {escape(report.task_error)}", highlight=False)
     passed = sum(1 for s in report.statuses if s is not None and s.value == "PASSED")
     console.print(f"{passed}/{len(report.traces)} workloads passed; executed: {report.executed}")
+
+
+def basis_lines(report: EvaluationReport) -> list[str]:
+    """What "base ms", "speedup", "vs ref" and "roofline" are measured against, once per report (from the
+    first timed trace): the baseline Solution and its description, or why there is none."""
+    timed = [Comparisons.of(t.evaluation.performance) for t in report.traces if t.evaluation is not None]
+    seen = next((c for c in timed if c.speedup_basis is not None), None)
+    if seen is None:
+        return []
+    if seen.baseline is not None:
+        lines = [f"speedup: against the baseline {seen.baseline.solution}: {seen.baseline.description}"]
+    else:
+        lines = [f"speedup: against the reference ({seen.no_baseline})"]
+    reasons = {c.vs_reference.reason for c in timed if c.vs_reference is not None and c.vs_reference.reason}
+    lines += [f"vs ref: {reason}" for reason in sorted(reasons)]
+    if seen.roofline is not None:
+        lines.append(
+            f"roofline: floor_ms / ms on the {seen.roofline.device_model} ({seen.roofline.peak_tflops:g} TFLOP/s, "
+            f"{seen.roofline.peak_tb_s:g} TB/s: {seen.roofline.peak_source})"
+        )
+    return lines
+
+
+def _print_analysis(analysis: Any, console: Console) -> None:
+    """``report.analysis`` (the JSON of :class:`fibserve.static_check.Analysis`, or ``{"error": ...}``)."""
+    if not isinstance(analysis, dict):
+        return
+    if "error" in analysis:
+        console.print(f"static analysis: {analysis['error']}", markup=False, highlight=False)
+        return
+    from fibserve.static_check import Analysis, print_analysis
+
+    print_analysis(Analysis.model_validate(analysis), console)
+    console.print()
 
 
 def exit_code(report: EvaluationReport) -> int:

@@ -12,7 +12,11 @@ Device peaks (dense, no sparsity), from NVIDIA's public datasheets:
 * H100 PCIe: BF16/FP16 756 TFLOP/s, FP8 1513 TFLOP/s, TF32 378 TFLOP/s, HBM2e 2.0 TB/s (same datasheet).
 * B200: BF16/FP16 2250 TFLOP/s, FP8 4500 TFLOP/s, TF32 1100 TFLOP/s, HBM3e 8.0 TB/s (NVIDIA HGX B200 spec).
 
-Unknown devices are never flagged. FLOPs: GEMM ``2*M*N*K`` (axes M, N, K); attention a floor of
+Unknown devices are never flagged. FLOPs: GEMM ``2*M*N*K`` (axes M, N, K); dense multi-head attention
+(op types ``mha``, ``fp8_mha``: forward; ``mha_bwd``: backward) the usual counts, ``4*B*H*Sq*Skv*D`` for
+the forward (QK^T and PV), 2.5 times that for the backward (five products instead of two), half of either
+for a definition tagged ``causal`` (the convention of PTXBench's h100_reference_latency.csv, whose TFLOP/s
+they reproduce); other attention a floor of
 ``2 * heads * head_dim * sum_i(q_len_i * kv_len_i)`` (half the non-causal ``4*H*D*...``, so it also bounds
 causal masks), with the lengths from ``kv_indptr``/``qo_indptr`` (paged or ragged) or from the shapes of
 ``q`` and ``k`` (dense, axes ``batch_size``, ``num_heads``, ``head_dim``). Bytes: all input and output tensors (read once, written once); for attention the KV caches are
@@ -44,13 +48,36 @@ class DevicePeak:
     """Input dtype family (``bf16``, ``fp8``, ``fp32``) to FLOP/s."""
     bandwidth: float
     """DRAM bytes per second."""
+    source: str
+    """Where the numbers come from."""
 
 
+_HOPPER_SXM = "NVIDIA {} Tensor Core GPU datasheet (SXM, dense: half the 'with sparsity' figures)"
 PEAKS = [
-    DevicePeak("H200", {"bf16": 989 * TFLOP, "fp8": 1979 * TFLOP, "fp32": 494 * TFLOP}, 4.8 * TB),
-    DevicePeak("H100 PCIe", {"bf16": 756 * TFLOP, "fp8": 1513 * TFLOP, "fp32": 378 * TFLOP}, 2.0 * TB),
-    DevicePeak("H100", {"bf16": 989 * TFLOP, "fp8": 1979 * TFLOP, "fp32": 494 * TFLOP}, 3.35 * TB),
-    DevicePeak("B200", {"bf16": 2250 * TFLOP, "fp8": 4500 * TFLOP, "fp32": 1100 * TFLOP}, 8.0 * TB),
+    DevicePeak(
+        "H200",
+        {"bf16": 989 * TFLOP, "fp8": 1979 * TFLOP, "fp32": 494 * TFLOP},
+        4.8 * TB,
+        _HOPPER_SXM.format("H200"),
+    ),
+    DevicePeak(
+        "H100 PCIe",
+        {"bf16": 756 * TFLOP, "fp8": 1513 * TFLOP, "fp32": 378 * TFLOP},
+        2.0 * TB,
+        "NVIDIA H100 Tensor Core GPU datasheet (PCIe, dense)",
+    ),
+    DevicePeak(
+        "H100",
+        {"bf16": 989 * TFLOP, "fp8": 1979 * TFLOP, "fp32": 494 * TFLOP},
+        3.35 * TB,
+        _HOPPER_SXM.format("H100"),
+    ),
+    DevicePeak(
+        "B200",
+        {"bf16": 2250 * TFLOP, "fp8": 4500 * TFLOP, "fp32": 1100 * TFLOP},
+        8.0 * TB,
+        "NVIDIA HGX B200 specification (dense)",
+    ),
 ]
 """Checked in order; the first whose name is contained in the device name wins (``H100 PCIe`` before ``H100``)."""
 
@@ -94,6 +121,8 @@ def workload_cost(
     if op == "gemm" and all(k in axes for k in ("M", "N", "K")):
         flops = 2.0 * axes["M"] * axes["N"] * axes["K"]
         return flops, float(sum(_nbytes(v) for v in inputs.values()) + out_bytes), family
+    if op in DENSE_MHA and all(k in axes for k in ("batch_size", "num_heads", "head_dim")):
+        return _mha_cost(definition, axes, inputs, family, out_bytes)
     if op in ("gqa", "mha", "mla", "attention") or "attention" in op:
         heads = next((axes[k] for k in ("num_qo_heads", "num_heads", "num_q_heads") if k in axes), None)
         dims = [v for k, v in axes.items() if "head_dim" in k and "vo" not in k]
@@ -110,6 +139,24 @@ def workload_cost(
         small = sum(_nbytes(v) for name, v in inputs.items() if "cache" not in name)
         return flops, float(small + out_bytes), family
     return None
+
+
+DENSE_MHA = {"mha": 1.0, "fp8_mha": 1.0, "mha_bwd": 2.5}
+"""Dense multi-head attention op types -> FLOPs relative to the forward's ``4*B*H*Sq*Skv*D``."""
+
+
+def _mha_cost(
+    definition: Definition, axes: Mapping[str, int], inputs: Mapping[str, Any], family: str, out_bytes: int
+) -> tuple[float, float, str] | None:
+    """FLOPs of the PTXBench MHA families (module docstring) and the bytes of all inputs and outputs; the
+    sequence lengths come from ``q`` [B, H, Sq, D] and ``k`` [B, H, Skv, D]."""
+    q, k = inputs.get("q"), inputs.get("k")
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() == 4 and k.dim() == 4):
+        return None
+    forward = 4.0 * axes["batch_size"] * axes["num_heads"] * q.shape[2] * k.shape[2] * axes["head_dim"]
+    flops = forward * DENSE_MHA[definition.op_type.lower()] * (0.5 if "causal" in definition.tags else 1.0)
+    nbytes = sum(_nbytes(v) for v in inputs.values()) + out_bytes
+    return flops, float(nbytes), family
 
 
 def _dense_attention(
@@ -140,8 +187,11 @@ def check_plausibility(
     """The roofline verdict for one measured latency, or None when the device or op type is unknown.
 
     Returns:
-        ``{"device_model", "flops", "bytes", "floor_ms", "latency_ms", "flagged", "achieved_tflops",
-        "achieved_tb_s"}``; ``flagged`` is True when ``latency_ms < floor_ms``.
+        ``{"device_model", "dtype_family", "flops", "bytes", "floor_ms", "latency_ms", "flagged",
+        "achieved_tflops", "achieved_tb_s", "roofline_fraction", "bound", "peak_tflops", "peak_tb_s",
+        "peak_source"}``; ``flagged`` is True when ``latency_ms < floor_ms``; ``roofline_fraction`` is
+        ``floor_ms / latency_ms`` (1.0 at the roofline), ``bound`` says which peak sets the floor
+        (``compute`` or ``memory``).
     """
     peak = device_peak(device_name)
     cost = workload_cost(definition, axes, inputs, outputs)
@@ -160,4 +210,29 @@ def check_plausibility(
         "achieved_tflops": flops / seconds / TFLOP,
         "achieved_tb_s": nbytes / seconds / TB,
         "flagged": seconds < floor_s,
+        "roofline_fraction": floor_s / seconds,
+        "bound": "compute" if flops / peak.flops[family] >= nbytes / peak.bandwidth else "memory",
+        "peak_tflops": peak.flops[family] / TFLOP,
+        "peak_tb_s": peak.bandwidth / TB,
+        "peak_source": peak.source,
+    }
+
+
+def roofline_extra(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``performance.extra.roofline`` entry (read by :class:`fibserve.trace.Roofline`) of a verdict of
+    :func:`check_plausibility`, or None without one (unknown device or op type)."""
+    if verdict is None:
+        return None
+    keys = (
+        "device_model",
+        "floor_ms",
+        "flops",
+        "bytes",
+        "achieved_tflops",
+        "bound",
+        "peak_tflops",
+        "peak_tb_s",
+    )
+    return {"fraction": verdict["roofline_fraction"], "peak_source": verdict["peak_source"]} | {
+        k: verdict[k] for k in keys
     }

@@ -29,7 +29,7 @@ class ReferenceError(RuntimeError):
     """The definition's reference failed or returned the wrong outputs (a task-level problem)."""
 
 
-_COMPILED: dict[str, Callable[..., Any]] = {}
+_COMPILED: dict[str, dict[str, Any]] = {}
 _LOCK = threading.Lock()
 
 
@@ -38,26 +38,34 @@ def reference_key(definition: Definition) -> str:
     return hashlib.sha256(f"{definition.name}\x00{definition.reference}".encode()).hexdigest()[:16]
 
 
+def reference_namespace(definition: Definition) -> dict[str, Any]:
+    """The module namespace of the reference source, executed once per (name, source); treat it as read-only.
+
+    Raises:
+        ReferenceError: the source fails to execute.
+    """
+    key = reference_key(definition)
+    with _LOCK:
+        if key not in _COMPILED:
+            namespace: dict[str, Any] = {"__name__": f"fibserve_reference_{key}"}
+            try:
+                exec(compile(definition.reference, f"<reference {definition.name}>", "exec"), namespace)
+            except Exception as exc:
+                raise ReferenceError(f"reference of {definition.name!r} failed to load: {exc!r}") from exc
+            _COMPILED[key] = namespace
+        return _COMPILED[key]
+
+
 def load_reference(definition: Definition) -> Callable[..., Any]:
-    """The reference's ``run`` function, compiled once per (name, source).
+    """The reference's ``run`` function.
 
     Raises:
         ReferenceError: the source fails to execute or defines no callable ``run``.
     """
-    key = reference_key(definition)
-    with _LOCK:
-        if key in _COMPILED:
-            return _COMPILED[key]
-        namespace: dict[str, Any] = {"__name__": f"fibserve_reference_{key}"}
-        try:
-            exec(compile(definition.reference, f"<reference {definition.name}>", "exec"), namespace)
-        except Exception as exc:
-            raise ReferenceError(f"reference of {definition.name!r} failed to load: {exc!r}") from exc
-        run = namespace.get("run")
-        if not callable(run):
-            raise ReferenceError(f"reference of {definition.name!r} defines no callable run")
-        _COMPILED[key] = run
-        return run
+    run = reference_namespace(definition).get("run")
+    if not callable(run):
+        raise ReferenceError(f"reference of {definition.name!r} defines no callable run")
+    return run
 
 
 def normalize_outputs(definition: Definition, result: Any) -> dict[str, torch.Tensor]:
@@ -172,6 +180,7 @@ class ReferenceCache:
         self.budget_bytes = budget_bytes
         self._entries: OrderedDict[tuple[str, ...], dict[str, torch.Tensor]] = OrderedDict()
         self._sizes: dict[tuple[str, ...], int] = {}
+        self._call_ms: dict[tuple[str, ...], float] = {}
         self._lock = threading.Lock()
 
     @property
@@ -187,8 +196,18 @@ class ReferenceCache:
                 self._entries.move_to_end(key)
             return value
 
-    def put(self, key: tuple[str, ...], outputs: dict[str, torch.Tensor]) -> None:
-        """Store ``outputs``, evicting least recently used entries to stay within the budget."""
+    def call_ms(self, key: tuple[str, ...]) -> float | None:
+        """How long the reference call that made ``key``'s outputs took (ms), when it was noted."""
+        return self._call_ms.get(key)
+
+    def put(
+        self, key: tuple[str, ...], outputs: dict[str, torch.Tensor], call_ms: float | None = None
+    ) -> None:
+        """Store ``outputs`` (and the time of the call that made them), evicting least recently used entries
+        to stay within the budget. The time is kept even when the outputs are too large to cache."""
+        if call_ms is not None:
+            with self._lock:
+                self._call_ms[key] = call_ms
         size = sum(t.numel() * t.element_size() for t in outputs.values())
         if size > self.budget_bytes:
             return
@@ -207,3 +226,4 @@ class ReferenceCache:
         with self._lock:
             self._entries.clear()
             self._sizes.clear()
+            self._call_ms.clear()

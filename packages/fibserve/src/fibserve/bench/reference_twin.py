@@ -1,6 +1,7 @@
-"""The reference's timing twin (trusted side): a worker process built exactly like the candidate's, loaded
-with the definition's reference (:func:`fibserve.bench.reference.reference_solution`), so that both sides of
-every timed pair go through the same process kind, messages and buffers.
+"""The timing twin (trusted side): a worker process built exactly like the candidate's, loaded with what the
+candidate is timed against: the definition's reference (:func:`fibserve.bench.reference.reference_solution`)
+or its baseline Solution (:mod:`fibserve.bench.comparators`), so that both sides of every timed pair go
+through the same process kind, messages and buffers.
 
 Why: timed in the evaluating process, the same cuBLAS GEMM measured 0.6-2.0% slower than in a worker, which
 inflated every speedup; two alike workers agreed to 0.04% (benchmarks/timing_symmetry.py on the H200,
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from fibserve.trace import Definition
+from fibserve.trace import Definition, Solution
 
 from . import candidate as cand
 from .buffers import BufferError
@@ -36,17 +37,23 @@ class ReferenceTwin:
 
     Args:
         pool: the Evaluator's pool (the twin is built like every candidate worker).
-        definition: whose reference it runs.
+        definition: whose reference (or baseline) it runs.
         config: the evaluation's config (load and build timeouts).
         arch: CUDA target for the packaging step (unused for Python, passed for uniformity).
         scratch: a directory for the fallback package writer.
         note: called with a line for the report when the twin is replaced after a failure.
+        solution: what it runs (trusted code): the definition's baseline Solution, or by default the
+            definition's reference as a Solution.
+        role: ``reference`` or ``baseline``, for messages.
     """
 
     def __init__(self, pool: WorkerPool, definition: Definition, config: EvalConfig, *, arch: str,
-                 scratch: Path, note: Callable[[str], None]):  # fmt: skip
+                 scratch: Path, note: Callable[[str], None], solution: Solution | None = None,
+                 role: str = "reference"):  # fmt: skip
         self.pool = pool
         self.definition = definition
+        self.solution = solution or reference_solution(definition)
+        self.role = role
         self.config = config
         self.arch = arch
         self.scratch = scratch
@@ -70,34 +77,41 @@ class ReferenceTwin:
             return allocate_slots(self.worker, data, count, device, self.config.timeouts.load)
         except (WorkerError, BufferError) as exc:
             self.discard(f"a buffer allocation failure ({exc})")
-            raise TwinError(f"could not share buffers with the reference timing worker: {exc}") from None
+            raise TwinError(f"could not share buffers with the {self.role} timing worker: {exc}") from None
 
     def _start(self) -> None:
         started = time.monotonic()
         timeout = self.config.timeouts.load
         prepared = cand.prepare(
             self.definition,
-            reference_solution(self.definition),
+            self.solution,
             arch=self.arch,
             timeout=self.config.timeouts.build,
             scratch=self.scratch,
         )
         if prepared.load is None:
-            raise TwinError(f"cannot package the reference for timing: {prepared.task_error or prepared.log}")
+            raise TwinError(
+                f"cannot package the {self.role} {self.solution.name!r} for timing: "
+                f"{prepared.task_error or prepared.log}"
+            )
         try:
             self.worker = self.pool.acquire(timeout)
         except WorkerError as exc:
             raise TwinError(
-                f"the reference timing worker failed to start ({exc}): {exc.log[-2000:]}"
+                f"the {self.role} timing worker failed to start ({exc}): {exc.log[-2000:]}"
             ) from None
         try:
             reply = self.worker.request({"op": "load", **prepared.load, "cast_outputs": True}, timeout)
         except WorkerError as exc:
             self.discard(f"a failed load ({exc})")
-            raise TwinError(f"the reference timing worker failed to load the reference: {exc}") from None
+            raise TwinError(
+                f"the {self.role} timing worker failed to load {self.solution.name!r}: {exc}"
+            ) from None
         if not reply.get("ok"):
             self.discard("a failed load")
-            raise TwinError(f"the reference timing worker failed to load the reference: {reply.get('error')}")
+            raise TwinError(
+                f"the {self.role} timing worker failed to load {self.solution.name!r}: {reply.get('error')}"
+            )
         self.start_seconds += time.monotonic() - started
 
     def discard(self, reason: str | None = None) -> None:
@@ -107,4 +121,4 @@ class ReferenceTwin:
             self.worker.kill(graceful=reason is None)
             self.worker = None
             if reason:
-                self.note(f"reference timing worker discarded after {reason}")
+                self.note(f"{self.role} timing worker discarded after {reason}")

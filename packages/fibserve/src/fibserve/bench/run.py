@@ -7,12 +7,13 @@ its outputs compared with the reference, and its inputs compared bitwise with a 
 Timing (on a GPU; the CPU tests run the same bookkeeping with ``perf_counter``): ``trials`` trials; in
 trial ``t`` slot ``s`` holds input set ``(s + t) mod K`` (input rotation: the contents behind each pointer
 change between trials); ``warmup`` untimed calls, then ``iterations`` pairs of one candidate call and one
-reference call, in alternating order, each with cold L2 and device-wide synchronisation. Both sides are
-timed the same way, in worker processes of the same construction (the candidate's sandbox worker and the
-reference's timing twin, :mod:`fibserve.bench.reference_twin`): before each call the trusted side poisons
-that side's outputs and sends one request. The twin's outputs are poisoned again after its call, so no
-reference output sits in exported memory while the candidate runs. ``speedup_factor`` is the median of the
-per-pair ratios ``reference / candidate``.
+call of what it is compared with (the baseline Solution, and the reference as often as its budget allows:
+:mod:`fibserve.bench.sides`), in alternating order, each with cold L2 and device-wide synchronisation. All
+sides are timed the same way, in worker processes of the same construction (the candidate's sandbox worker
+and one timing twin per comparator, :mod:`fibserve.bench.reference_twin`): before each call the trusted side
+poisons that side's outputs and sends one request. A twin's outputs are poisoned again after its call, so no
+comparator's output sits in exported memory while the candidate runs. ``speedup_factor`` is the median of
+the per-pair ratios ``primary / candidate`` (the baseline when the definition has one).
 
 The defences on the timed calls (:mod:`fibserve.bench.timing_checks`): right after every candidate reply its
 outputs must hold no poison, and a sample drawn then is compared in full; the last output of every slot in
@@ -22,10 +23,8 @@ unexplained round trip must stay close to the twin's.
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -41,6 +40,7 @@ from .compare import ComparisonResult, compare_outputs
 from .config import EvalConfig
 from .failures import CandidateFailure, ReferenceTimingError
 from .sandbox import WorkerError, WorkerProcess
+from .sides import ReferencePlan, Side, check_side, comparison_extras, harness_fault, side_times
 
 __all__ = [
     "CandidateFailure",
@@ -67,6 +67,9 @@ class WorkloadData:
     output_dtypes: dict[str, torch.dtype]
     scalar_positions: dict[str, int] = field(default_factory=dict)
     """Scalar input name -> its position among the inputs."""
+    reference_call_ms: float | None = None
+    """Wall time of one reference call in the trusted process (ms; the fastest input set), None when the
+    outputs came from the cache without a time: sizes the reference's timing budget."""
 
 
 @dataclass
@@ -323,33 +326,23 @@ def check_correctness(
     return result, wall_ms
 
 
-@contextlib.contextmanager
-def _harness_fault() -> Iterator[None]:
-    """Turn a failure on the reference's timing worker (dead worker, error reply, timeout) into a
-    ReferenceTimingError: the candidate is never blamed for it."""
-    try:
-        yield
-    except CandidateFailure as failure:
-        raise ReferenceTimingError(
-            f"the reference could not be timed in its worker ({failure.status.value}): {failure.log[-2000:]}"
-        ) from None
-
-
 def measure(
-    slots: Slots, reference_slots: Slots, data: WorkloadData, config: EvalConfig, device: torch.device
-) -> tuple[Performance, int]:
+    slots: Slots, sides: list[Side], data: WorkloadData, config: EvalConfig, device: torch.device,
+    reference_plan: ReferencePlan | None = None, definition: str = "",
+) -> tuple[Performance, int]:  # fmt: skip
     """Interleaved timing with input rotation and validation (GPU; on CPU the same bookkeeping runs with
-    ``perf_counter``). ``slots`` belong to the candidate's worker, ``reference_slots`` (same layout) to the
-    worker loaded with :func:`fibserve.bench.reference.reference_solution`. Returns the performance and the
-    number of validated timed outputs.
+    ``perf_counter``). ``slots`` belong to the candidate's worker; each of ``sides`` (same slot layout) to a
+    twin worker running what the candidate is compared with (:mod:`fibserve.bench.sides`; the first is the
+    primary: the speedup and the timing checks are against it). ``reference_plan`` says why the reference is
+    sampled or missing. Returns the performance and the number of validated timed outputs.
 
     Raises:
         CandidateFailure: TIMEOUT, RUNTIME_ERROR or INCORRECT_* of the candidate.
-        ReferenceTimingError: the reference's worker failed (a harness problem).
+        ReferenceTimingError: a comparator's worker failed, or the baseline disagrees with the reference
+            (a harness problem).
     """
     count = len(slots.inputs)
     cand_calls: list[WorkerTimes] = []
-    ref_calls: list[WorkerTimes] = []
     wall_ms: list[float] = []
     plan = timing.overwrite_plan(str(device)) if config.cold_l2 and device.type == "cuda" else None
     budget = config.timeouts.timing
@@ -403,50 +396,63 @@ def measure(
             validated += 1
         return result
 
-    def reference(slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
-        with _harness_fault():
-            _poison(reference_slots, slot, device)
-            worker = reference_slots.worker
+    unchecked: set[int] = set()
+
+    def compared(side_index: int, slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
+        side = sides[side_index]
+        with harness_fault(side):
+            _poison(side.slots, slot, device)
             result = _worker_call(
-                worker,  # type: ignore[arg-type]
+                side.slots.worker,  # type: ignore[arg-type]
                 request(slot, input_set, repeat),
                 budget,
-                "timed reference call",
+                f"timed {side.role} call",
                 discount_post=True,
             )
-            # the twin's buffers are exported: never leave a reference output in them while a candidate runs
-            _poison(reference_slots, slot, device)
-            return result
+        if side_index in unchecked:
+            unchecked.discard(side_index)
+            check_side(side, slot, data.references[input_set], data.output_dtypes, input_set, config)
+        # a twin's buffers are exported: never leave a comparator's output in them while a candidate runs
+        with harness_fault(side):
+            _poison(side.slots, slot, device)
+        return result
 
     for trial in range(config.trials):
         holds = [(s + trial) % len(data.inputs) for s in range(count)]
+        unchecked.update(i for i, side in enumerate(sides) if side.check)
         for s in range(count):
             _fill(slots, s, data.inputs[holds[s]], device)
-            with _harness_fault():
-                _fill(reference_slots, s, data.inputs[holds[s]], device)
+            for side in sides:
+                with harness_fault(side):
+                    _fill(side.slots, s, data.inputs[holds[s]], device)
         if config.warmup:
             candidate(0, holds[0], repeat=config.warmup)
-            reference(0, holds[0], repeat=config.warmup)
+        for k, side in enumerate(sides):
+            if side.warmup(trial, config):
+                compared(k, 0, holds[0], repeat=side.warmup(trial, config))
         for i in range(config.iterations):
             s = i % count
-            if i % 2 == 0:
-                cand_calls.append(candidate(s, holds[s]))
-                ref_calls.append(reference(s, holds[s]))
-            else:
-                ref_calls.append(reference(s, holds[s]))
-                cand_calls.append(candidate(s, holds[s]))
+            index = len(cand_calls)
+            order = [-1] + [k for k, side in enumerate(sides) if side.due(index)]
+            for who in order if i % 2 == 0 else reversed(order):
+                if who < 0:
+                    cand_calls.append(candidate(s, holds[s]))
+                else:
+                    sides[who].calls.append(compared(who, s, holds[s]))
+                    sides[who].paired.append(index)
         if config.validate_timed_outputs:
             for s in range(min(count, config.iterations)) if config.iterations else ():
                 judge(slots, s, data, holds[s], config, f"timing trial {trial} (last timed call on slot {s})")
                 validated += 1
+    primary = sides[0]
     cand_ms, cand_bound = [c.ms[0] for c in cand_calls], [c.bound[0] for c in cand_calls]
-    ref_ms, ref_bound = [r.ms[0] for r in ref_calls], [r.bound[0] for r in ref_calls]
+    ref_ms, ref_bound = side_times(primary, "events"), side_times(primary, "bound")
     unexplained_ms = checks.unexplained_round_trip(
-        [c.wall_ms for c in cand_calls], cand_bound, [r.wall_ms for r in ref_calls], ref_bound, device
+        [c.wall_ms for c in cand_calls], cand_bound, [r.wall_ms for r in primary.calls], ref_bound, device
     )
     basis, hidden_ms = checks.timing_basis(cand_ms, cand_bound, ref_ms, ref_bound)
     overwrite = checks.overwrite_excess(
-        [c.overwrite[0] for c in cand_calls], [r.overwrite[0] for r in ref_calls]
+        [c.overwrite[0] for c in cand_calls], [r.overwrite[0] for r in primary.calls]
     )
     if basis != "events":
         cand_ms, ref_ms = cand_bound, ref_bound
@@ -460,7 +466,8 @@ def measure(
         extra={
             "measured_on": "gpu" if device.type == "cuda" else "cpu",
             "method": "interleaved pairs, both sides in worker processes of the same construction, "
-            "speedup = median(reference_ms / candidate_ms)",
+            f"speedup = median({primary.role}_ms / candidate_ms)",
+            **comparison_extras(sides, cand_ms, basis, reference_plan, definition),
             "timing_basis": basis,
             "hidden_work_ms": hidden_ms,
             "unexplained_round_trip_ms": unexplained_ms,

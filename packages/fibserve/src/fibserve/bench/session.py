@@ -21,12 +21,13 @@ from fibserve.trace import Definition, Environment, Evaluation, EvaluationStatus
 
 from . import candidate as cand
 from .buffers import BufferError
+from .comparators import Comparators
 from .config import EvalConfig
 from .device import library_versions, snapshot
 from .inputs import InputError, generate_inputs
-from .plausibility import check_plausibility
+from .plausibility import check_plausibility, roofline_extra
 from .reference import ReferenceError, reference_key, run_reference
-from .reference_twin import ReferenceTwin, TwinError
+from .reference_twin import TwinError
 from .report import EvaluationReport
 from .run import (
     CandidateFailure,
@@ -55,7 +56,8 @@ class EvaluationRun:
     """The state of one ``evaluate`` call (kept off the Evaluator so calls cannot leak into each other)."""
 
     def __init__(self, ev: Evaluator, report: EvaluationReport, definition: Definition, solution: Solution,
-                 workloads: list[Workload], progress: Progress | None, roots: Sequence[Path] | None):  # fmt: skip
+                 workloads: list[Workload], progress: Progress | None, roots: Sequence[Path] | None,
+                 baseline: Solution | None = None):  # fmt: skip
         self.ev = ev
         self.report = report
         self.config: EvalConfig = report.config
@@ -66,15 +68,16 @@ class EvaluationRun:
         self.roots = list(roots) if roots is not None else ev.roots
         self.worker: WorkerProcess | None = None
         self.load: dict[str, Any] | None = None
-        self.twin = ReferenceTwin(
+        self.twins = Comparators(
             ev.pool,
             definition,
+            baseline,
             self.config,
             arch=cand.cuda_arch(ev._capability),
-            scratch=ev.scratch / "reference",
+            scratch=ev.scratch / "comparators",
             note=report.notes.append,
         )
-        """The reference's timing twin (GPU only; started on first use)."""
+        """The baseline's and the reference's timing twins (GPU only; started on first use)."""
         self.environment = Environment(hardware=ev._name, libs=library_versions())
 
     def _time(self, key: str, seconds: float) -> None:
@@ -201,9 +204,9 @@ class EvaluationRun:
                 self._trace(workload, evaluation)
         finally:
             self._discard()
-            self.twin.discard()
-            if self.twin.start_seconds:
-                self._time("reference_worker", self.twin.start_seconds)
+            self.twins.discard()
+            if self.twins.start_seconds:
+                self._time("reference_worker", self.twins.start_seconds)
         if report.workload_errors and report.task_error is None:
             report.task_error = "; ".join(f"{u}: {m}" for u, m in report.workload_errors.items())
 
@@ -272,22 +275,29 @@ class EvaluationRun:
         shapes = {n: definition.resolve_shape(n, axes) or () for n in definition.outputs}
         t0 = time.monotonic()
         refs = []
+        keys = []
         for k, inputs in enumerate(sets):
             key = (reference_key(definition), workload.uuid, str(k), str(device), self.ev.secret.hex()[:8])
+            keys.append(key)
             cached = self.ev.references.get(key)
             if cached is None:
+                started = time.perf_counter()
                 try:
                     cached = run_reference(definition, inputs, shapes)
                 except ReferenceError as exc:
                     raise _TaskError(str(exc)) from None
-                self.ev.references.put(key, cached)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)  # the call's time, not its launches'
+                self.ev.references.put(key, cached, call_ms=(time.perf_counter() - started) * 1e3)
             refs.append(cached)
         self._time("reference", time.monotonic() - t0)
         from .inputs import torch_dtype
 
+        call_ms = [self.ev.references.call_ms(k) for k in keys]
         return WorkloadData(
             inputs=sets,
             references=refs,
+            reference_call_ms=min((ms for ms in call_ms if ms is not None), default=None),
             output_shapes=shapes,
             output_dtypes={n: torch_dtype(s.dtype) for n, s in definition.outputs.items()},
             scalar_positions={
@@ -334,21 +344,24 @@ class EvaluationRun:
                     EvaluationStatus.PASSED, correctness=correctness, performance=performance
                 )
             self.progress("phase", {"uuid": workload.uuid, "phase": "timing"})
+            plan = self.twins.plan(data.reference_call_ms)
             try:
-                reference_slots = self.twin.slots(data, slot_count, device)
+                sides = self.twins.sides(data, slot_count, device, plan)
             except TwinError as exc:
                 raise _TaskError(str(exc)) from None
             t0 = time.monotonic()
             before = snapshot(device)
             twin_failure: str | None = None
             try:
-                performance, validated = measure(slots, reference_slots, data, self.config, device)
+                performance, validated = measure(
+                    slots, sides, data, self.config, device, plan, self.definition.name
+                )
             except ReferenceTimingError as exc:
-                twin_failure = str(exc)  # only the text: the exception's traceback holds the twin's buffers
+                twin_failure = str(exc)  # only the text: the exception's traceback holds the twins' buffers
             finally:
-                del reference_slots  # close the IPC mappings before the twin can be killed
+                del sides  # close the IPC mappings before a twin can be killed
             if twin_failure is not None:
-                self.twin.discard(twin_failure[:200])
+                self.twins.discard(twin_failure[:200])
                 raise _TaskError(twin_failure)
             after = snapshot(device)
             self._time("timing", time.monotonic() - t0)
@@ -374,23 +387,23 @@ class EvaluationRun:
                     "work on another stream may have run before the start event and not been timed (launch on "
                     "the harness's stream)"
                 )
-            if self.config.plausibility:
-                axes = self.definition.axis_values(workload.axes)
-                verdict = check_plausibility(
-                    self.ev._name,
-                    performance.latency_ms,
-                    self.definition,
-                    axes,
-                    data.inputs[0],
-                    data.references[0],
-                )
-                if verdict is not None:
-                    correctness.extra["plausibility"] = verdict
-                    if verdict["flagged"]:
-                        self.report.notes.append(
-                            f"workload {workload.uuid}: {performance.latency_ms:.4g} ms is faster than the "
-                            f"{verdict['device_model']} roofline floor {verdict['floor_ms']:.4g} ms: implausible, check the kernel"
-                        )
+            axes = self.definition.axis_values(workload.axes)
+            verdict = check_plausibility(
+                self.ev._name,
+                performance.latency_ms,
+                self.definition,
+                axes,
+                data.inputs[0],
+                data.references[0],
+            )
+            stats["roofline"] = roofline_extra(verdict)
+            if self.config.plausibility and verdict is not None:
+                correctness.extra["plausibility"] = verdict
+                if verdict["flagged"]:
+                    self.report.notes.append(
+                        f"workload {workload.uuid}: {performance.latency_ms:.4g} ms is faster than the "
+                        f"{verdict['device_model']} roofline floor {verdict['floor_ms']:.4g} ms: implausible, check the kernel"
+                    )
             return self._evaluation(EvaluationStatus.PASSED, correctness=correctness, performance=performance)
         except CandidateFailure as failure:
             # keep only the facts: the exception's traceback holds the worker's buffers (IPC mappings)

@@ -5,7 +5,7 @@ directory as a by-product of the normal pipeline, which costs nothing extra (a s
 ``--cubin`` pass would rerun the front end, the slow part: see benchmarks/static_analysis.md). Intermediate
 files (preprocessed sources, fatbins, objects) are deleted afterwards; only ``.ptx`` and ``.cubin`` are kept.
 
-Flags (DESIGN section 3): ``-shared -O3 -lineinfo --ptxas-options=-v -Xcompiler -fPIC -std=c++17`` and
+Flags (the CUDA ABI of the README's "Writing a kernel"): ``-shared -O3 -lineinfo --ptxas-options=-v -Xcompiler -fPIC -std=c++17`` and
 ``-gencode=arch=compute_90a,code=sm_90a`` (or the chosen target), tvm-ffi's include directories, and
 ``-ltvm_ffi`` with an rpath to the installed library so the worker can ``dlopen`` the result as is.
 """

@@ -1,4 +1,4 @@
-"""Source policy: what a candidate may not use (DESIGN section 4, point 8).
+"""Source policy: what a candidate may not use (no vendor GEMM/DNN libraries in CUDA, no torch compute in Triton).
 
 A benchmark of kernel *authors* is void if a candidate hands the work to a vendor library or to PyTorch.
 The policy runs before any build and reports every violation with its rule id, file, line and a sentence a

@@ -1,4 +1,4 @@
-"""AST policy for Triton (and optionally Python) candidates (DESIGN section 4, point 8).
+"""AST policy for Triton (and optionally Python) candidates: no torch compute, monkeypatching or dynamic imports.
 
 A Triton candidate's host wrapper may allocate outputs and launch ``@triton.jit`` kernels; it may not hand
 the work to PyTorch or tamper with the harness. Names are resolved through imports and simple assignments,

@@ -4,7 +4,7 @@ The service process never compiles anything itself: a hostile source can make a 
 or (through ``#include`` of device files, or a host-side build script) try to reach the network. The child
 gets RLIMIT_CPU, RLIMIT_AS and RLIMIT_FSIZE, runs in its own session so a timeout kills the whole process
 group, and, when ``bwrap`` is installed and works, sees a read-only root, a private ``/tmp``, no network and
-only its build directory writable, with the service user's home hidden (DESIGN section 4, point 1). The
+only its build directory writable, with the service user's home hidden (as for the candidate's worker). The
 environment is reduced to what compilers need (:func:`minimal_env`).
 """
 

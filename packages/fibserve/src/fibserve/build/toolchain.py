@@ -22,6 +22,7 @@ DEFAULT_ARCH = "sm_90a"
 """Default target: Hopper with the architecture-specific (``a``) features wgmma/setmaxnreg need."""
 
 _ARCH_FORMS = re.compile(r"^(?:sm_|compute_)?(\d+)\.?(\d)([af]?)$")
+_RELEASE = re.compile(r"\brelease (\d+\.\d+)")
 
 
 class ToolchainError(RuntimeError):
@@ -89,8 +90,22 @@ def nvcc_version(nvcc: str) -> str:
         ).stdout
     except (OSError, subprocess.SubprocessError) as error:
         raise ToolchainError(f"`{nvcc} --version` failed: {error}") from error
-    release = [line.strip() for line in out.splitlines() if "release" in line]
-    return release[-1] if release else out.strip().splitlines()[-1]
+    return version_line(out)
+
+
+def version_line(output: str) -> str:
+    """The ``Cuda compilation tools, release X, VX.Y.Z`` line of a CUDA tool's ``--version`` output (nvcc,
+    cuobjdump, nvdisasm all print one); the last non-empty line when there is none, ``unknown version`` for
+    empty output."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    release = [line for line in lines if "release" in line]
+    return (release or lines or ["unknown version"])[-1]
+
+
+def cuda_release(version: str | None) -> str | None:
+    """The CUDA release (``13.0``) named in a :func:`version_line`, or None when it names none."""
+    match = _RELEASE.search(version or "")
+    return match.group(1) if match else None
 
 
 def tvm_ffi_version() -> str:

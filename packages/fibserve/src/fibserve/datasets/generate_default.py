@@ -4,8 +4,10 @@ Run from the repository root (the problem CSVs are public facts: names, shapes a
 
     uv run python -m fibserve.datasets.generate_default --problems ../shared/data/ptxbench-problems
 
-The output (``default/definitions`` and ``default/workloads``) is committed; this script only makes it
-reproducible. Every reference below is PTXBench's own PyTorch code.
+The output (``default/definitions``, ``default/workloads`` and the baseline Solutions under
+``default/solutions``) is committed; this script only makes it reproducible. Every reference and baseline is
+PTXBench's own PyTorch code (the attention families in :mod:`fibserve.datasets.attention`, the baselines in
+:mod:`fibserve.datasets.baselines`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from fibserve.trace import (
     Workload,
 )
 
+from .attention import attention_definitions
+from .baselines import baseline_for, with_baseline_tag
+
 OUR_WORKLOAD_NAMESPACE = uuid.UUID("8b0a4f7e-6d0c-4d5e-9a57-0c2f3e1d6b21")
 """Namespace of the uuid5 of workloads PTXBench defines itself (not from a public list)."""
 
@@ -37,43 +42,6 @@ GEMM_REFERENCE = '''import torch
 def run(A, B):
     """C = A @ B.T: A [M, K], B [N, K] (row-major weight), C [M, N], all in the definition's 16-bit dtype."""
     return torch.matmul(A, B.t())
-'''
-
-MHA_REFERENCE = '''import math
-
-import torch
-
-CAUSAL = {causal}
-
-
-def run(q, k, v):
-    """Attention forward with log-sum-exp.
-
-    q, k, v: [B, H, S, D] bf16. Returns o [B, H, S, D] bf16 and lse [B, H, S] fp32, where
-    scores = (q @ k^T) / sqrt(D) in fp32, lse = natural-log logsumexp of each score row and
-    o = softmax(scores) @ v. With CAUSAL, query i sees keys j <= i. Rows are processed in blocks so that
-    the fp32 score matrix never exceeds about 2 GiB.
-    """
-    batch, heads, seq, dim = q.shape
-    scale = 1.0 / math.sqrt(dim)
-    o = torch.empty_like(q)
-    lse = torch.empty((batch, heads, seq), dtype=torch.float32, device=q.device)
-    block = max(1, min(seq, (1 << 29) // max(1, heads * seq)))
-    keys = k.float()
-    values = v.float()
-    for b in range(batch):
-        for start in range(0, seq, block):
-            stop = min(seq, start + block)
-            scores = torch.matmul(q[b, :, start:stop].float(), keys[b].transpose(-1, -2)) * scale
-            if CAUSAL:
-                rows = torch.arange(start, stop, device=q.device)[:, None]
-                cols = torch.arange(seq, device=q.device)[None, :]
-                scores = scores.masked_fill(cols > rows, float("-inf"))
-            row_lse = torch.logsumexp(scores, dim=-1)
-            probs = torch.exp(scores - row_lse[..., None])
-            o[b, :, start:stop] = torch.matmul(probs, values[b]).to(q.dtype)
-            lse[b, :, start:stop] = row_lse
-    return o, lse
 '''
 
 VECTOR_ADD_REFERENCE = '''import torch
@@ -167,41 +135,6 @@ def gemm_definition(name: str, n: int, k: int, m_values: list[int]) -> Definitio
     )
 
 
-def mha_definition(name: str, causal: bool, seq_lens: list[int]) -> Definition:
-    """Attention forward with LSE, B=4, H=48, D=128 (the PTXBench mha_with_lse problems), var seq_len."""
-    mask = "causal (query i attends to keys j <= i)" if causal else "non-causal"
-    flops = "2*B*H*S^2*D (half of the non-causal count)" if causal else "4*B*H*S^2*D"
-    return Definition(
-        name=name,
-        op_type="mha",
-        description=(
-            f"Multi-head attention forward, {mask}, returning the output and the natural-log log-sum-exp of each "
-            "score row. Softmax scale is the constant 1/sqrt(head_dim) = 1/sqrt(128). Layout [batch, heads, seq, dim]. "
-            f"batch_size=4 and num_heads=48 are the PTXBench problem sizes; with {flops} FLOPs they agree "
-            "within 2% with the TFLOPS and latencies of h100_reference_latency.csv. seq_len values and workload uuids come from that file and from "
-            f"mha_problems.csv (seq_len in {sorted(seq_lens)})."
-        ),
-        tags=["suite:ptxbench-mha-with-lse", "source:ptxbench-problems"] + (["causal"] if causal else []),
-        axes={
-            "batch_size": AxisConst(value=4),
-            "num_heads": AxisConst(value=48),
-            "seq_len": AxisVar(description="Query and key/value sequence length (equal)."),
-            "head_dim": AxisConst(value=128),
-        },
-        inputs={
-            name_: _t(["batch_size", "num_heads", "seq_len", "head_dim"], "bfloat16", what)
-            for name_, what in (("q", "Queries."), ("k", "Keys."), ("v", "Values."))
-        },
-        outputs={
-            "o": _t(["batch_size", "num_heads", "seq_len", "head_dim"], "bfloat16", "Attention output."),
-            "lse": _t(
-                ["batch_size", "num_heads", "seq_len"], "float32", "Natural-log logsumexp of scaled scores."
-            ),
-        },
-        reference=MHA_REFERENCE.format(causal=causal),
-    )
-
-
 def small_definitions() -> list[tuple[Definition, list[dict[str, int]], dict[str, ScalarInput]]]:
     """Float32 definitions small enough for the Triton CPU interpreter, with their workload axes."""
     why = "Shapes chosen by PTXBench to be small enough for the Triton CPU interpreter in CI (float32 only)."
@@ -262,18 +195,34 @@ def _workload_line(
     return trace.model_dump_json()
 
 
+def _attention_rows(problems: Path) -> dict[str, dict[int, str]]:
+    """Definition name -> seq_len -> workload uuid over the attention problem lists (the first uuid wins)."""
+    rows: dict[str, dict[int, str]] = defaultdict(dict)
+    for file in ("mha_problems.csv", "mha_bwd_problems.csv", "h100_reference_latency.csv"):
+        with (problems / file).open() as fh:
+            for row in csv.DictReader(fh):
+                rows[row["definition_name"]].setdefault(int(row["seq_len"]), row["workload_uuid"])
+    return rows
+
+
 def write_default(problems: Path, out: Path) -> list[Path]:
-    """Write definitions and workloads under ``out``; returns the written files."""
+    """Write definitions, workloads and baseline Solutions under ``out``; returns the written files."""
     written: list[Path] = []
 
     def emit(subdir: str, definition: Definition, lines: list[str]) -> None:
+        baseline = baseline_for(definition)
+        definition = with_baseline_tag(definition, baseline)
         dpath = out / "definitions" / subdir / f"{definition.name}.json"
         wpath = out / "workloads" / subdir / f"{definition.name}.jsonl"
-        dpath.parent.mkdir(parents=True, exist_ok=True)
-        wpath.parent.mkdir(parents=True, exist_ok=True)
-        dpath.write_text(definition.model_dump_json(indent=2) + "\n")
-        wpath.write_text("".join(line + "\n" for line in lines))
-        written.extend([dpath, wpath])
+        spath = out / "solutions" / subdir / definition.name / f"{baseline.name}.json"
+        for path, text in (
+            (dpath, definition.model_dump_json(indent=2) + "\n"),
+            (wpath, "".join(line + "\n" for line in lines)),
+            (spath, baseline.model_dump_json(indent=2) + "\n"),
+        ):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written.append(path)
 
     gemm_rows: dict[str, list[tuple[str, int]]] = defaultdict(list)
     with (problems / "gemm_problems.csv").open() as fh:
@@ -285,15 +234,9 @@ def write_default(problems: Path, out: Path) -> list[Path]:
         definition = gemm_definition(name, int(match[1]), int(match[2]), [m for _, m in rows])
         emit("gemm", definition, [_workload_line(definition, u, {"M": m}) for u, m in rows])
 
-    mha_rows: dict[str, dict[int, str]] = defaultdict(dict)
-    for file in ("mha_problems.csv", "h100_reference_latency.csv"):
-        with (problems / file).open() as fh:
-            for row in csv.DictReader(fh):
-                mha_rows[row["definition_name"]].setdefault(int(row["seq_len"]), row["workload_uuid"])
-    for name in ("mha_with_lse_d128", "mha_with_lse_d128_causal"):
-        rows = sorted(mha_rows[name].items())
-        definition = mha_definition(name, name.endswith("_causal"), [s for s, _ in rows])
-        emit("mha", definition, [_workload_line(definition, u, {"seq_len": s}) for s, u in rows])
+    for folder, definition, workloads in attention_definitions(_attention_rows(problems)):
+        lines = [_workload_line(definition, u, {"seq_len": s}) for s, u in workloads.items()]
+        emit(folder, definition, lines)
 
     for definition, axes_list, scalars in small_definitions():
         lines = [

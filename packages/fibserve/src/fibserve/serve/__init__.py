@@ -1,17 +1,17 @@
 """FIBServe HTTP service: FastAPI app, scheduler (one lane per device), durable SQLite task store.
 
 Start it with ``fibserve serve`` (or :func:`serve`); talk to it with :class:`fibserve.client.FIBServeClient`.
-The endpoints and shapes are those of DESIGN section 5; OpenAPI documentation is served at ``/docs``.
+The endpoints and their request and answer shapes are documented by the OpenAPI page it serves at ``/docs``.
 
-Choices where DESIGN is silent (and why):
+Choices made here (and why):
 
 - ``POST /compile`` answers synchronously with :class:`fibserve.static_check.Analysis`. Static analysis
   needs no GPU, so it runs on a bounded pool of its own (``compile_concurrency``) instead of waiting in the
   lanes' queue behind GPU work.
-- Task statuses stay the four of DESIGN (``pending``, ``running``, ``completed``, ``failed``): a cancelled
+- Task statuses stay four (``pending``, ``running``, ``completed``, ``failed``): a cancelled
   task is ``failed`` with error code ``cancelled``, so clients that wait for a final status keep working.
   ``failed`` always means a task-level (service) failure with ``error.code``; a candidate that does not
-  compile, crashes or is wrong makes a ``completed`` task whose traces say so (DESIGN section 4.10).
+  compile, crashes or is wrong makes a ``completed`` task whose traces say so (a harness failure is never the candidate's).
 - The task store is the queue: an accepted task is committed (WAL, ``synchronous=FULL``) before the 202
   answer. A restart re-queues tasks left ``running``; one that was claimed ``max_attempts`` times (it may be
   what kills the server) is failed with code ``server_restarted``. One server per state directory (an

@@ -1,8 +1,8 @@
-"""The FIBServe FastAPI application (DESIGN section 5).
+"""The FIBServe FastAPI application.
 
 ``create_app(settings)`` loads the trace sets, opens the task store and returns the app; lanes start in the
-app's lifespan and stop (re-queueing their running tasks) when it ends. Endpoint shapes are those of
-DESIGN section 5; ``POST /compile`` answers synchronously with the static analysis (it needs no GPU, so it
+app's lifespan and stop (re-queueing their running tasks) when it ends. Endpoint shapes are the models of
+:mod:`fibserve.serve.models` (OpenAPI at ``/docs``); ``POST /compile`` answers synchronously with the static analysis (it needs no GPU, so it
 runs on a bounded pool of its own instead of waiting behind GPU work in the lanes' queue).
 """
 

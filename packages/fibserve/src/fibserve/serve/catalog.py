@@ -10,7 +10,7 @@ import difflib
 from collections.abc import Sequence
 from pathlib import Path
 
-from fibserve.trace import Definition, Workload
+from fibserve.trace import Definition, Solution, Workload
 from fibserve.trace.trace_set import TraceSet
 
 
@@ -72,6 +72,11 @@ class Catalog:
                 "unknown_definition", f"definition {name!r} is not on this server; {hint}", matches, hint
             )
         return definition
+
+    def baseline(self, name: str) -> Solution | None:
+        """The baseline Solution of definition ``name`` (None when it names none). Raises NotFound."""
+        self.definition(name)
+        return self.trace_set.baseline_for(name)
 
     def workloads(self, name: str) -> list[Workload]:
         """Workloads of definition ``name`` in load order. Raises NotFound for an unknown definition."""

@@ -1,4 +1,4 @@
-"""Request and answer bodies of the FIBServe HTTP API (DESIGN section 5), as pydantic v2 models.
+"""Request and answer bodies of the FIBServe HTTP API, as pydantic v2 models (the OpenAPI schemas at ``/docs``).
 
 The same models are the contract of :mod:`fibserve.client`: the server validates requests with them and the
 client parses answers with them. Request models forbid unknown fields, so a misspelt option (``atoll``) is a
@@ -99,14 +99,14 @@ class EvaluateRequest(_SolutionRequest):
     """Body of ``POST /evaluate``: check, build, run and time a solution against its definition's reference."""
 
     atol: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    """Absolute tolerance (finite, >= 0); overrides the definition's and op type's (DESIGN section 4.5
-    precedence). A server started with ``--locked-tolerances`` refuses it (403 ``tolerances_locked``)."""
+    """Absolute tolerance (finite, >= 0); overrides the definition's and op type's (precedence:
+    defaults < op type < definition < request). A server started with ``--locked-tolerances`` refuses it (403 ``tolerances_locked``)."""
     rtol: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Relative tolerance (finite, >= 0); overrides the definition's and op type's. Refused like ``atol`` by a
     server with locked tolerances."""
     profile_baseline: bool = False
     """Accepted for compatibility with older clients. The reference is always timed interleaved with the
-    candidate (DESIGN section 4.6), so there is no separate baseline to profile."""
+    candidate, in pairs, so there is no separate baseline to profile."""
 
 
 class SanitizeRequest(_SolutionRequest):

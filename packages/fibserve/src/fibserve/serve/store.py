@@ -6,7 +6,7 @@ atomically; a restart turns rows left ``running`` back into ``pending`` (or fail
 ``max_attempts`` claims, so a task that kills the server cannot loop forever). Finished rows keep their answer
 until ``expires_at`` (finish time plus the TTL) and are then deleted.
 
-Statuses are the four of DESIGN section 5: ``pending``, ``running``, ``completed``, ``failed``. A cancelled
+Statuses are four: ``pending``, ``running``, ``completed``, ``failed``. A cancelled
 task is ``failed`` with error code ``cancelled`` so that clients that wait for one of the two final statuses
 keep working.
 

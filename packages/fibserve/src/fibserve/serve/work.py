@@ -2,7 +2,7 @@
 
 Failures of the candidate are results (traces with COMPILE_ERROR, RUNTIME_ERROR, a sanitizer verdict);
 only failures of the service (evaluator crash, missing tool, whole-task timeout) make a task ``failed``,
-with an error code that says which (DESIGN section 4.10).
+with an error code that says which: a harness failure is never reported as the candidate's.
 """
 
 from __future__ import annotations
@@ -96,7 +96,12 @@ class TaskWork:
             ctx.check()
 
         report = ctx.resources.evaluate(
-            definition, request.solution, workloads, overrides=overrides or None, progress=progress
+            definition,
+            request.solution,
+            workloads,
+            overrides=overrides or None,
+            progress=progress,
+            baseline=self.catalog.baseline(definition.name),
         )
         ctx.check()
         result = evaluation_result(report)

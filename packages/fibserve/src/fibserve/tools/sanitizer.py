@@ -4,7 +4,7 @@ Each (tool, workload) is one ``compute-sanitizer`` process running :mod:`fibserv
 verdict is the tool's: ``--error-exitcode 86`` makes any finding exit 86, so a run is clean exactly when the
 process exits 0; nothing is decided by searching the text. The printed report is kept with noise removed
 (banner, the runner's summary line) and cut to a bounded size. CUDA candidates are built with ``-lineinfo``
-(DESIGN section 3), so memcheck reports name the source line of a bad access.
+(the build's fixed flags), so memcheck reports name the source line of a bad access.
 
 API errors are not reported (``--report-api-errors no``): torch and Triton probe the driver with calls that
 fail by design, and counting those would fail every candidate; a candidate whose own API call fails still

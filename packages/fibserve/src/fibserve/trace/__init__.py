@@ -4,6 +4,7 @@ The models carry no I/O and import nothing heavy (no torch). Loading and merging
 :mod:`fibserve.trace.trace_set`; the migration of the 2025 public snapshot in :mod:`fibserve.trace.legacy`.
 """
 
+from .comparisons import BaselineComparison, Comparisons, ReferenceComparison, Roofline
 from .definition import Axis, AxisConst, AxisVar, Definition, DType, TensorSpec
 from .evaluation import Correctness, Environment, Evaluation, EvaluationStatus, Performance
 from .problems import LoadProblem, TraceSetError
@@ -17,8 +18,10 @@ __all__ = [
     "Axis",
     "AxisConst",
     "AxisVar",
+    "BaselineComparison",
     "Binding",
     "BuildSpec",
+    "Comparisons",
     "Correctness",
     "DType",
     "Definition",
@@ -30,6 +33,8 @@ __all__ = [
     "LoadProblem",
     "Performance",
     "RandomInput",
+    "ReferenceComparison",
+    "Roofline",
     "SafetensorsInput",
     "ScalarInput",
     "Solution",

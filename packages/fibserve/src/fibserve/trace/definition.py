@@ -78,6 +78,11 @@ class AxisVar(TraceModel):
     _omit_if_none: ClassVar[frozenset[str]] = frozenset({"description"})
 
 
+BASELINE_TAG = "baseline:"
+"""Prefix of the tag by which a definition names its baseline Solution: ``baseline:<solution name>``. The
+baseline is what speed is measured against (vendor quality: cuBLAS, cuDNN SDPA); the reference stays the
+correctness oracle. A plain tag keeps the JSON FlashInfer Trace compatible."""
+
 Axis = Annotated[AxisConst | AxisVar, Field(discriminator="type")]
 """A const or var axis, told apart by its ``type`` field."""
 
@@ -162,6 +167,11 @@ class Definition(TraceModel):
         if not has_run:
             raise ValueError("reference does not define a module-level function `run`")
         return self
+
+    @property
+    def baseline(self) -> str | None:
+        """The name of the baseline Solution the tag ``baseline:<name>`` gives (the first such tag), or None."""
+        return next((t[len(BASELINE_TAG) :] for t in self.tags if t.startswith(BASELINE_TAG)), None)
 
     @property
     def input_names(self) -> list[str]:

@@ -154,9 +154,28 @@ class TraceSet:
         for root, files in layouts:
             for path in files["traces"]:
                 ts._load_jsonl(path, root, migrator, workload_file=False)
+        ts._check_baselines()
         if migrator is not None:
             migrator.warn(stacklevel=4)
         return ts
+
+    def _check_baselines(self) -> None:
+        """A warning for each ``baseline:`` tag that names no Solution of that definition (its speedups are
+        then against the reference, and say so)."""
+        for definition in self.definitions.values():
+            name = definition.baseline
+            if name is None:
+                continue
+            solution = self.solutions.get(name)
+            if solution is None or solution.definition != definition.name:
+                where = self.origin("definition", definition.name) or definition.name
+                what = "is not in the trace set" if solution is None else f"is for {solution.definition!r}"
+                self._problem(
+                    where,
+                    f"baseline Solution {name!r} of {definition.name!r} {what}: speedups will be against the "
+                    "reference",
+                    severity="warning",
+                )
 
     @classmethod
     def from_env(cls, *, migrate_legacy: bool = False, strict: bool = True) -> TraceSet:
@@ -359,6 +378,17 @@ class TraceSet:
             return self.solutions[name]
         except KeyError:
             raise KeyError(f"unknown solution {name!r}") from None
+
+    def baseline_for(self, definition: str) -> Solution | None:
+        """The baseline Solution that definition ``definition`` names (tag ``baseline:<name>``), or None when
+        it names none or the named Solution is missing or for another definition (a load warning says so).
+
+        Raises:
+            KeyError: unknown definition.
+        """
+        name = self.definition(definition).baseline
+        solution = self.solutions.get(name) if name else None
+        return solution if solution is not None and solution.definition == definition else None
 
     def solutions_for(self, definition: str) -> list[Solution]:
         """Solutions of ``definition``."""

@@ -13,6 +13,7 @@ from typing import Any
 from .definition import Definition
 from .legacy import LegacyMigrationWarning
 from .problems import LoadProblem
+from .solution import Solution
 from .trace_set import DATASET_ROOTS_ENV, TraceSet
 
 
@@ -72,7 +73,7 @@ def validate_roots(roots: Sequence[str | Path], *, legacy: bool = False) -> Vali
 
 
 TRACE_SET_FOLDERS = ("definitions", "workloads", "solutions", "traces")
-"""Sub-folders a trace-set root has (at least one of them); see DESIGN section 2."""
+"""Sub-folders a trace-set root has (at least one of them), each holding that kind's JSON documents."""
 
 
 def _not_a_trace_set(root: Path) -> LoadProblem | None:
@@ -100,14 +101,22 @@ class DefinitionSummary:
     arguments: list[dict[str, Any]]
     """One entry per argument in call order: ``name``, ``role`` (input/output), ``dtype``, ``shape`` (axis
     names, or None for a scalar)."""
+    baseline: str | None = None
+    """The baseline Solution speed is measured against (the ``baseline:`` tag), or None: then against the
+    reference."""
+    baseline_description: str = ""
+    """What the baseline runs (e.g. cuDNN SDPA) and its caveats."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (one element of what ``fibserve definitions --json`` prints)."""
         return asdict(self)
 
 
-def describe_definition(definition: Definition, workloads: int = 0) -> DefinitionSummary:
-    """The :class:`DefinitionSummary` of ``definition`` (``workloads``: how many it has)."""
+def describe_definition(
+    definition: Definition, workloads: int = 0, baseline: Solution | None = None
+) -> DefinitionSummary:
+    """The :class:`DefinitionSummary` of ``definition`` (``workloads``: how many it has; ``baseline``: its
+    baseline Solution as the trace set resolves it)."""
     arguments: list[dict[str, Any]] = []
     rendered: list[str] = []
     for role, specs in (("input", definition.inputs), ("output", definition.outputs)):
@@ -122,6 +131,8 @@ def describe_definition(definition: Definition, workloads: int = 0) -> Definitio
         workloads=workloads,
         signature=f"run({', '.join(rendered)})",
         arguments=arguments,
+        baseline=baseline.name if baseline is not None else None,
+        baseline_description=(baseline.description or "") if baseline is not None else "",
     )
 
 
@@ -137,7 +148,9 @@ def describe_definitions(
         warnings.simplefilter("ignore", LegacyMigrationWarning)  # `fibserve validate --legacy` reports them
         trace_set = TraceSet.load(report_roots, migrate_legacy=legacy, strict=False)
     summaries = [
-        describe_definition(trace_set.definitions[name], len(trace_set.workloads_for(name)))
+        describe_definition(
+            trace_set.definitions[name], len(trace_set.workloads_for(name)), trace_set.baseline_for(name)
+        )
         for name in sorted(trace_set.definitions)
     ]
     errors = [p for p in map(_not_a_trace_set, map(Path, report_roots)) if p is not None]

@@ -21,7 +21,7 @@ def _scalar_cpp_type(dtype: str) -> str:
 
 
 def expected_signature(definition: Mapping[str, Any], language: str) -> str:
-    """The ``run`` signature the ABI (DESIGN §3) asks for, spelled out for this definition.
+    """The ``run`` signature the ABI (the README's "Writing a kernel") asks for, spelled out for this definition.
 
     CUDA: ``void run(tvm::ffi::TensorView A, ..., double eps, tvm::ffi::TensorView C)``; scalar inputs
     (``shape: null``) become ``int64_t``/``double``/``bool``. Triton: ``def run(A, ..., C):``.

@@ -1,0 +1,230 @@
+"""`ptxbench quickstart --run`: the 3-turn GEMM trajectory into a new run directory, and its result.
+
+Refused at once, before anything starts, when the result is known up front (Triton without a GPU and without
+``SERVICE_URL``); otherwise the model (or the demo replay), the service (``SERVICE_URL`` or an embedded FIBServe)
+and the run (:func:`mini_ptx_agent.runs.launch.run_trajectory`), then ``quickstart-result.json``
+(:mod:`~mini_ptx_agent.quickstart.report`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import glob
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..demo import DEMO_MODEL_NAME
+from ..runs.directory import RunLayout, RunPlan, RunSummary, failed_summary, utc_stamp
+from ..runs.options import default_prompt_tag
+from ..trajectory import write_json
+from .settings import (
+    QUICKSTART_TURNS,
+    TRITON_ALTERNATIVES,
+    TRITON_NEEDS_GPU,
+    QuickstartError,
+    QuickstartRefused,
+    QuickstartSettings,
+    quickstart_task,
+)
+
+if TYPE_CHECKING:
+    from .report import QuickstartResult
+
+
+def no_gpu_for_certain(environ: dict[str, str] | os._Environ | None = None) -> bool:
+    """Whether this machine certainly has no GPU torch could use, decided without importing torch (seconds).
+
+    True when ``CUDA_VISIBLE_DEVICES`` hides every device (empty, or starting with ``-1``), on macOS, or on
+    Linux when no ``/dev/nvidia<N>`` device node exists (the NVIDIA driver creates one per GPU, containers
+    given a GPU see it). False means "maybe": :func:`local_gpu_available` asks torch.
+    """
+    env = os.environ if environ is None else environ
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and (not visible.strip() or visible.strip().startswith("-1")):
+        return True
+    if sys.platform == "darwin":
+        return True
+    return sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*")
+
+
+def local_gpu_available() -> bool:
+    """Whether an embedded FIBServe on this machine would get a GPU lane.
+
+    The same test as ``fibserve.serve.settings.resolve_devices`` (the embedded server's default lanes):
+    ``torch.cuda.is_available()`` and at least one device; otherwise its only lane is ``cpu``. Imports torch
+    only when :func:`no_gpu_for_certain` cannot rule a GPU out.
+    """
+    if no_gpu_for_certain():
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
+
+
+def refusal_before_start(settings: QuickstartSettings) -> str | None:
+    """Why the run must be refused before anything starts, or None.
+
+    Known up front only for Triton with an embedded service (no ``SERVICE_URL``) on a machine without a GPU;
+    a remote service's lanes are known only from its ``/health``, so that refusal happens during the run.
+    """
+    if settings.language != "triton" or settings.service_url or local_gpu_available():
+        return None
+    return (
+        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU, so nothing was started and no "
+        f"run directory was created. {TRITON_ALTERNATIVES}"
+    )
+
+
+def _new_run_dir(output_root: Path, language: str) -> Path:
+    for attempt in range(10):
+        suffix = "" if attempt == 0 else f"-{attempt}"
+        path = Path(output_root) / f"quickstart-{utc_stamp()}-{language}-gemm{suffix}"
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            return path
+        except FileExistsError:
+            continue
+    raise QuickstartError(f"could not create a new run directory under {output_root}")
+
+
+def _make_model(settings: QuickstartSettings, run_dir: Path | None) -> tuple[Any, str]:
+    """The configured model, or the demo replay written into ``run_dir/demo``. Returns (model, name)."""
+    if settings.model:
+        from ..models import ModelConfigError, ModelUnavailableError, make_model
+
+        try:
+            model = make_model(settings.model, model_host=settings.model_host)
+        except (ModelConfigError, ModelUnavailableError) as exc:
+            raise QuickstartError(f"model {settings.model}: {exc}") from None
+        return model, settings.model
+    if settings.model_host:
+        raise QuickstartError(
+            f"ACCRL_MODEL_HOST={settings.model_host} is set but MODEL_NAME is not; set MODEL_NAME to the served id"
+        )
+    if run_dir is None:
+        return None, DEMO_MODEL_NAME
+    from ..demo import write_demo_trajectory
+    from ..models.replay import ReplayModel
+
+    path = write_demo_trajectory(settings.language, run_dir / "demo" / f"trajectory_{settings.language}.json")
+    return ReplayModel(path=path, model_name=DEMO_MODEL_NAME, fallback=True), DEMO_MODEL_NAME
+
+
+DEMO_BANNER = (
+    "DEMO REPLAY: MODEL_NAME is not set, so the bundled demo trajectory is replayed. Its three kernels were "
+    "written by the PTXBench authors; what follows is NOT a model's result. Set MODEL_NAME (and ACCRL_MODEL_HOST "
+    "for a vLLM/SGLang endpoint) to evaluate a model."
+)
+
+
+def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> tuple[Path, QuickstartResult]:
+    """Run the quickstart; returns the run directory and its :class:`QuickstartResult` (also written to disk).
+
+    The run never raises for a service or model API failure: those end the run (exit status
+    ``InfrastructureError``) and the result says so. A Triton run on a service without GPU lanes is refused
+    because the bf16 GEMM cannot be evaluated by the Triton CPU interpreter: before anything starts when that is
+    known up front (:func:`refusal_before_start`), else with exit status ``Refused`` once ``/health`` shows it.
+
+    Raises:
+        QuickstartRefused: refused up front (nothing is started or written then).
+        QuickstartError: the model is misconfigured (nothing is written then).
+    """
+    refusal = refusal_before_start(settings)  # before any import that takes time: "refused at once"
+    if refusal is not None:
+        raise QuickstartRefused(refusal)
+    from fibserve.client import FIBServeError
+    from rich.console import Console
+    from rich.markup import escape
+
+    from ..evaluation import EvaluationInfrastructureError
+    from ..fibserve_backend import FIBServeBackend
+    from ..models.base import is_demo_model
+    from ..runs.launch import run_trajectory
+    from ..runs.progress import RunProgress
+    from ..service import ServiceStartError
+    from ..service import service_url as resolve_service
+    from .report import CONTEXT_FILE, rebuild_result
+
+    console = console or Console(highlight=False)
+    started = time.time()
+    if settings.model:
+        model, model_name = _make_model(settings, None)  # a misconfigured model must not leave a directory
+    run_dir = _new_run_dir(settings.output_root, settings.language)
+    if not settings.model:
+        model, model_name = _make_model(settings, run_dir)
+    layout = RunLayout(run_dir)
+    task = quickstart_task(settings.language)
+    plan = RunPlan(
+        run_id=run_dir.name,
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        task=task,
+        model=model_name,
+        prompt_tag=default_prompt_tag(task),
+        num_turns=QUICKSTART_TURNS,
+        service=settings.service_url or "embedded",
+        demo=is_demo_model(model),
+    )
+    context: dict[str, Any] = {"demo": not settings.model, "refused": None}
+    if not settings.model:
+        context["demo_trajectory"] = f"demo/trajectory_{settings.language}.json"
+    console.print(f"run directory: {run_dir}", markup=False)
+    summary: RunSummary | None = None
+    try:
+        console.print(
+            "starting the embedded FIBServe ..."
+            if not settings.service_url
+            else f"FIBServe: {settings.service_url}"
+        )
+        with resolve_service(
+            settings.service_url, log_path=layout.service_log_path, roots=settings.dataset_roots
+        ) as (url, embedded):
+            token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
+            backend = FIBServeBackend(url, token=token)
+            try:
+                health = backend.client.health()
+            except FIBServeError as exc:
+                raise EvaluationInfrastructureError(f"GET /health: {exc}") from exc
+            lanes = [w.device for w in health.workers]
+            gpu = any(lane.startswith("cuda") for lane in lanes)
+            context["service"] = {
+                "kind": "embedded" if embedded else "remote",
+                "url": None if embedded else url,
+                "lanes": lanes,
+                "gpu": gpu,
+                "version": health.version,
+            }
+            write_json(run_dir / CONTEXT_FILE, context)
+            if not gpu:
+                console.print(
+                    "[yellow]CPU mode: no GPU lane; "
+                    + (
+                        "CUDA kernels are compiled and analysed, not executed.[/]"
+                        if settings.language == "cuda"
+                        else "the Triton GEMM cannot be evaluated here.[/]"
+                    )
+                )
+            if settings.language == "triton" and not gpu:
+                context["refused"] = f"{TRITON_NEEDS_GPU}. {TRITON_ALTERNATIVES}"
+                write_json(run_dir / CONTEXT_FILE, context)
+                write_json(layout.plan_path, plan.model_dump(mode="json"))
+                summary = failed_summary(plan, "Refused", context["refused"], started)
+                write_json(layout.summary_path, summary.model_dump(mode="json"))
+            else:
+                if not settings.model:  # only now is it certain that the demo is replayed
+                    console.print(f"[bold black on yellow] {escape(DEMO_BANNER)} [/]")
+                with RunProgress(console, QUICKSTART_TURNS, f"FIBServe ({', '.join(lanes)})") as live:
+                    summary = run_trajectory(
+                        plan, run_dir, backend=backend, model=live.model(model), on_turn=live.on_turn
+                    )
+    except (ServiceStartError, EvaluationInfrastructureError) as exc:
+        summary = failed_summary(
+            plan, "InfrastructureError", f"evaluation service unavailable: {exc}", started
+        )
+        write_json(layout.plan_path, plan.model_dump(mode="json"))
+        write_json(layout.summary_path, summary.model_dump(mode="json"))
+        if not (run_dir / CONTEXT_FILE).is_file():
+            write_json(run_dir / CONTEXT_FILE, context)
+    return run_dir, rebuild_result(run_dir)
