@@ -52,10 +52,15 @@ def included_closure(path: Path) -> dict[str, str]:
     return found
 
 
-def example_solution(path: Path, arch: str) -> Solution:
-    """``path`` as ``kernel.cu`` (entry ``run``, tvm-ffi binding) plus the headers it includes."""
+def example_solution(path: Path, arch: str, extra_units: tuple[Path, ...] = ()) -> Solution:
+    """``path`` as ``kernel.cu`` (entry ``run``, tvm-ffi binding) plus the headers it includes, plus further
+    translation units compiled into the same library (device-only smoke kernels)."""
     sources = [{"path": "kernel.cu", "content": path.read_text()}]
-    sources += [{"path": name, "content": text} for name, text in sorted(included_closure(path).items())]
+    sources += [{"path": unit.name, "content": unit.read_text()} for unit in extra_units]
+    headers: dict[str, str] = {}
+    for unit in (path, *extra_units):
+        headers.update(included_closure(unit))
+    sources += [{"path": name, "content": text} for name, text in sorted(headers.items())]
     return Solution.model_validate(
         {
             "name": path.stem,
@@ -84,12 +89,18 @@ class BuiltExample:
     """Full opcodes with modifiers of the notable SASS instructions (``UTMALDG.2D.MULTICAST``)."""
 
 
-def build_example(path: Path, arch: str) -> BuiltExample:
-    """Build ``path`` for ``arch`` through the build cache and analyse it; skips without nvcc or cuobjdump."""
+def build_kernel(path: Path, arch: str, extra_units: tuple[Path, ...] = ()) -> BuildResult:
+    """Build ``path`` (and ``extra_units``) for ``arch`` through the build cache; skips without nvcc."""
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
-    result = build_solution(example_solution(path, arch), arch=arch)
+    result = build_solution(example_solution(path, arch, extra_units), arch=arch)
     assert result.ok, f"{path.name} for {arch}: {result.status}\n{result.log}"
+    return result
+
+
+def build_example(path: Path, arch: str, extra_units: tuple[Path, ...] = ()) -> BuiltExample:
+    """:func:`build_kernel`, then the PTX families and SASS opcodes of the build; skips without cuobjdump."""
+    result = build_kernel(path, arch, extra_units)
     ptx = "\n".join(p.read_text() for p in result.ptx_paths)
     report = dump_sass(result.cubin_paths)
     if report.error is not None:

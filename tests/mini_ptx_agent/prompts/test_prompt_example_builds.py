@@ -33,17 +33,23 @@ class Expect:
     sass_absent: frozenset[str] = frozenset()
     ptx_text: tuple[str, ...] = field(default=())
     """Regular expressions the PTX must match."""
+    extra_units: tuple[Path, ...] = field(default=())
+    """Device-only smoke kernels compiled into the same library (see data/)."""
 
 
-def expect(name: str, arch: str, families: str = "", sass: str = "", absent: str = "", text=()) -> Expect:
-    folder = DATA if name.endswith("_smoke.cu") else EXAMPLES
-    return Expect(folder / name, arch, frozenset(families.split()), frozenset(sass.split()), frozenset(absent.split()),
-                  tuple(text))  # fmt: skip
+def expect(
+    name: str, arch: str, families: str = "", sass: str = "", absent: str = "", text=(), smoke=()
+) -> Expect:
+    return Expect(EXAMPLES / name, arch, frozenset(families.split()), frozenset(sass.split()), frozenset(absent.split()),
+                  tuple(text), tuple(DATA / s for s in smoke))  # fmt: skip
 
 
 CUDA_BUILDS = [
-    expect("scaled_add.cu", "sm_90a"),
-    expect("scaled_add.cu", "sm_100a"),
+    # scaled_add carries the smoke kernels of the helpers no example calls, as second translation units
+    expect("scaled_add.cu", "sm_90a", "mapa barrier.cluster", smoke=["sm90_helpers_smoke.cu"]),
+    expect("scaled_add.cu", "sm_100a", "tcgen05 setmaxnreg mapa",
+           "UTCHMMA.2CTA UTCBAR.2CTA.MULTICAST UTMALDG.2D.MULTICAST UTMASTG.3D USETMAXREG",
+           smoke=["sm100_helpers_smoke.cu"]),
     expect("tma_store_transpose.cu", "sm_90a", "cp.async.bulk.tensor mbarrier fence.proxy.async", "UTMALDG.2D UTMASTG.2D"),
     expect("tma_store_transpose.cu", "sm_100a", "cp.async.bulk.tensor mbarrier fence.proxy.async", "UTMALDG.2D UTMASTG.2D"),
     expect("gemm_warp_specialized.cu", "sm_90a", "wgmma.mma_async setmaxnreg elect.sync stmatrix",
@@ -59,15 +65,12 @@ CUDA_BUILDS = [
            absent="REDG RED ATOMG", text=[REGISTER_A_WGMMA]),
     expect("fa4_forward.cu", "sm_100a", "tcgen05 cp.async.bulk.tensor fence.proxy.async",
            "UTCHMMA UTCBAR LDTM.x16 STTM.x16 UTMALDG.3D", absent="HGMMA"),
-    expect("sm90_helpers_smoke.cu", "sm_90a", "mapa barrier.cluster"),
-    expect("sm100_helpers_smoke.cu", "sm_100a", "tcgen05 setmaxnreg mapa",
-           "UTCHMMA.2CTA UTCBAR.2CTA.MULTICAST UTMALDG.2D.MULTICAST UTMASTG.3D USETMAXREG"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", CUDA_BUILDS, ids=[f"{c.path.stem}-{c.arch}" for c in CUDA_BUILDS])
 def test_example_builds_for_its_target_with_the_pattern_instructions(case: Expect) -> None:
-    built = build_example(case.path, case.arch)
+    built = build_example(case.path, case.arch, case.extra_units)
     assert f"-gencode=arch=compute_{case.arch[3:]},code={case.arch}" in " ".join(built.build.command)
     missing = case.ptx_families - set(built.ptx_families)
     assert not missing, f"PTX lacks {sorted(missing)}; has {sorted(built.ptx_families)}"

@@ -17,7 +17,7 @@ import pytest
 from fibserve.build import load_tvm_ffi_entry
 from fibserve.datasets import default_root
 from mini_ptx_agent.prompts.registry import PROMPTS_DIR
-from prompt_builds import build_example
+from prompt_builds import build_kernel
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -41,7 +41,7 @@ def entry(example: str, arch: str) -> Callable[..., Any]:
     major = torch.cuda.get_device_capability()[0]
     if (arch == "sm_90a" and major != 9) or (arch == "sm_100a" and major != 10):
         pytest.skip(f"{example} is built for {arch}; this GPU is sm_{major}x")
-    return load_tvm_ffi_entry(build_example(PROMPTS_DIR / "examples" / example, arch).build)
+    return load_tvm_ffi_entry(build_kernel(PROMPTS_DIR / "examples" / example, arch))
 
 
 def nan_like(t: Any, dtype: Any = None) -> Any:

@@ -177,7 +177,7 @@ def compiled_units(arch: str) -> list[Path]:
     """What test_prompt_example_builds.py compiles for `arch`: the examples and the smoke kernel."""
     from test_prompt_example_builds import CUDA_BUILDS
 
-    return [case.path for case in CUDA_BUILDS if case.arch == arch]
+    return [unit for case in CUDA_BUILDS if case.arch == arch for unit in (case.path, *case.extra_units)]
 
 
 @pytest.mark.parametrize("arch", sorted(HEADERS))
