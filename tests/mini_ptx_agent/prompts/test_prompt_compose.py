@@ -233,3 +233,17 @@ def test_first_user_message_on_a_public_definition() -> None:
     message = first_user_message(definition, language="cuda", target_speedup=1.0)
     assert "void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C)" in message
     assert "status:verified" not in message
+
+
+@pytest.mark.parametrize("tag", list_prompt_tags())
+def test_every_prompt_survives_the_agents_jinja_rendering(tag: str) -> None:
+    """mini-swe-agent renders the system template with jinja; kernel code is full of `{%` and `{{`, so the agent
+    wraps it in a raw block, which only an `endraw` inside the text could break."""
+    from jinja2 import StrictUndefined, Template
+    from mini_ptx_agent.agent import literal_template
+
+    text = compose_system_prompt(tag)
+    rendered = Template(
+        literal_template(text), undefined=StrictUndefined, keep_trailing_newline=True
+    ).render()
+    assert rendered == text
