@@ -134,11 +134,11 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="timing-symmetry-"))
     prepared = cand.prepare(definition, matmul_solution(), arch="sm_90a", timeout=120, scratch=scratch)
     pool = WorkerPool(str(device), spares=0)
-    print(f"sandbox: {'bwrap' if pool.use_bwrap else 'none'}", flush=True)
+    print(f"sandbox: {pool.mode}", flush=True)
 
     def worker_side() -> Side:
         worker = pool.acquire(120)
-        worker.request({"op": "load", **(prepared.load or {})}, 120)
+        worker.load(prepared.load or {}, 120)
         slots = allocate_slots(worker, data, sets, device, 120)
         for k in range(sets):
             _fill(slots, k, inputs[k], device)

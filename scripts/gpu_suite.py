@@ -101,7 +101,11 @@ def describe(report: Any) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "./gpu-results"), help="results folder")
-    parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
+    parser.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="run candidates without bubblewrap (control runs only)",
+    )
     parser.add_argument("--skip-pytest", action="store_true", help="only the scenarios")
     parser.add_argument("--only", default="", help="comma-separated scenario names to run")
     args = parser.parse_args()
@@ -124,11 +128,15 @@ def main() -> int:
     small, large = [by_m[232]], [by_m[8192]]
     vec = ts.definition("vector_add_f32")
     vec_workloads = ts.workloads_for("vector_add_f32")[:2]
-    evaluator = Evaluator("cuda:0", sandbox=args.sandbox)
+    if args.unsafe_no_sandbox:
+        from fibserve.sandbox import allow_unsafe
+
+        allow_unsafe()
+    evaluator = Evaluator("cuda:0")
     results: dict[str, Any] = {
         "device": snapshot("cuda:0").model_dump(),
         "libs": library_versions(),
-        "sandbox_requested": args.sandbox,
+        "sandbox_requested": "unsafe-none" if args.unsafe_no_sandbox else "bwrap",
         "scenarios": [],
     }
 

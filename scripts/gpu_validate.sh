@@ -20,7 +20,7 @@
 #   refgemm     benchmarks/hopper_gemm/fibserve_timing.py: reference kernels vs torch.matmul through FIBServe
 #   latency     benchmarks/launch_latency.py: host launch latency in a timed call, two orderings
 #   symmetry    benchmarks/timing_symmetry.py: where the torch.matmul-vs-itself bias comes from
-#   pidns       benchmarks/pid_namespace_probe.py: do evaluations work with each worker in its own PID namespace
+#   sandbox     benchmarks/sandbox_gpu_probe.py: CUDA IPC and CUDA candidates inside the product's sandbox
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
 #   attnstab    benchmarks/eval_stability.py on mha_with_lse_d128 at seq_len 4096: cuDNN SDPA against itself
 #   attnbase    benchmarks/attention_baselines.py: every attention baseline on every workload (ATTN_FLAGS, e.g. --quick)
@@ -42,6 +42,8 @@ fi
 for deb in .whl/bubblewrap_*.deb; do
     [ -f "$deb" ] && dpkg -x "$deb" /tmp/bwrap-root && export PATH=/tmp/bwrap-root/usr/bin:$PATH
 done
+# Every candidate runs in bubblewrap; without it FIBServe refuses them, and every step would only say so.
+command -v bwrap >/dev/null || { echo "no bwrap: carry .whl/bubblewrap_*.deb (scripts/device_wheels.sh)"; exit 2; }
 export PYTHONPATH=$SITE:$ROOT/packages/fibserve/src:$ROOT/packages/mini-ptx-agent/src${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 export FIBSERVE_CACHE_DIR=/tmp/fibserve-cache
@@ -94,7 +96,7 @@ quickstart() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(env pytest suite refgemm latency stability overhead serve quickstart)
+[ ${#steps[@]} -eq 0 ] && steps=(env sandbox pytest suite refgemm latency stability overhead serve quickstart)
 for item in "${steps[@]}"; do
     step=${item%%:*}
     limit=600
@@ -108,7 +110,7 @@ for item in "${steps[@]}"; do
         refgemm) run_step refgemm "$limit" python3 benchmarks/hopper_gemm/fibserve_timing.py ;;
         latency) run_step latency "$limit" python3 benchmarks/launch_latency.py ;;
         symmetry) run_step symmetry "$limit" python3 benchmarks/timing_symmetry.py ;;
-        pidns) run_step pidns "$limit" python3 benchmarks/pid_namespace_probe.py ;;
+        sandbox) run_step sandbox "$limit" python3 benchmarks/sandbox_gpu_probe.py ;;
         stability) run_step stability "$limit" python3 benchmarks/eval_stability.py --repeats "${STABILITY_REPEATS:-10}" ;;
         attnstab) run_step attnstab "$limit" python3 benchmarks/eval_stability.py --repeats "${STABILITY_REPEATS:-10}" \
             --definition mha_with_lse_d128 --axis seq_len=4096 ;;

@@ -13,7 +13,7 @@ error, ...) and the script goes on with the next one.
 
 Usage (repository root, on the H200)::
 
-    OUT=./gpu-results python3 benchmarks/hopper_gemm/fibserve_timing.py [--sandbox auto|bwrap|none]
+    OUT=./gpu-results python3 benchmarks/hopper_gemm/fibserve_timing.py [--unsafe-no-sandbox]
         [--solution extra_solution.json ...] [--warmup N --iterations N --trials N]
 
 Writes ``fibserve_timing.json`` (rows, device, libraries, the full EvaluationReports) and
@@ -232,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "./gpu-results")))
     parser.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for a dry run (nothing timed)")
-    parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
+    parser.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="run candidates without bubblewrap (control runs only)",
+    )
     parser.add_argument("--solution", type=Path, action="append", default=[], help="extra Solution JSON")
     for key in ("warmup", "iterations", "trials"):
         parser.add_argument(f"--{key}", type=int, help=f"override the Evaluator's {key}")
@@ -267,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "fibserve_timing.json").write_text(json.dumps(document, indent=2) + "\n")
         (args.out / "fibserve_timing.md").write_text(markdown(rows, meta))
 
-    with Evaluator(args.device, sandbox=args.sandbox, warm_spare=False) as evaluator:
+    if args.unsafe_no_sandbox:
+        from fibserve.sandbox import allow_unsafe
+
+        allow_unsafe()
+    with Evaluator(args.device, warm_spare=False) as evaluator:
         for solution in solutions:
             print(f"evaluating {solution.name} on M = {[w.axes['M'] for w in workloads]} ...", flush=True)
             new, report = evaluate_solution(evaluator, definition, solution, workloads, overrides)

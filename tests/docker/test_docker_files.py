@@ -142,3 +142,12 @@ def test_entrypoint_serves_on_all_interfaces_with_a_token(tmp_path):
         "fibserve", "serve", "--host", "0.0.0.0", "--port", "10000", "--state-dir", "/var/lib/fibserve",
     ]  # fmt: skip
     assert "s3cret-for-test" not in done.stdout + done.stderr
+
+
+def test_compose_lets_bubblewrap_create_its_namespaces():
+    service = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]["fibserve"]
+    assert {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} <= set(
+        service["security_opt"]
+    )
+    runs = " ".join(rest for kw, rest in _instructions(DOCKERFILE.read_text(encoding="utf-8")) if kw == "RUN")
+    assert "bubblewrap" in runs

@@ -1,4 +1,5 @@
-"""The hand-written kernels in tests/fibserve/kernels, wrapped as solutions (for the analysis and build tests).
+"""The hand-written kernels in tests/fibserve/kernels, wrapped as solutions (for the analysis and build tests),
+and CUDA solutions made from a source text.
 
 Imported as ``from kernel_fixtures import ...``: tests/fibserve is on ``sys.path`` because pytest (default
 ``prepend`` import mode) inserts the directory of tests/fibserve/conftest.py before it imports any test below.
@@ -21,3 +22,24 @@ def fixture_solution(file_name: str, *, entry_file: str | None = None) -> Soluti
     if entry_file is not None:
         solution = solution.model_copy(update={"name": entry_file})
     return solution
+
+
+def cuda_solution(
+    content: str, *, name: str = "s", definition: str = "d", dependencies: list[str] | None = None
+) -> Solution:
+    """A tvm-ffi CUDA Solution whose one source ``kernel.cu`` is ``content``."""
+    return Solution.model_validate(
+        {
+            "name": name,
+            "definition": definition,
+            "author": "fibserve tests",
+            "spec": {
+                "language": "cuda",
+                "target_hardware": ["sm_90a"],
+                "entry_point": "kernel.cu::run",
+                "binding": "tvm-ffi",
+                "dependencies": dependencies or [],
+            },
+            "sources": [{"path": "kernel.cu", "content": content}],
+        }
+    )

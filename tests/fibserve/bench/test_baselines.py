@@ -36,7 +36,7 @@ def test_results_without_comparisons_read_as_empty() -> None:
 
 @pytest.fixture(scope="module")
 def pool():
-    pool = WorkerPool("cpu", sandbox="none", spares=3)
+    pool = WorkerPool("cpu", spares=3)
     yield pool
     pool.close()
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def pool():
-    pool = WorkerPool("cpu", sandbox="none", spares=2, interpret_triton=True)
+    pool = WorkerPool("cpu", spares=2, interpret_triton=True)
     yield pool
     pool.close()
 

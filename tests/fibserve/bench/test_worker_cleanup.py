@@ -1,36 +1,53 @@
-"""A retired worker leaves nothing in /dev/shm: torch's IPC reference counters and the CUDA driver's
-interprocess-event segments named after its pid are removed; other pids' files, and files older than the
-worker (an earlier process with the same pid), are not."""
+"""A retired worker leaves nothing in /dev/shm that it held, and removes nothing it did not hold.
+
+Inside a PID namespace every worker has the same pid, so its files (torch's CUDA IPC reference counters, the
+driver's ``cuda.shm.*`` segments) are found by what the worker has mapped or open, and removed only while
+they are still the same file (same inode).
+"""
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
-from fibserve.bench.sandbox import WorkerPool
+from fibserve.bench.sandbox import WorkerPool, _remove_shm, _shm_files
 
 SHM = Path("/dev/shm")
 
 
 @pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm on this machine")
-def test_kill_removes_the_workers_shm_leftovers_only(tmp_path):
-    pool = WorkerPool("cpu", sandbox="none", spares=0, root_dir=tmp_path)
-    worker = pool.acquire(120)
-    pid = worker.ready["pid"]
-    theirs = [SHM / f"torch_{pid}_12345_0", SHM / f"cuda.shm.0.{pid:x}.1"]
-    other = SHM / f"cuda.shm.0.{pid:x}0.1"  # another pid whose hex form starts with this one's
-    older = SHM / f"torch_{pid}_999_0"  # left by an earlier process that had the same pid
+def test_files_a_process_holds_are_removed_by_inode(tmp_path: Path) -> None:
+    held = SHM / f"torch_2_{os.getpid()}_0"  # the name a namespaced worker (pid 2) would use
+    other = SHM / f"torch_2_{os.getpid()}_1"
     try:
-        for path in [*theirs, other, older]:
-            path.write_bytes(b"x")
-        os.utime(older, (time.time() - 3600, time.time() - 3600))
-        worker.kill()
-        assert not worker.alive
-        assert [p for p in theirs if p.exists()] == []
-        assert other.exists() and older.exists()
+        held.write_bytes(b"x")
+        other.write_bytes(b"y")
+        with open(held, "rb"):
+            files = _shm_files([os.getpid()])
+        assert files == {str(held): held.stat().st_ino}
+        held.unlink()
+        held.write_bytes(b"z")  # a new file under the same name belongs to someone else now
+        _remove_shm(files)
+        assert held.exists() and other.exists()
+        _remove_shm({str(other): other.stat().st_ino}, keep={str(other): other.stat().st_ino})
+        assert other.exists()  # a live worker holds it (two namespaced workers' names can collide)
+        _remove_shm({str(other): other.stat().st_ino})
+        assert not other.exists()
     finally:
-        for path in [*theirs, other, older]:
-            path.unlink(missing_ok=True)
+        held.unlink(missing_ok=True)
+        other.unlink(missing_ok=True)
+
+
+def test_a_cpu_worker_sees_a_private_dev_shm() -> None:
+    pool = WorkerPool("cpu", spares=0)
+    worker = pool.acquire(120)
+    try:
+        marker = f"fibserve-shm-probe-{os.getpid()}"
+        (SHM / marker).write_bytes(b"host")
+        inside = worker.host_path(Path("/dev/shm"))
+        assert not (inside / marker).exists()
+    finally:
+        (SHM / marker).unlink(missing_ok=True)
+        worker.kill()
         pool.close()

@@ -1,29 +1,39 @@
-"""The trusted process reads only the end of a worker's log, however much the candidate printed."""
+"""What a worker prints is read through a pipe and only its first and last 64 KiB are kept, in memory: a
+candidate printing without end neither fills the disk nor the service's memory (issue 13, item 11)."""
 
 from __future__ import annotations
 
-import tracemalloc
-from pathlib import Path
-from types import SimpleNamespace
+import os
+import threading
 
-from fibserve.bench.sandbox import WorkerProcess
-
-
-def test_log_tail_reads_only_the_tail_of_a_large_log(tmp_path: Path) -> None:
-    log = tmp_path / "worker.log"
-    with open(log, "wb") as out:
-        out.write(b"candidate noise\n" * (20 * 1024 * 1024 // 16))  # 20 MiB
-        out.write(b"Traceback: the last words\n")
-    worker = SimpleNamespace(log_path=log)  # log_tail needs only the log's path
-    tracemalloc.start()
-    try:
-        tail = WorkerProcess.log_tail(worker, limit=100)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert tail.endswith("Traceback: the last words\n") and len(tail) == 100
-    assert peak < 1024 * 1024  # the whole file would be 20 MiB in memory
+from fibserve.sandbox.watchdog import KEEP_BYTES, OutputCapture
 
 
-def test_log_tail_of_a_missing_log_is_empty(tmp_path: Path) -> None:
-    assert WorkerProcess.log_tail(SimpleNamespace(log_path=tmp_path / "gone.log")) == ""
+def test_only_the_ends_of_a_large_output_are_kept() -> None:
+    read, write = os.pipe()
+    hit = threading.Event()
+    capture = OutputCapture(read, limit_bytes=None, on_limit=hit.set)
+    chunk = b"x" * 65536
+    with os.fdopen(write, "wb") as out:
+        out.write(b"HEAD\n")
+        for _ in range(50 * 16):  # 50 MiB
+            out.write(chunk)
+        out.write(b"\nthe traceback at the end")
+    capture.join()
+    assert capture.total == 5 + 50 * (1 << 20) + 25 and not hit.is_set()
+    assert capture.tail(100).endswith("the traceback at the end")
+    text = capture.text()
+    assert text.startswith("HEAD") and text.endswith("the traceback at the end")
+    assert len(text) < 2 * KEEP_BYTES + 200 and "bytes of output not kept" in text
+
+
+def test_a_short_output_is_kept_whole_and_the_limit_is_reported_once() -> None:
+    read, write = os.pipe()
+    calls = []
+    capture = OutputCapture(read, limit_bytes=10, on_limit=lambda: calls.append(1))
+    with os.fdopen(write, "wb") as out:
+        out.write(b"0123456789abcdef")
+        out.flush()
+        out.write(b"more")
+    capture.join()
+    assert capture.text() == "0123456789abcdefmore" and calls == [1]

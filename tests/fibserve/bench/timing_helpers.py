@@ -19,7 +19,7 @@ def setup_vector_add(pool, trace_set, make_solution, kernel, tmp_path, language=
     solution = make_solution(kernel, "vector_add_f32", language=language, dps=dps)
     prepared = prepare(definition, solution, arch="sm_90a", timeout=60, scratch=tmp_path)
     worker = pool.acquire(120)
-    assert worker.request({"op": "load", **prepared.load}, 60)["ok"]
+    assert worker.load(prepared.load, 60)["ok"]
     axes = definition.axis_values(workload.axes)
     shapes = {n: definition.resolve_shape(n, axes) for n in definition.outputs}
     sets = [generate_inputs(definition, workload, k, secret=b"t", device="cpu") for k in range(3)]

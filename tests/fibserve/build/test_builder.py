@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-from fibserve.build import BuildStatus, Limits, build_solution, load_python_entry
+from fibserve.build import BuildStatus, build_solution, load_python_entry
 from fibserve.build.cuda import trim_compiler_log
-from fibserve.build.sandbox import resolve_mode
+from fibserve.sandbox import status as sandbox_status
 from fibserve.trace import Solution
 from kernel_fixtures import fixture_solution
 
@@ -47,7 +47,7 @@ def test_simt_kernel_builds_with_products_and_is_cached(tmp_path: Path) -> None:
     assert (Path(first.build_dir) / "build.log").is_file()
     assert not (Path(first.build_dir) / "keep").exists()  # intermediates are removed
     assert "nvcc" in first.toolchain and "tvm-ffi" in first.toolchain
-    assert first.sandbox == resolve_mode()
+    assert first.sandbox == sandbox_status().mode == "bwrap"
 
     start = time.perf_counter()
     again = build_solution(solution, cache_dir=tmp_path)
@@ -142,11 +142,11 @@ def test_missing_export_is_a_compile_error(build_cache: Path) -> None:
 
 def test_timeout_kills_the_compiler_and_is_not_cached(tmp_path: Path) -> None:
     solution = fixture_solution("hopper_gemm_ws.cu")
-    result = build_solution(solution, cache_dir=tmp_path, limits=Limits(timeout_s=0.5))
+    result = build_solution(solution, cache_dir=tmp_path, timeout_s=0.5)
     assert result.status == BuildStatus.TIMEOUT
     assert not (tmp_path / "builds" / result.key).exists()
     assert Path(result.build_dir).is_dir()  # kept for its log until the next build of this key
-    again = build_solution(solution, cache_dir=tmp_path, limits=Limits(timeout_s=0.5))
+    again = build_solution(solution, cache_dir=tmp_path, timeout_s=0.5)
     assert again.status == BuildStatus.TIMEOUT and not again.cached
     assert [p.name for p in (tmp_path / "builds").iterdir()] == [Path(again.build_dir).name]
 

@@ -8,25 +8,8 @@ import pytest
 from fibserve.build import PolicyConfig, check_policy
 from fibserve.build.python_policy import check_python_source
 from fibserve.trace import Solution
+from kernel_fixtures import cuda_solution as _cuda
 from kernel_fixtures import fixture_solution
-
-
-def _cuda(content: str, dependencies: list[str] | None = None) -> Solution:
-    return Solution.model_validate(
-        {
-            "name": "s",
-            "definition": "d",
-            "author": "a",
-            "spec": {
-                "language": "cuda",
-                "target_hardware": ["NVIDIA_H100"],
-                "entry_point": "kernel.cu::run",
-                "binding": "tvm-ffi",
-                "dependencies": dependencies or [],
-            },
-            "sources": [{"path": "kernel.cu", "content": content}],
-        }
-    )
 
 
 def _rules(violations) -> set[str]:
@@ -146,23 +129,27 @@ def test_triton_jit_bodies_may_use_dot_operator_and_to() -> None:
     assert check_python_source("kernel.py", code, PolicyConfig()) == []
 
 
-def test_python_language_is_not_checked_by_default() -> None:
-    solution = Solution.model_validate(
-        {
-            "name": "ref",
-            "definition": "d",
-            "author": "a",
-            "spec": {
-                "language": "python",
-                "target_hardware": ["NVIDIA_H100"],
-                "entry_point": "ref.py::run",
-                "destination_passing_style": False,
-            },
-            "sources": [{"path": "ref.py", "content": "import torch\ndef run(a, b):\n    return a @ b\n"}],
-        }
-    )
-    assert check_policy(solution) == []
-    assert check_policy(solution, PolicyConfig(python_languages=["triton", "python"])) != []
+def test_python_solutions_may_compute_with_torch_but_get_the_module_allowlist() -> None:
+    def python(content: str) -> Solution:
+        return Solution.model_validate(
+            {
+                "name": "ref",
+                "definition": "d",
+                "author": "a",
+                "spec": {
+                    "language": "python",
+                    "target_hardware": ["NVIDIA_H100"],
+                    "entry_point": "ref.py::run",
+                    "destination_passing_style": False,
+                },
+                "sources": [{"path": "ref.py", "content": content}],
+            }
+        )
+
+    honest = "import torch\nimport torch.nn.functional as F\ndef run(a, b):\n    return F.relu(a @ b)\n"
+    assert check_policy(python(honest)) == []
+    assert _rules(check_policy(python("import subprocess\n"))) == {"python.forbidden-module"}
+    assert check_policy(python("import os\n"), PolicyConfig(python_languages=["triton"])) == []
 
 
 @pytest.mark.nvcc
@@ -197,3 +184,61 @@ def test_cutlass_kernels_are_recognized_by_their_mangled_names(tmp_path: Path) -
 def test_an_include_is_reported_once_as_a_header() -> None:
     violations = check_policy(_cuda("#include <cublas_v2.h>\nint x;\n"))
     assert [(v.rule, v.line) for v in violations] == [("cuda.library-header", 1)]
+
+
+# Bypasses of the old deny-list, each seen passing it (issue 14); the allowlist refuses every one.
+ISSUE_14_BYPASSES = [
+    ("import os\ndef run(x, y, z):\n    os.system('id')\n", "python.forbidden-module"),
+    ("import os\ndef run(x, y, z):\n    os.posix_spawn('/bin/sh', ['sh'], {})\n", "python.forbidden-module"),
+    ("import runpy\nrunpy.run_path('/tmp/x.py')\n", "python.forbidden-module"),
+    ("import _ctypes\n", "python.forbidden-module"),
+    ("import _socket\ns = _socket.socket()\n", "python.forbidden-module"),
+    ("import urllib.request\nurllib.request.urlopen('http://10.0.0.1')\n", "python.forbidden-module"),
+    ("import fibserve.bench.timing as t\nt.time_call = None\n", "python.forbidden-module"),
+    ("from fibserve.bench import timing\n", "python.forbidden-module"),
+    ("import torch\ndef run(x, y, z):\n    torch.os.system('id')\n", "python.forbidden-module"),
+    ("import typing\ntyping.sys.modules.clear()\n", "python.forbidden-module"),
+    ("import functools\nf = functools.reduce(getattr, ['os'], __builtins__)\n", "python.reflection"),
+    ("x = __builtins__\n", "python.reflection"),
+    ("def run(x, y, z):\n    data = open('/proc/1/environ').read()\n", "python.builtin"),
+    ("def g():\n    yield\nframe = g().gi_frame.f_globals\n", "python.reflection"),
+    ("import typing\ndef f(a: 'os'):\n    pass\ntyping.get_type_hints(f)\n", "python.reflection"),
+]
+
+
+@pytest.mark.parametrize(("code", "rule"), ISSUE_14_BYPASSES)
+def test_the_module_allowlist_refuses_what_the_deny_list_let_through(code: str, rule: str) -> None:
+    assert rule in _rules(check_python_source("kernel.py", code, PolicyConfig())), code
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import subprocess\ndef run(x, y, z):\n    subprocess.run(['id'])\n",
+        "import torch\ndef run(x, y, z):\n    torch.utils.cpp_extension.load_inline('m', '')\n",
+        "import torch\ndef run(x, y, z):\n    torch.ops.load_library('/tmp/evil.so')\n",
+    ],
+)
+def test_python_solutions_cannot_start_processes_or_load_native_code(code: str) -> None:
+    assert check_python_source("ref.py", code, PolicyConfig(), language="python") != []
+
+
+def test_a_solutions_own_modules_may_be_imported() -> None:
+    code = "from helpers import launch\nfrom . import tiles\nimport kernels.gemm\n"
+    assert check_python_source("kernel.py", code, PolicyConfig(), local={"helpers", "kernels"}) == []
+    assert _rules(check_python_source("kernel.py", code, PolicyConfig())) == {"python.forbidden-module"}
+
+
+@pytest.mark.parametrize(
+    "include", ['"/etc/hostname"', '"/proc/self/environ"', '"../../state/tasks.sqlite3"', "<sub/../../x.h>"]
+)
+def test_cuda_includes_of_absolute_or_parent_paths_are_refused(include: str) -> None:
+    violations = check_policy(_cuda(f"#include {include}\nint x;\n"))
+    assert [v.rule for v in violations] == ["cuda.include-path"]
+    assert "relative to your own files" in violations[0].message
+
+
+def test_a_computed_include_is_refused_and_ordinary_includes_pass() -> None:
+    code = '#define F "/etc/hostname"\n#include F\n#include <cuda_bf16.h>\n#include "tiles/mma.cuh"\n'
+    violations = check_policy(_cuda(code))
+    assert [(v.rule, v.line) for v in violations] == [("cuda.include-path", 2)]

@@ -13,7 +13,7 @@ import pytest
 from fibserve.datasets import default_root
 from fibserve.tools.candidate_runs import CandidateJob
 from fibserve.tools.ncu import ProfilerUnavailable, clean_report, kernel_names, ncu_argv, run_profile
-from fibserve.tools.process import prepare_candidate, run_tool, runner_argv, write_request
+from fibserve.tools.process import load_paths, prepare_candidate, run_tool, runner_argv, write_request
 from fibserve.tools.runner import runner_request
 from fibserve.tools.sanitizer import (
     ERROR_EXIT_CODE,
@@ -26,6 +26,7 @@ from fibserve.tools.sanitizer import (
 )
 from fibserve.trace import Solution
 from fibserve.trace.trace_set import TraceSet
+from sandbox_probes import processes_with, wait_until_gone
 
 TRITON_ADD = """import triton
 import triton.language as tl
@@ -69,7 +70,8 @@ def _run_candidate(trace_set: TraceSet, tmp_path: Path, body: str, calls: int = 
         definition, workload, prepared.load, device="cpu", calls=calls, roots=[default_root()]
     )
     path = write_request(tmp_path, "run", request)
-    return run_tool(runner_argv(path), workdir=tmp_path, device="cpu", timeout_s=240)
+    readable = [path, *load_paths(prepared.load), default_root()]
+    return run_tool(runner_argv(path), readable=readable, device="cpu", timeout_s=240)
 
 
 def test_the_runner_loads_and_calls_a_triton_candidate(trace_set: TraceSet, tmp_path: Path) -> None:
@@ -91,25 +93,26 @@ def test_a_failing_candidate_makes_the_runner_exit_3_with_its_error(
     assert "Traceback" in result.output
 
 
-def test_a_run_past_its_limit_is_killed_with_its_whole_process_group(tmp_path: Path) -> None:
-    marker = tmp_path / "child.pid"
-    script = f"sleep 60 & echo $! > {marker}; wait"
-    started = time.monotonic()
-    result = run_tool(["/bin/sh", "-c", script], workdir=tmp_path, device="cpu", timeout_s=1.0)
-    assert result.timed_out and result.exit_code is None
-    assert time.monotonic() - started < 30
-    child = int(marker.read_text())
-    time.sleep(0.2)
-    assert not _running(child)  # the grandchild died with the group
+def test_a_run_past_its_limit_is_killed_with_everything_it_started() -> None:
+    import sys
+    import threading
 
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie (a killed orphan may wait unreaped in a container)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
+    marker = f"fibserve-tool-orphan-{time.monotonic_ns()}"
+    # a grandchild in a session of its own (setsid) escapes a process-group kill, not the PID namespace
+    script = f"setsid {sys.executable} -c 'import time; time.sleep(60)' {marker} & sleep 60"
+    results = []
+    thread = threading.Thread(
+        target=lambda: results.append(run_tool(["/bin/sh", "-c", script], device="cpu", timeout_s=4.0))
+    )
+    thread.start()
+    deadline = time.monotonic() + 4.0
+    while not processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    seen = processes_with(marker)
+    thread.join(60)
+    assert seen, "the orphan never started, so the test proves nothing"
+    assert results[0].timed_out and results[0].exit_code is None
+    assert wait_until_gone(marker) == []
 
 
 def test_sanitizer_command_makes_the_verdict_the_tools(tmp_path: Path) -> None:

@@ -23,6 +23,23 @@ app = typer.Typer(
 )
 
 
+UnsafeNoSandbox = Annotated[
+    bool,
+    typer.Option(
+        "--unsafe-no-sandbox",
+        help="Run candidate code (and nvcc) without bubblewrap: no isolation at all. Only where every "
+        "candidate is trusted; every result says so. Same as FIBSERVE_UNSAFE_NO_SANDBOX=1.",
+    ),
+]
+
+
+def _allow_unsafe(unsafe: bool) -> None:
+    if unsafe:
+        from fibserve.sandbox import allow_unsafe
+
+        allow_unsafe()
+
+
 @app.callback()
 def _root() -> None:
     """FIBServe command group (the help text above describes it)."""
@@ -97,8 +114,13 @@ def serve_command(
         float, typer.Option("--task-ttl-s", help="Seconds finished answers are kept (default 7 days).")
     ] = 604800.0,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+    unsafe_no_sandbox: UnsafeNoSandbox = False,
 ) -> None:
-    """Run the FIBServe HTTP service: evaluate, sanitize and profile candidates; API docs at /docs."""
+    """Run the FIBServe HTTP service: evaluate, sanitize and profile candidates; API docs at /docs.
+
+    Candidates run in bubblewrap sandboxes; without a usable bubblewrap the service starts but refuses them
+    (the error says how to install it), unless --unsafe-no-sandbox is given.
+    """
     import os
 
     from pydantic import ValidationError
@@ -114,6 +136,7 @@ def serve_command(
         "max_sources": max_sources,
         "max_source_mb": max_source_mb,
         "task_ttl_s": task_ttl_s,
+        "unsafe_no_sandbox": unsafe_no_sandbox,
     }
     if devices:
         options["devices"] = [d.strip() for d in devices.split(",") if d.strip()]
@@ -281,6 +304,7 @@ def check_command(
         typer.Option("--policy", help="Benchmark source policy: a YAML/JSON file of PolicyConfig fields."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Analysis as JSON.")] = False,
+    unsafe_no_sandbox: UnsafeNoSandbox = False,
 ) -> None:
     """Static check without a GPU: source policy, build, PTX/SASS instruction families, ptxas resources.
 
@@ -294,6 +318,7 @@ def check_command(
 
     from fibserve.static_check import check, load_policy, print_analysis, solution_from_path
 
+    _allow_unsafe(unsafe_no_sandbox)
     try:
         definition_model = _load_definition(definition) if definition else None
         definition_name = definition_model.name if definition_model is not None else None
@@ -344,6 +369,7 @@ def evaluate_command(
         str | None, typer.Option("--config", help="Evaluation config YAML laid over the packaged defaults.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the EvaluationReport as JSON.")] = False,
+    unsafe_no_sandbox: UnsafeNoSandbox = False,
 ) -> None:
     """Evaluate a candidate offline (no server): build, check correctness against the reference, time it.
 
@@ -367,6 +393,7 @@ def evaluate_command(
     )
     from fibserve.static_check import solution_from_path
 
+    _allow_unsafe(unsafe_no_sandbox)
     if (kernel is None) == (solution is None):
         typer.secho("fibserve evaluate: give either KERNEL or --solution FILE", err=True, fg=typer.colors.RED)
         raise typer.Exit(2)

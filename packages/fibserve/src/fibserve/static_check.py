@@ -30,6 +30,7 @@ from fibserve.build import (
 from fibserve.build.binary_policy import check_binary
 from fibserve.build.c_source import strip_c_source
 from fibserve.build.toolchain import cuda_release
+from fibserve.sandbox import UNSAFE_NOTE
 
 if TYPE_CHECKING:
     from fibserve.trace import Definition, Solution
@@ -137,6 +138,8 @@ def check(
     build = build_solution(solution, arch=arch, cache_dir=cache_dir, timeout_s=timeout_s)
     timings["build"] = _since(stage)
     analysis.build = build
+    if build.sandbox == "unsafe-none":
+        analysis.notes.append(UNSAFE_NOTE)
     analysis.arch = build.arch
     analysis.status = {
         BuildStatus.OK: "clean",

@@ -40,7 +40,7 @@ from .history import bounded_history
 from .models.base import is_demo_model
 from .models.bounded import BoundedModel, InfrastructureError, exit_message
 from .task import TaskConfig
-from .trajectory import write_json, write_text_atomic
+from .trajectory import redact_strings, write_json, write_text_atomic
 
 
 def literal_template(text: str) -> str:
@@ -124,6 +124,9 @@ class EvaluationEnvironment:
             EvaluationInfrastructureError: the service failed.
         """
         report = self.backend.evaluate(action["solution"], self.task)
+        # Candidate code wrote parts of the report (its log, its errors): no secret of this process may pass
+        # from there into the feedback, the next prompt or any file, not even encoded.
+        report = type(report).model_validate(redact_strings(report.model_dump(mode="json")))
         feedback = format_feedback(report, turn=action.get("turn"))
         return {"output": feedback, "returncode": 0 if report.all_passed else 1, "extra": {"report": report}}
 

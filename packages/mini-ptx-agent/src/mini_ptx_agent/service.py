@@ -20,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from fibserve.sandbox.env import service_env
+
 SERVICE_URL_ENV = "SERVICE_URL"
 """Environment variable naming a running FIBServe (``http://host:port``)."""
 
@@ -175,8 +177,9 @@ class EmbeddedService:
         tmp = Path(self._tmp.name)
         log_path = self.log_path or tmp / "fibserve.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = os.environ.copy()
-        env.pop("FIBSERVE_TOKEN", None)  # loopback child of this process: no token, none to leak into its log
+        # An allowlist, never a copy: the agent's API keys and tokens must be in no process that serves
+        # candidates (fibserve.sandbox.env.service_env keeps FIBServe's own variables only).
+        env = service_env()
         env.update(self.extra_env)
         port = free_port()
         url = f"http://127.0.0.1:{port}"

@@ -7,8 +7,9 @@ and every text file a run writes:
 
 1. values under secret-looking keys (``api_key``, ``token``, ``authorization``, ``password``...) become
    ``"<redacted>"`` (but not counters such as ``max_tokens`` or ``total_tokens``);
-2. any string equal to or containing the value of a secret-looking environment variable (``OPENAI_API_KEY``,
-   ``ANTHROPIC_API_KEY``, ``FIBSERVE_TOKEN``, ``HF_TOKEN``...) has that value replaced by ``<redacted>``.
+2. any string containing the value of a secret-looking environment variable (``OPENAI_API_KEY``,
+   ``ANTHROPIC_API_KEY``, ``FIBSERVE_TOKEN``, ``HF_TOKEN``...), or a simple encoding of it (reversed,
+   separated, base64, hex: :class:`fibserve.sandbox.Redactor`), has it replaced by ``<redacted>``.
 
 Files are written atomically (temporary file, then rename), so a crash leaves the previous turn's file intact.
 """
@@ -18,14 +19,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from fibserve.sandbox import REDACTED, Redactor, secret_values
+
 TRAJECTORY_FORMAT = "mini-swe-agent-1.1"
 """The ``trajectory_format`` value of mini-swe-agent 2.x trajectories."""
-
-REDACTED = "<redacted>"
 
 _SECRET_KEY = re.compile(
     r"(?i)(^|[_\-.])(api[_\-]?key|apikey|access[_\-]?key|secret([_\-]?key)?|password|passwd|token|"
@@ -33,26 +34,21 @@ _SECRET_KEY = re.compile(
 )
 """A dict key whose value is a secret: ends in api_key, token, secret, password... (``max_tokens`` does not)."""
 
-_SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|_)")
-"""Environment variable names that hold secrets (``OPENAI_API_KEY``, ``FIBSERVE_TOKEN``, ``HF_TOKEN``)."""
 
-MIN_SECRET_LENGTH = 8
-"""Shorter environment values are not treated as secrets (too likely to occur by chance, e.g. ``1``)."""
-
-
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of secret-looking environment variables, longest first (so overlapping values redact fully)."""
-    env = os.environ if environ is None else environ
-    values = {v for k, v in env.items() if _SECRET_ENV.search(k) and len(v.strip()) >= MIN_SECRET_LENGTH}
-    return sorted(values, key=len, reverse=True)
+@lru_cache(maxsize=8)
+def _redactor(secrets: tuple[str, ...]) -> Redactor:
+    return Redactor(secrets)
 
 
 def redact_text(text: str, secrets: list[str] | None = None) -> str:
-    """``text`` with every known secret value replaced by ``<redacted>``."""
-    for value in secret_values() if secrets is None else secrets:
-        if value in text:
-            text = text.replace(value, REDACTED)
-    return text
+    """``text`` with every known secret value, and every simple encoding of one, replaced by ``<redacted>``."""
+    return _redactor(tuple(secret_values() if secrets is None else secrets))(text)
+
+
+def redact_strings(data: Any, secrets: list[str] | None = None) -> Any:
+    """A copy of JSON-like ``data`` with :func:`redact_text` applied to every string (keys and shapes kept,
+    so a model validated from ``data`` still validates from the copy)."""
+    return _redactor(tuple(secret_values() if secrets is None else secrets)).json(data)
 
 
 def scrub(data: Any, secrets: list[str] | None = None) -> Any:

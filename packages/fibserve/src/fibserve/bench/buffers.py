@@ -4,7 +4,8 @@ The worker owns the memory the candidate touches; the trusted process maps it to
 to read outputs. CUDA: the worker allocates and exports CUDA IPC handles, which are opened here from plain
 JSON fields (never unpickled) after checking that the allocation is large enough; the direction matters: the
 worker can never map trusted memory, where the reference outputs live. CPU: the trusted process creates one
-file per buffer in the worker's work directory and both sides map it with ``torch.from_file(shared=True)``.
+file per buffer in the worker's private work directory (reaching it through the sandbox's
+``/proc/<init>/root``) and both sides map it with ``torch.from_file(shared=True)``.
 """
 
 from __future__ import annotations
@@ -23,15 +24,13 @@ class BufferError(RuntimeError):
     """A buffer handle could not be opened (an infrastructure problem, or a worker that lied)."""
 
 
-def buffer_spec(shape: tuple[int, ...], dtype: torch.dtype, workdir: Path, name: str) -> dict[str, Any]:
-    """The worker ``alloc`` spec of one buffer; on CPU this creates the backing file (zero-filled)."""
+def buffer_spec(shape: tuple[int, ...], dtype: torch.dtype, inner: Path, here: Path) -> dict[str, Any]:
+    """The worker ``alloc`` spec of one buffer; this creates the zero-filled backing file for a CPU worker at
+    ``here``, which the worker sees as ``inner`` (the spec names ``inner`` only)."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-    spec: dict[str, Any] = {"shape": list(shape), "dtype": DTYPE_NAMES[dtype], "nbytes": nbytes}
-    path = workdir / f"buf-{name}.bin"
-    with open(path, "wb") as handle:
+    with open(here, "wb") as handle:
         handle.truncate(max(nbytes, 1))
-    spec["path"] = str(path)
-    return spec
+    return {"shape": list(shape), "dtype": DTYPE_NAMES[dtype], "nbytes": nbytes, "path": str(inner)}
 
 
 def _b64(value: Any) -> bytes | None:
@@ -42,10 +41,13 @@ def _b64(value: Any) -> bytes | None:
     return base64.b64decode(value)
 
 
-def open_buffer(handle: dict[str, Any], spec: dict[str, Any], device: torch.device) -> torch.Tensor:
+def open_buffer(
+    handle: dict[str, Any], spec: dict[str, Any], device: torch.device, here: Path | None = None
+) -> torch.Tensor:
     """A trusted-side tensor aliasing the worker buffer described by ``handle`` with ``spec``'s shape/dtype.
 
-    Shape, dtype and strides come from ``spec`` (what we asked for), never from the worker's reply.
+    Shape, dtype and strides come from ``spec`` (what we asked for), never from the worker's reply; a CPU
+    buffer is mapped from ``here``, where :func:`buffer_spec` created it.
 
     Raises:
         BufferError: unknown handle kind, an allocation smaller than the tensor, or a CUDA IPC failure.
@@ -61,7 +63,8 @@ def open_buffer(handle: dict[str, Any], spec: dict[str, Any], device: torch.devi
     if device.type != "cuda":
         if kind != "file" or handle.get("path") != spec["path"]:
             raise BufferError(f"worker answered {kind!r} for a CPU file buffer")
-        raw = torch.from_file(spec["path"], shared=True, size=max(nbytes, 1), dtype=torch.uint8)
+        path = str(here) if here is not None else spec["path"]
+        raw = torch.from_file(path, shared=True, size=max(nbytes, 1), dtype=torch.uint8)
         return raw[:nbytes].view(dtype).view(shape)
     if kind != "cuda_ipc":
         raise BufferError(f"worker answered {kind!r} for a CUDA buffer")

@@ -51,20 +51,18 @@ def check_solution(definition: Definition, solution: Solution) -> str | None:
 
 
 def policy_problems(solution: Solution, analysis: Any) -> list[str]:
-    """Source-policy violations (CUDA: from ``analysis``; Triton: the AST check) and, for CUDA, entry-point
-    ABI problems found statically; each is one line naming the rule, file and line. Python solutions
-    (references and baselines) are not policy-checked. Empty when the policy module is unavailable."""
+    """Source-policy violations (CUDA: from ``analysis``; Triton and Python: the AST check with the module
+    allowlist of their language) and, for CUDA, entry-point ABI problems found statically; each is one line
+    naming the rule, file and line. The trusted side's own references never come through here."""
     problems: list[str] = []
     if isinstance(analysis, dict) and "error" not in analysis:
         for v in analysis.get("policy") or []:
             problems.append(f"{v.get('file')}:{v.get('line')}: [{v.get('rule')}] {v.get('message')}")
         problems.extend(f"ABI: {message}" for message in analysis.get("abi") or [])
         return problems
-    if solution.spec.language.value == "triton":
-        try:
-            from fibserve.build import check_policy
-        except ImportError:
-            return []
+    if solution.spec.language.value in ("triton", "python"):
+        from fibserve.build import check_policy
+
         for v in check_policy(solution):
             problems.append(f"{v.file}:{v.line}: [{v.rule}] {v.message}")
     return problems

@@ -65,8 +65,9 @@ class EvalConfig(BaseModel):
     check_input_mutation: bool = True
     """Compare the inputs after each correctness call with a pristine copy."""
     enforce_source_policy: bool = True
-    """Reject candidates that break the source policy (CUDA: no cuBLAS/cuDNN/CUTLASS; Triton: AST rules) or
-    whose CUDA entry point has the wrong argument count, as COMPILE_ERROR before anything runs."""
+    """Reject candidates that break the source policy (CUDA: no cuBLAS/cuDNN/CUTLASS, no host-file includes;
+    Triton and Python: module allowlists and AST rules) or whose CUDA entry point has the wrong argument
+    count, as COMPILE_ERROR before anything runs."""
     plausibility: bool = True
     """Flag latencies faster than the device roofline for the definition's FLOPs and bytes."""
     time_reference: bool = True

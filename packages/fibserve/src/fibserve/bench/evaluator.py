@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from fibserve.sandbox import WORKER_LIMITS, Limits
 from fibserve.trace import Definition, Solution, Workload
 
 from . import timing
@@ -54,13 +55,16 @@ class Evaluator:
         device: ``cuda:N`` or ``cpu``.
         secret: server-side secret mixed into input seeds (default: ``$FIBSERVE_INPUT_SECRET`` hex, else
             32 random bytes for this process).
-        sandbox: ``auto`` (bubblewrap when installed), ``bwrap`` or ``none``.
         warm_spare: keep spare workers started: on a GPU six, two evaluations' worth (each takes the
             candidate's worker and the timing twins of the baseline and the reference); on CPU one. With
             two spares, back-to-back cheap evaluations on the H200 took 3.2 s each while their own phases took under 1 s: the rest
             was waiting for workers to start (Python, torch, a CUDA context, inside bubblewrap).
         config_path: operator YAML for :func:`resolve_config`.
         roots: trace-set roots for safetensors inputs.
+        limits: resource limits of every worker (:class:`fibserve.sandbox.Limits`).
+
+    Candidates run only where :func:`fibserve.sandbox.status` allows (bubblewrap, or
+    ``--unsafe-no-sandbox``); elsewhere every evaluation is a task error saying how to install bubblewrap.
 
     Raises:
         RuntimeError: a CUDA device was requested but torch sees no GPU.
@@ -71,11 +75,10 @@ class Evaluator:
         device: str = "cuda:0",
         *,
         secret: bytes | None = None,
-        sandbox: str = "auto",
         warm_spare: bool = True,
         config_path: str | Path | None = None,
         roots: Sequence[Path] = (),
-        work_root: Path | None = None,
+        limits: Limits = WORKER_LIMITS,
     ):
         self.device = torch.device(device)
         if self.device.type == "cuda":
@@ -93,10 +96,9 @@ class Evaluator:
         self.cpu_mode = self.device.type != "cuda"
         self.pool = WorkerPool(
             str(self.device),
-            sandbox=sandbox,
             interpret_triton=self.cpu_mode,
             spares=(1 if self.cpu_mode else 6) if warm_spare else 0,
-            root_dir=work_root,
+            limits=limits,
         )
         self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)
         self.scratch = Path(tempfile.mkdtemp(prefix="fibserve-bench-"))
@@ -157,7 +159,7 @@ class Evaluator:
                 solution=solution.name,
                 config=config,
                 device=DeviceInfo(device=str(self.device), name=start.name, driver=start.driver, start=start),
-                sandbox="bwrap" if self.pool.use_bwrap else "none",
+                sandbox=self.pool.mode,
             )
             try:
                 if bad_config:
@@ -177,7 +179,6 @@ class Evaluator:
                         "the evaluator's own CUDA context failed; this lane must be restarted (Evaluator.healthy is False)"
                     )
             report.notes.extend(n for n in self.pool.notes if n not in report.notes)
-            report.sandbox = "bwrap" if self.pool.use_bwrap else "none"
             report.device.end = snapshot(self.device)
             report.timings_s["total"] = time.monotonic() - started
             return report

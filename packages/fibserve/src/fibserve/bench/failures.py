@@ -3,6 +3,7 @@ harness's (a task-level error). Both sides of :mod:`fibserve.bench.run` and its 
 
 from __future__ import annotations
 
+from fibserve.sandbox import LimitHit, LimitName
 from fibserve.trace import Correctness, EvaluationStatus
 
 
@@ -20,9 +21,19 @@ class CandidateFailure(Exception):
         correctness: Correctness | None = None,
         *,
         worker_dead: bool = True,
+        limit: LimitHit | None = None,
     ):
         super().__init__(log)
         self.status = status
         self.log = log
         self.correctness = correctness
         self.worker_dead = worker_dead
+        self.limit = limit
+        """The sandbox's resource limit the candidate ran into, when that is what failed it."""
+
+
+def limit_failure(hit: LimitHit, what: str, log: str) -> CandidateFailure:
+    """The candidate's failure for running into a resource limit: TIMEOUT for CPU time, RUNTIME_ERROR for the
+    others, with a log whose first line names the limit (``limit exceeded: memory (16.0 GiB ...)``)."""
+    status = EvaluationStatus.TIMEOUT if hit.limit is LimitName.CPU_TIME else EvaluationStatus.RUNTIME_ERROR
+    return CandidateFailure(status, f"{hit.sentence()}\n{what}\n{log}", limit=hit)

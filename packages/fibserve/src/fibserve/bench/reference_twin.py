@@ -101,7 +101,7 @@ class ReferenceTwin:
                 f"the {self.role} timing worker failed to start ({exc}): {exc.log[-2000:]}"
             ) from None
         try:
-            reply = self.worker.request({"op": "load", **prepared.load, "cast_outputs": True}, timeout)
+            reply = self.worker.load({**prepared.load, "cast_outputs": True}, timeout)
         except WorkerError as exc:
             self.discard(f"a failed load ({exc})")
             raise TwinError(

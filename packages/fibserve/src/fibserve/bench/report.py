@@ -61,7 +61,10 @@ class EvaluationReport(BaseModel):
     executed: bool = False
     """Whether the candidate actually ran (False for CUDA candidates on a machine without a GPU)."""
     sandbox: str = "none"
-    """``bwrap`` when the worker ran inside bubblewrap, else ``none``."""
+    """How candidate code was confined: ``bwrap``, ``unsafe-none`` (``--unsafe-no-sandbox``: not at all) or
+    ``unavailable`` (nothing was run)."""
+    limits_hit: dict[str, str] = Field(default_factory=dict)
+    """Workload uuid -> the resource limit the candidate ran into there (``limit exceeded: memory (...)``)."""
     task_error: str | None = None
     """A harness or infrastructure failure (never the candidate's fault), or None."""
     workload_errors: dict[str, str] = Field(default_factory=dict)

@@ -38,7 +38,7 @@ from ._dtypes import poison_
 from .buffers import bitwise_equal, open_buffer
 from .compare import ComparisonResult, compare_outputs
 from .config import EvalConfig
-from .failures import CandidateFailure, ReferenceTimingError
+from .failures import CandidateFailure, ReferenceTimingError, limit_failure
 from .sandbox import WorkerError, WorkerProcess
 from .sides import ReferencePlan, Side, check_side, comparison_extras, harness_fault, side_times
 
@@ -85,10 +85,10 @@ class Slots:
         """Raise a CandidateFailure (RUNTIME_ERROR) when the owning worker has exited, *before* the trusted
         process touches memory the dead process exported (which could fault in the trusted context)."""
         if self.worker is not None and not self.worker.alive:
-            raise CandidateFailure(
-                EvaluationStatus.RUNTIME_ERROR,
-                f"the worker exited unexpectedly (code {self.worker.proc.poll()})\n{self.worker.log_tail()}",
-            )
+            what = f"the worker exited unexpectedly (code {self.worker.proc.poll()})"
+            if hit := self.worker.limit_hit():
+                raise limit_failure(hit, what, self.worker.log_tail())
+            raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}\n{self.worker.log_tail()}")
 
 
 class WorkerTimes(NamedTuple):
@@ -114,6 +114,8 @@ def _worker_call(
     try:
         reply = worker.request({"op": "call", **request}, timeout)
     except WorkerError as exc:
+        if exc.limit is not None:
+            raise limit_failure(exc.limit, what, exc.log) from None
         if exc.kind == "timeout":
             raise CandidateFailure(
                 EvaluationStatus.TIMEOUT, f"{what}: no result within {timeout:.1f} s (limit)\n{exc.log}"
@@ -125,6 +127,8 @@ def _worker_call(
     if not reply.get("ok"):
         status = reply.get("status")
         log = f"{what}: {reply.get('error', 'error')}\n{worker.log_tail()}"
+        if hit := worker.limit_hit(reply):
+            raise limit_failure(hit, what, log)
         if status in ("INCORRECT_SHAPE", "INCORRECT_DTYPE"):
             raise CandidateFailure(EvaluationStatus(status), log)
         raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, log)
@@ -162,16 +166,19 @@ def allocate_slots(
 
     first = data.inputs[0]
     tensor_inputs = [(n, v) for n, v in first.items() if isinstance(v, torch.Tensor)]
-    specs = []
+    specs, places = [], []
+
+    def spec(shape: tuple[int, ...], dtype: torch.dtype, name: str) -> dict[str, Any]:
+        inner = worker.workdir / f"buf-{name}.bin"
+        places.append(worker.host_path(inner))
+        return buffer_spec(shape, dtype, inner, places[-1])
+
     for s in range(count):
         specs.append(
             {
-                "inputs": [
-                    buffer_spec(tuple(v.shape), v.dtype, worker.workdir, f"{s}-in-{n}")
-                    for n, v in tensor_inputs
-                ],
+                "inputs": [spec(tuple(v.shape), v.dtype, f"{s}-in-{n}") for n, v in tensor_inputs],
                 "outputs": [
-                    buffer_spec(data.output_shapes[n], data.output_dtypes[n], worker.workdir, f"{s}-out-{n}")
+                    spec(data.output_shapes[n], data.output_dtypes[n], f"{s}-out-{n}")
                     for n in data.output_shapes
                 ],
             }
@@ -179,18 +186,19 @@ def allocate_slots(
     reply = worker.request({"op": "alloc", "slots": specs}, timeout)
     if not reply.get("ok"):
         raise WorkerError("protocol", f"buffer allocation failed in the worker: {reply.get('error')}")
+    here = iter(places)
     slots = Slots([], [], worker)
-    for spec, handles in zip(specs, reply["slots"], strict=True):
+    for spec_, handles in zip(specs, reply["slots"], strict=True):
         slots.inputs.append(
             {
-                n: open_buffer(h, sp, device)
-                for (n, _), sp, h in zip(tensor_inputs, spec["inputs"], handles["inputs"], strict=True)
+                n: open_buffer(h, sp, device, next(here))
+                for (n, _), sp, h in zip(tensor_inputs, spec_["inputs"], handles["inputs"], strict=True)
             }
         )
         slots.outputs.append(
             {
-                n: open_buffer(h, sp, device)
-                for n, sp, h in zip(data.output_shapes, spec["outputs"], handles["outputs"], strict=True)
+                n: open_buffer(h, sp, device, next(here))
+                for n, sp, h in zip(data.output_shapes, spec_["outputs"], handles["outputs"], strict=True)
             }
         )
     return slots

@@ -24,6 +24,7 @@ from .buffers import BufferError
 from .comparators import Comparators
 from .config import EvalConfig
 from .device import library_versions, snapshot
+from .failures import limit_failure
 from .inputs import InputError, generate_inputs
 from .plausibility import check_plausibility, roofline_extra
 from .reference import ReferenceError, reference_key, run_reference
@@ -68,6 +69,8 @@ class EvaluationRun:
         self.roots = list(roots) if roots is not None else ev.roots
         self.worker: WorkerProcess | None = None
         self.load: dict[str, Any] | None = None
+        self._current: str | None = None
+        """The uuid of the workload being evaluated."""
         self.twins = Comparators(
             ev.pool,
             definition,
@@ -113,6 +116,9 @@ class EvaluationRun:
 
     def execute(self) -> None:
         report, solution, definition = self.report, self.solution, self.definition
+        if not self.ev.pool.status.usable:  # nothing of a candidate is compiled or run unconfined
+            report.task_error = self.ev.pool.status.detail
+            return
         problem = cand.check_solution(definition, solution)
         if problem:
             report.task_error = problem
@@ -218,6 +224,11 @@ class EvaluationRun:
             if reason:
                 self.report.notes.append(f"worker replaced after {reason}")
 
+    def _limit_evaluation(self, failure: CandidateFailure) -> Evaluation:
+        if failure.limit is not None and self._current is not None:
+            self.report.limits_hit[self._current] = failure.limit.sentence()
+        return self._evaluation(failure.status, failure.log)
+
     def _ensure_worker(self) -> WorkerProcess | Evaluation:
         """A worker with the candidate loaded, or the Evaluation that loading produced (candidate's fault).
 
@@ -231,21 +242,16 @@ class EvaluationRun:
         try:
             worker = self.ev.pool.acquire(self.config.timeouts.load)
         except WorkerError as exc:
-            if not self.ev.pool.use_bwrap:
-                raise _TaskError(f"sandbox worker failed to start ({exc}): {exc.log[-2000:]}") from None
-            # bubblewrap may be installed but unusable here (no user namespaces): degrade, with a note.
-            self.ev.pool.disable_bwrap(f"a worker inside bubblewrap did not start ({exc}): {exc.log[-300:]}")
-            try:
-                worker = self.ev.pool.acquire(self.config.timeouts.load)
-            except WorkerError as again:
-                raise _TaskError(f"sandbox worker failed to start ({again}): {again.log[-2000:]}") from None
+            raise _TaskError(f"sandbox worker failed to start ({exc}): {exc.log[-2000:]}") from None
         self._time("worker_start", time.monotonic() - t0)
         t0 = time.monotonic()
         self.report.executed = True
         try:
-            reply = worker.request({"op": "load", **(self.load or {})}, self.config.timeouts.load)
+            reply = worker.load(self.load or {}, self.config.timeouts.load)
         except WorkerError as exc:
             worker.kill()
+            if exc.limit is not None:
+                return self._limit_evaluation(limit_failure(exc.limit, "loading the candidate", exc.log))
             status = EvaluationStatus.TIMEOUT if exc.kind == "timeout" else EvaluationStatus.RUNTIME_ERROR
             return self._evaluation(status, f"loading the candidate: {exc}\n{exc.log}")
         finally:
@@ -306,6 +312,7 @@ class EvaluationRun:
         )
 
     def _workload(self, workload: Workload) -> Evaluation:
+        self._current = workload.uuid
         data = self._data(workload)
         loaded = self._ensure_worker()
         if isinstance(loaded, Evaluation):
@@ -317,19 +324,7 @@ class EvaluationRun:
             slots = allocate_slots(worker, data, slot_count, device, self.config.timeouts.load)
         except (WorkerError, BufferError) as exc:
             self._discard(f"a buffer allocation failure ({exc})")
-            if not self.ev.pool.use_bwrap:
-                raise _TaskError(f"could not share buffers with the worker: {exc}") from None
-            # CUDA IPC may not cross the bubblewrap boundary on some drivers: degrade, with a note.
-            self.ev.pool.disable_bwrap(f"sharing buffers with a worker inside bubblewrap failed ({exc})")
-            loaded = self._ensure_worker()
-            if isinstance(loaded, Evaluation):
-                return loaded
-            worker = loaded
-            try:
-                slots = allocate_slots(worker, data, slot_count, device, self.config.timeouts.load)
-            except (WorkerError, BufferError) as again:
-                self._discard(f"a buffer allocation failure ({again})")
-                raise _TaskError(f"could not share buffers with the worker: {again}") from None
+            raise _TaskError(f"could not share buffers with the worker: {exc}") from None
         try:
             self.progress("phase", {"uuid": workload.uuid, "phase": "correctness"})
             t0 = time.monotonic()
@@ -408,6 +403,8 @@ class EvaluationRun:
         except CandidateFailure as failure:
             # keep only the facts: the exception's traceback holds the worker's buffers (IPC mappings)
             outcome = (failure.status, failure.log, failure.correctness, failure.worker_dead)
+            if failure.limit is not None:
+                self.report.limits_hit[workload.uuid] = failure.limit.sentence()
         finally:
             del slots
         status, log, failed_correctness, worker_dead = outcome

@@ -1,8 +1,9 @@
 """The sandbox worker: the only process that loads and calls candidate code (UNTRUSTED side).
 
 Started by :mod:`fibserve.bench.sandbox` as ``python -m fibserve.bench.worker --in FD --out FD --device D``
-(inside bubblewrap where available). It speaks newline-delimited JSON on two inherited pipe descriptors, so
-a candidate printing to stdout cannot corrupt the protocol; its stdout/stderr go to a log file.
+inside a :class:`fibserve.sandbox.Sandbox`. It speaks newline-delimited JSON on two inherited pipe descriptors,
+so a candidate printing to stdout cannot corrupt the protocol; its stdout/stderr go to a pipe the trusted side
+drains, keeping only the start and the end.
 
 Requests (trusted -> worker) and replies (worker -> trusted), one JSON object per line:
 
@@ -17,7 +18,7 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   nothing else crosses, and this process never sees reference outputs or the seed secret;
 * ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "repeat"}`` ->
   ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms"}`` or ``{"ok": false,
-  "error", "error_type", "status"?}``. ``l2_plan`` is the trusted side's ``[passes, solo_ms]``
+  "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in the failure, else null). ``l2_plan`` is the trusted side's ``[passes, solo_ms]``
   (:class:`fibserve.bench.timing.OverwritePlan`); for the three lists see
   :func:`fibserve.bench.timing.time_call`; ``post_ms`` is the untimed copy of a returned value into the
   outputs, which the trusted side discounts for the reference's twin only;
@@ -258,6 +259,17 @@ def _error_text(exc: BaseException, source_dir: str | None) -> str:
     return text.replace(prefix, "") if prefix else text
 
 
+def _os_errno(exc: BaseException | None) -> int | None:
+    """The errno of the first ``OSError`` in ``exc``'s chain (EFBIG and ENOSPC name the sandbox's file-size
+    and disk limits), else None."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, OSError) and isinstance(exc.errno, int):
+            return exc.errno
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 def serve(fd_in: int, fd_out: int, device: str) -> None:
     """Answer requests until ``exit`` or end of input."""
     reader = os.fdopen(fd_in, "r", encoding="utf-8")
@@ -281,6 +293,7 @@ def serve(fd_in: int, fd_out: int, device: str) -> None:
                 "ok": False,
                 "error": _error_text(exc, worker.source_dir)[-8000:],
                 "error_type": type(exc).__name__,
+                "errno": _os_errno(exc),
             }
         send(reply)
         if not reply.get("ok"):

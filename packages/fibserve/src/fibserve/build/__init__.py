@@ -11,14 +11,12 @@ from .builder import build_solution
 from .policy import PolicyConfig, PolicyViolation, check_policy
 from .python_build import load_python_entry, load_tvm_ffi_entry
 from .result import BuildResult, BuildStatus
-from .sandbox import Limits
 from .toolchain import DEFAULT_ARCH, resolve_arch
 
 __all__ = [
     "DEFAULT_ARCH",
     "BuildResult",
     "BuildStatus",
-    "Limits",
     "PolicyConfig",
     "PolicyViolation",
     "build_solution",

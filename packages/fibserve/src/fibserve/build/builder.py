@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
+from fibserve.sandbox import BUILD_LIMITS, Limits, SandboxUnavailable
+
 from .cache import BuildCache, build_key
 from .cuda import BASE_FLAGS, COMPILED_SUFFIXES, compile_tvm_ffi
 from .python_build import write_python_package
 from .result import BuildResult, BuildStatus
-from .sandbox import Limits
 from .toolchain import ToolchainError, find_nvcc, nvcc_version, resolve_arch, tvm_ffi_paths, tvm_ffi_version
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ def build_solution(
         cache_dir: cache root (default ``FIBSERVE_CACHE_DIR`` or ``~/.cache/fibserve``).
         timeout_s: wall-clock limit of the compiler in seconds.
         extra_flags: additional nvcc flags (server-side configuration only; part of the key).
-        limits: resource limits (default: ``Limits(timeout_s=timeout_s)``).
+        limits: the compiler's resource limits (default: :data:`fibserve.sandbox.BUILD_LIMITS`, with CPU time
+            up to the time limit).
 
     Returns:
         A :class:`BuildResult`. Compile errors, timeouts and missing toolchains are statuses, never
@@ -92,8 +94,8 @@ def build_solution(
     if (hit := cache.load(key)) is not None:
         hit.timings_ms = {"total": (time.perf_counter() - start) * 1000.0}
         return hit
-    limits = limits or Limits(timeout_s=timeout_s)
-    lock = FileLock(str(_ensure_parent(cache.lock_path(key))), timeout=limits.timeout_s + 120)
+    limits = limits or BUILD_LIMITS.with_(cpu_s=int(timeout_s) + 1)
+    lock = FileLock(str(_ensure_parent(cache.lock_path(key))), timeout=timeout_s + 120)
     try:
         with lock:
             if (hit := cache.load(key)) is not None:  # another builder finished while we waited
@@ -108,7 +110,7 @@ def build_solution(
                 toolchain=toolchain,
                 **base,
             )
-            _build_into(solution, staging, result, list(extra_flags or []), limits)
+            _build_into(solution, staging, result, list(extra_flags or []), timeout_s, limits)
             result.timings_ms["total"] = (time.perf_counter() - start) * 1000.0
             published = cache.publish(staging, result)
         cache.evict()  # outside the key's lock: other builders of this key need not wait for it
@@ -129,7 +131,12 @@ def _ensure_parent(path: Path) -> Path:
 
 
 def _build_into(
-    solution: Solution, staging: Path, result: BuildResult, extra_flags: list[str], limits: Limits
+    solution: Solution,
+    staging: Path,
+    result: BuildResult,
+    extra_flags: list[str],
+    timeout_s: float,
+    limits: Limits,
 ) -> None:
     """Run the language's builder in ``staging`` and record its outcome on ``result``."""
     spec = solution.spec
@@ -163,9 +170,10 @@ def _build_into(
                 spec.entry_symbol,
                 result.arch or "sm_90a",
                 extra_flags=extra_flags,
+                timeout_s=timeout_s,
                 limits=limits,
             )
-        except (ToolchainError, OSError) as error:
+        except (ToolchainError, SandboxUnavailable, OSError) as error:
             result.status, result.log = BuildStatus.INFRA_ERROR, f"could not run nvcc: {error}"
             return
         result.status, result.log = outcome.status, outcome.log

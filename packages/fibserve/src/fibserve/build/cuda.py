@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fibserve.sandbox import LimitName, Limits, Mounts
+from fibserve.sandbox import run as run_sandboxed
+
 from .result import BuildStatus
-from .sandbox import Limits, run_sandboxed
 from .toolchain import find_nvcc, gencode_flag, tvm_ffi_paths
 
 COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
@@ -123,12 +124,19 @@ def compile_tvm_ffi(
     arch: str,
     *,
     extra_flags: list[str],
+    timeout_s: float,
     limits: Limits,
 ) -> CompileOutcome:
     """Compile ``build_dir/src/<sources>`` into ``build_dir/out/solution.so`` and keep PTX/cubins.
 
+    nvcc runs in a :func:`fibserve.sandbox.run` sandbox that sees the system's toolchain and headers, the
+    CUDA toolkit, tvm-ffi's headers and library, and, writable, only ``build_dir`` (the candidate's own
+    files): ``#include "/etc/hostname"`` or ``"/proc/1/environ"`` finds nothing of the host's. It is
+    killed with everything it started after ``timeout_s`` seconds.
+
     Raises:
         ToolchainError: nvcc or tvm-ffi is missing.
+        fibserve.sandbox.SandboxUnavailable: the compiler cannot be confined here.
         OSError: the compiler could not be started.
     """
     src, out, keep = build_dir / "src", build_dir / "out", build_dir / "keep"
@@ -136,8 +144,15 @@ def compile_tvm_ffi(
     keep.mkdir(exist_ok=True)
     command = nvcc_command(sources, arch, extra_flags)
     paths = tvm_ffi_paths()
-    readable = [Path(d) for d in paths.include_dirs] + [Path(paths.library_dir), Path(command[0]).parent]
-    result = run_sandboxed(command, cwd=src, writable=[build_dir], readable=readable, limits=limits)
+    toolkit = Path(command[0]).resolve().parent.parent
+    readable = (
+        *(Path(d) for d in paths.include_dirs),
+        Path(paths.library_dir),
+        Path(command[0]).parent,
+        toolkit,
+    )
+    mounts = Mounts(readable=readable, writable=(build_dir,))
+    result = run_sandboxed(command, mounts=mounts, limits=limits, timeout_s=timeout_s, cwd=src)
     (build_dir / "build.log").write_text(" ".join(command) + "\n\n" + result.output)
     outcome = CompileOutcome(
         status=BuildStatus.COMPILE_ERROR,
@@ -146,18 +161,18 @@ def compile_tvm_ffi(
         sandbox=result.sandbox,
         compile_ms=result.wall_ms,
     )
-    if result.timed_out or result.returncode == -signal.SIGXCPU:
+    if result.timed_out or (result.limit is not None and result.limit.limit is LimitName.CPU_TIME):
         shutil.rmtree(keep, ignore_errors=True)
         outcome.status = BuildStatus.TIMEOUT
-        outcome.log = f"nvcc ran past the build limit of {limits.timeout_s:.0f} s and was killed"
+        outcome.log = f"nvcc ran past the build limit of {timeout_s:.0f} s and was killed"
         return outcome
-    if result.killed_by_signal:
+    if result.limit is not None or result.killed_by_signal:
         shutil.rmtree(keep, ignore_errors=True)
         outcome.transient = True
-        outcome.log = (
-            f"nvcc was killed by signal {-(result.returncode or 0)} (memory or file-size limit?)\n"
-            + trim_compiler_log(result.output, build_dir)
+        reason = (
+            result.limit.sentence() if result.limit else f"nvcc was killed (exit status {result.returncode})"
         )
+        outcome.log = f"{reason}\n" + trim_compiler_log(result.output, build_dir)
         return outcome
     ptx, cubins = _collect_products(keep, out)
     shutil.rmtree(keep, ignore_errors=True)

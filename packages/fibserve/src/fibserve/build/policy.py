@@ -11,8 +11,13 @@ CUDA/C++ rules (comments and string literals ignored, see :mod:`fibserve.build.c
   ``cutlass::``, ``cute::``).
 - ``cuda.link-dependency``: a ``spec.dependencies`` entry naming one of them (``-lcublas``, ``cutlass``).
 - ``cuda.dynamic-loading``: ``dlopen``/``dlsym``, which would reach the same libraries by name at run time.
+- ``cuda.include-path``: an ``#include`` of an absolute path, of a path with a ``..`` component, or of a
+  macro (a computed include): a header is named relative to the solution or the include path, so the
+  preprocessor cannot quote a file of the build machine into the compile log (nvcc also runs in a sandbox
+  that has no such files: :mod:`fibserve.sandbox`).
 
-Python/Triton rules are in :mod:`fibserve.build.python_policy`.
+Python/Triton rules (a module allowlist per language, and the torch rules of Triton) are in
+:mod:`fibserve.build.python_policy`.
 """
 
 from __future__ import annotations
@@ -50,7 +55,16 @@ _DEPENDENCY: dict[str, re.Pattern[str]] = {
 }
 LIBRARY_NAMES: dict[str, str] = {"cublas": "cuBLAS/cuBLASLt", "cudnn": "cuDNN", "cutlass": "CUTLASS/CuTe"}
 _DYNAMIC_LOADING = re.compile(r"\b(dlopen|dlsym|dlvsym|dlmopen)\s*\(")
+_COMPUTED_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include(?:_next)?[ \t]*(?![<\"\s])(\S+)", re.MULTILINE)
 _C_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl")
+
+
+_PURE_MODULES = (
+    *("__future__", "abc", "collections", "dataclasses", "enum", "functools", "itertools", "math"),
+    *("numbers", "time", "typing", "typing_extensions"),
+)
+"""Standard-library modules without access to files, processes, the network or the interpreter's internals
+(``time`` is one: assigning to its attributes is the separate ``python.module-assignment`` rule)."""
 
 
 class PolicyConfig(BaseModel):
@@ -66,8 +80,10 @@ class PolicyConfig(BaseModel):
     """Library families a CUDA/C++ candidate may not include, call or link."""
     cuda_allow_dynamic_loading: bool = False
     """Whether ``dlopen``/``dlsym`` are allowed (they can reach any library by name at run time)."""
-    python_languages: list[Literal["triton", "python"]] = Field(default_factory=lambda: ["triton"])
-    """Solution languages whose ``.py`` sources get the Python/Triton AST check (``python`` is for references)."""
+    python_languages: list[Literal["triton", "python"]] = Field(default_factory=lambda: ["triton", "python"])
+    """Solution languages whose ``.py`` sources get the Python AST check. ``python`` solutions (references and
+    baselines, trusted when they come from the server's own trace sets) get the module allowlist and the
+    rules against reflection and dynamic code, but may compute with torch."""
     torch_allowed: list[str] = Field(
         default_factory=lambda: [
             "torch.empty",
@@ -124,13 +140,21 @@ class PolicyConfig(BaseModel):
     (``to``/``float``/``contiguous`` copy or cast, which is work the candidate must do in its own kernel).
     ``cpu``/``numpy``/``tolist`` would move the work to the host. ``add`` and ``sort`` are left out on
     purpose: ``set.add`` and ``list.sort`` are common in wrappers."""
-    python_forbidden_modules: list[str] = Field(
-        default_factory=lambda: [
-            *("ctypes", "gc", "inspect", "importlib", "builtins", "subprocess", "socket", "signal"),
-            *("multiprocessing", "pickle", "marshal", "threading", "cffi", "triton.ops"),
-        ]
+    allowed_modules: dict[Literal["triton", "python"], list[str]] = Field(
+        default_factory=lambda: {
+            "triton": [
+                *_PURE_MODULES,
+                "torch",
+                "triton",
+                "triton.language.*",
+                "triton.tools.tensor_descriptor",
+            ],
+            "python": [*_PURE_MODULES, "torch.*"],
+        }
     )
-    """Modules a Triton candidate may not import (introspection, FFI, processes, dynamic code)."""
+    """Modules a solution of each language may import, besides its own files: an entry ``m`` allows ``m``, an
+    entry ``m.*`` allows ``m`` and every submodule. Everything else (``os``, ``subprocess``, ``socket``,
+    ``ctypes``, ``importlib``, ``runpy``, ``urllib``, ``fibserve``...) is refused."""
     protected_modules: list[str] = Field(default_factory=lambda: ["torch", "triton", "time", "numpy"])
     """Modules whose attributes may not be assigned, deleted or reached through ``getattr``."""
 
@@ -150,10 +174,40 @@ class PolicyViolation(BaseModel):
     """What is wrong and what to do instead."""
 
 
+def check_include_paths(path: str, source: str) -> list[PolicyViolation]:
+    """``cuda.include-path`` violations of one C-family file: absolute, ``..`` or computed includes."""
+    stripped = strip_c_source(source)
+    found = []
+    for line, header in stripped.includes:
+        parts = header.replace("\\", "/").split("/")
+        if header.startswith(("/", "~")) or ".." in parts:
+            found.append(
+                PolicyViolation(
+                    rule="cuda.include-path",
+                    file=path,
+                    line=line,
+                    message=f"#include of {header!r} reaches outside the solution: name headers relative to "
+                    'your own files or the include path (e.g. "common.cuh", <cuda_bf16.h>), with no leading '
+                    "'/' and no '..'.",
+                )
+            )
+    for match in _COMPUTED_INCLUDE.finditer(stripped.code):
+        found.append(
+            PolicyViolation(
+                rule="cuda.include-path",
+                file=path,
+                line=stripped.line_of(match.start()),
+                message=f"#include {match.group(1)} names its header through a macro; write the header name "
+                'itself (#include "file.cuh" or #include <header.h>).',
+            )
+        )
+    return found
+
+
 def check_cuda_source(path: str, source: str, config: PolicyConfig) -> list[PolicyViolation]:
     """Apply the CUDA/C++ rules to one source file (comments and string literals are ignored)."""
     stripped = strip_c_source(source)
-    found: list[PolicyViolation] = []
+    found: list[PolicyViolation] = check_include_paths(path, source)
     for library in config.cuda_forbidden_libraries:
         name = LIBRARY_NAMES[library]
         for line, header in stripped.includes:
@@ -236,7 +290,10 @@ def check_policy(solution: Solution, config: PolicyConfig | None = None) -> list
             if source.path.lower().endswith(_C_SUFFIXES):
                 found += check_cuda_source(source.path, source.content, config)
     elif language in config.python_languages:
+        local = {source.path.split("/")[0].removesuffix(".py") for source in solution.sources}
         for source in solution.sources:
             if source.path.endswith(".py"):
-                found += check_python_source(source.path, source.content, config)
+                found += check_python_source(
+                    source.path, source.content, config, language=language, local=local
+                )
     return sorted(found, key=lambda v: (v.file, v.line, v.rule))

@@ -58,7 +58,7 @@ class BuildResult(BaseModel):
     command: list[str] = Field(default_factory=list)
     """The compiler command line that ran."""
     sandbox: str = "none"
-    """``bwrap`` when the compiler ran under bubblewrap, else ``none``."""
+    """``bwrap`` when the compiler ran under bubblewrap, ``unsafe-none`` under ``--unsafe-no-sandbox``."""
     toolchain: dict[str, str] = Field(default_factory=dict)
     """Versions that went into the key (nvcc, tvm-ffi)."""
     cached: bool = False

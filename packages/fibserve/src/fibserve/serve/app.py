@@ -33,6 +33,7 @@ from .models import (
     EvaluateRequest,
     HealthAnswer,
     ProfileRequest,
+    SandboxInfo,
     SanitizeRequest,
     SubmitAnswer,
     TaskAnswer,
@@ -96,6 +97,7 @@ def create_app(
     """
     from . import work
 
+    _announce_sandbox(settings)
     if settings.eval_config is not None:
         from fibserve.bench.config import resolve_config
 
@@ -219,22 +221,41 @@ def _not_found(exc: NotFound) -> ApiError:
     )
 
 
+def _announce_sandbox(settings: ServeSettings) -> None:
+    """Apply ``--unsafe-no-sandbox`` and say at start-up how candidates will run."""
+    from fibserve import sandbox
+
+    if settings.unsafe_no_sandbox:
+        sandbox.allow_unsafe()
+    current = sandbox.status()
+    if current.mode == "bwrap":
+        log.info("sandbox: %s", current.detail)
+    elif current.mode == "unsafe-none":
+        log.warning("%s", current.detail.upper())
+    else:
+        log.error("candidates will be refused: %s", current.detail)
+
+
 def _add_routes(app: FastAPI, state: ServerState) -> None:
     catalog, store = state.catalog, state.store
 
     @app.get("/health", response_model=HealthAnswer, tags=["service"])
     def health() -> HealthAnswer:
         """Lanes, queue length and running count; needs no token."""
+        from fibserve.sandbox import status as sandbox_status
+
         workers = [WorkerInfo(**w) for w in state.scheduler.health()] if state.scheduler else []
         counts = store.counts()
+        confinement = sandbox_status()
         return HealthAnswer(
-            status="ok" if workers and all(w.healthy for w in workers) else "degraded",
+            status="ok" if workers and all(w.healthy for w in workers) and confinement.usable else "degraded",
             workers=workers,
             queue_size=counts["pending"],
             running=counts["running"],
             version=fibserve.__version__,
             tolerances_locked=state.settings.tolerances_locked,
             tools=state.tools.as_dict(),
+            sandbox=SandboxInfo(mode=confinement.mode, detail=confinement.detail),
         )
 
     @app.get("/definitions", response_model=list[DefinitionSummary], tags=["catalog"])

@@ -204,11 +204,21 @@ class WorkerInfo(_Answer):
     """Why it is unhealthy."""
 
 
+class SandboxInfo(_Answer):
+    """How this server confines candidate code (:func:`fibserve.sandbox.status`)."""
+
+    mode: Literal["bwrap", "unsafe-none", "unavailable"]
+    """``bwrap``; ``unsafe-none`` when started with ``--unsafe-no-sandbox`` (candidates are not isolated);
+    ``unavailable`` when bubblewrap is missing or unusable (candidates are refused)."""
+    detail: str
+    """One sentence: what confines candidates, or what to install."""
+
+
 class HealthAnswer(_Answer):
     """Answer of ``GET /health``."""
 
     status: Literal["ok", "degraded"]
-    """``ok`` when every lane is healthy."""
+    """``ok`` when every lane is healthy and candidates can be run confined or by explicit opt-out."""
     workers: list[WorkerInfo]
     """One entry per lane."""
     queue_size: int
@@ -222,6 +232,8 @@ class HealthAnswer(_Answer):
     tolerances it uses are in every trace's ``correctness.extra`` and in each answer's ``config``."""
     tools: dict[str, str | None] = Field(default_factory=dict)
     """Server-side tool executables (``compute-sanitizer``, ``ncu``, ``nvcc``) or null when absent."""
+    sandbox: SandboxInfo | None = None
+    """How candidates are confined here (``mode`` ``unsafe-none``: not at all)."""
 
 
 class DefinitionSummary(_Answer):
@@ -333,7 +345,9 @@ class TaskAnswer(_Answer):
     device_info: dict[str, Any] | None = None
     """Device name, driver, and clocks/power/temperature at the start and end of the evaluation."""
     sandbox: str | None = None
-    """``bwrap`` when the candidate ran inside bubblewrap, else ``none``."""
+    """``bwrap`` when the candidate ran inside bubblewrap, ``unsafe-none`` under ``--unsafe-no-sandbox``."""
+    limits_hit: dict[str, str] | None = None
+    """Workload uuid -> the resource limit the candidate ran into (``limit exceeded: memory (...)``)."""
     workload_errors: dict[str, str] | None = None
     """Workload uuid -> task-level error that kept it from being evaluated."""
     timings_s: dict[str, float] | None = None

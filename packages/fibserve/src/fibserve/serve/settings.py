@@ -66,6 +66,8 @@ class ServeSettings(BaseModel):
     """Time limit of one ``POST /compile`` (seconds)."""
     tool_timeout_s: float = Field(600.0, gt=0)
     """Default limit on one compute-sanitizer or ncu run when the request gives none (seconds)."""
+    unsafe_no_sandbox: bool = False
+    """Run candidates without bubblewrap (``--unsafe-no-sandbox``): only where every candidate is trusted."""
 
     @field_validator("devices")
     @classmethod

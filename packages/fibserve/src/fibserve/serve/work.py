@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fibserve.sandbox import UNSAFE_NOTE, Redactor
+from fibserve.sandbox import status as sandbox_status
 from fibserve.tools.executables import ToolPaths
 from fibserve.trace import Definition, Solution
 
@@ -66,14 +68,25 @@ class TaskWork:
         self.catalog = catalog
         self.settings = settings
         self.tools = tools
+        token = [settings.token.get_secret_value()] if settings.token else []
+        self.redact = Redactor.from_environment(extra=token)
+        """The second line behind the sandbox: the server's token and credential-like variables, also
+        encoded, never reach a stored answer (candidates wrote parts of it)."""
 
     def __call__(self, task: TaskRecord, ctx: RunContext) -> Outcome:
-        """Run ``task`` on the lane of ``ctx``."""
+        """Run ``task`` on the lane of ``ctx``; every string of the outcome is redacted (:attr:`redact`)."""
+        outcome = self._run(task, ctx)
+        return Outcome(outcome.status, self.redact.json(outcome.result), self.redact.json(outcome.error))
+
+    def _run(self, task: TaskRecord, ctx: RunContext) -> Outcome:
         handler = {"evaluate": self.evaluate, "sanitize": self.sanitize, "profile": self.profile}.get(
             task.kind
         )
         if handler is None:
             return _failed("unknown_kind", f"this server cannot run tasks of kind {task.kind!r}")
+        confinement = sandbox_status()
+        if not confinement.usable:
+            return _failed("sandbox_unavailable", confinement.detail)
         try:
             definition = self.catalog.definition(task.definition)
             workloads = self.catalog.select(task.definition, task.request.get("workload_uuids"))
@@ -186,10 +199,10 @@ def _tool_outcome(
         return _failed("tool_unavailable", str(exc))
     except ToolInfrastructureError as exc:
         return _failed("tool_infrastructure", str(exc))
-    logs = "\n\n".join(log_entry(r) for r in runs)
-    return Outcome(
-        TaskStatus.COMPLETED, result={key: [r.model_dump(mode="json") for r in runs], "logs": logs}
-    )
+    mode = sandbox_status().mode
+    logs = "\n\n".join([*([UNSAFE_NOTE] if mode == "unsafe-none" else []), *(log_entry(r) for r in runs)])
+    result = {key: [r.model_dump(mode="json") for r in runs], "logs": logs, "sandbox": mode}
+    return Outcome(TaskStatus.COMPLETED, result=result)
 
 
 def evaluation_result(report: Any) -> dict[str, Any]:
@@ -206,6 +219,7 @@ def evaluation_result(report: Any) -> dict[str, Any]:
         "build": data.get("build"),
         "device_info": data.get("device"),
         "sandbox": data.get("sandbox"),
+        "limits_hit": data.get("limits_hit") or None,
         "workload_errors": data.get("workload_errors") or None,
         "timings_s": data.get("timings_s"),
         "logs": notes or None,

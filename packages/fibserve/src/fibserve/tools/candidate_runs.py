@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .process import ToolRun, clip, prepare_candidate, run_tool, runner_device, write_request
+from .process import ToolRun, clip, load_paths, prepare_candidate, run_tool, runner_device, write_request
 from .runner import runner_request
 
 R = TypeVar("R")
@@ -141,7 +141,7 @@ def run_each(
                 path = write_request(job.scratch, f"{variant}-{workload.uuid}", request)
                 run = run_tool(
                     argv(variant, path),
-                    workdir=job.scratch,
+                    readable=[path, *load_paths(prepared.load), *job.catalog.roots],
                     device=job.device,
                     timeout_s=job.timeout_s,
                     on_process=job.on_process,

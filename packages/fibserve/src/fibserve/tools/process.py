@@ -1,34 +1,30 @@
-"""Running a profiling/debugging tool over the candidate runner: build, sandbox, process group, time limit.
+"""Running a profiling/debugging tool over the candidate runner: build, sandbox, time limit.
 
 Shared by :mod:`fibserve.tools.sanitizer` and :mod:`fibserve.tools.ncu`. The candidate is built on the
 trusted side (:func:`fibserve.bench.candidate.prepare`: policy, nvcc, build cache), then the tool runs
-``python -m fibserve.tools.runner`` in its own process group with a minimal environment (no secrets), inside
-bubblewrap when it is installed (read-only root, ``/dev`` for the GPU, private ``/tmp``, no network, only the
-run's directory writable), with only the lane's GPU visible. A run past its time limit is killed with its
-whole process group.
+``python -m fibserve.tools.runner`` in a :func:`fibserve.sandbox.run` sandbox like the evaluation workers'
+(own namespaces, allowlisted mounts, the GPU's device nodes, limits, an environment from an allowlist) that
+also sees, read-only, the tool's install directory, the run's request file, the candidate's build products
+and the trace-set roots (safetensors inputs), with only the lane's GPU visible. A run past its time limit is
+killed with everything it started.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from fibserve.sandbox import WORKER_LIMITS, Mounts
+from fibserve.sandbox import run as run_sandboxed
 
 from .runner import RESULT_PREFIX
 
 MAX_OUTPUT_CHARS = 40_000
 """Longest tool output kept (head and tail are kept, the middle is cut)."""
-
-_PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH")
 
 
 @dataclass
@@ -41,8 +37,8 @@ class ToolRun:
     """Everything it printed (stdout and stderr interleaved), cut to ``MAX_OUTPUT_CHARS``."""
     timed_out: bool
     seconds: float
-    sandboxed: bool
-    """Whether it ran inside bubblewrap."""
+    sandbox: str
+    """``bwrap``, or ``unsafe-none`` under ``--unsafe-no-sandbox``."""
     runner: dict[str, Any] | None
     """The runner's final ``FIBSERVE_RUNNER`` summary, when it printed one."""
 
@@ -65,97 +61,52 @@ def runner_device(device: str) -> str:
     return "cuda:0" if device.startswith("cuda") else "cpu"
 
 
-def runner_env(workdir: Path, device: str) -> dict[str, str]:
-    """Environment of a tool run: a few system variables, private caches, only the lane's GPU visible."""
-    import fibserve
-
-    package_root = str(Path(fibserve.__file__).resolve().parent.parent)
-    env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
-    env.update(
-        HOME=str(workdir),
-        TMPDIR=str(workdir / "tmp"),
-        TRITON_CACHE_DIR=str(workdir / "triton"),
-        CUDA_CACHE_PATH=str(workdir / "nv"),
-        PYTHONPATH=os.pathsep.join([package_root, *[p for p in sys.path if p and p != package_root]]),
-        PYTHONDONTWRITEBYTECODE="1",
-    )
+def runner_env(device: str) -> dict[str, str]:
+    """What a tool run adds to the sandbox's environment: only the lane's GPU visible (or the Triton
+    interpreter on CPU)."""
     index = cuda_index(device)
-    if index is not None:
-        env["CUDA_VISIBLE_DEVICES"] = index
-    else:
-        env["TRITON_INTERPRET"] = "1"
-    (workdir / "tmp").mkdir(parents=True, exist_ok=True)
-    return env
+    return {"CUDA_VISIBLE_DEVICES": index} if index is not None else {"TRITON_INTERPRET": "1"}
 
 
-def _bwrap_argv(workdir: Path) -> list[str] | None:
-    if os.environ.get("FIBSERVE_TOOLS_SANDBOX", "1") == "0" or shutil.which("bwrap") is None:
-        return None
-    from fibserve.bench.sandbox import gpu_bwrap_prefix
-
-    return [*gpu_bwrap_prefix(workdir), "--"]
+def load_paths(load: dict[str, Any]) -> list[Path]:
+    """The build products a runner ``load`` request names (the library, or the Python package)."""
+    if load.get("library"):
+        return [Path(load["library"])]
+    if load.get("package_root") and load.get("package"):
+        return [Path(load["package_root"]) / load["package"]]
+    return []
 
 
 def run_tool(
     argv: list[str],
     *,
-    workdir: Path,
     device: str,
     timeout_s: float,
-    on_process: Callable[[subprocess.Popen[Any]], None] | None = None,
+    readable: Sequence[Path] = (),
+    on_process: Callable[[Any], None] | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> ToolRun:
-    """Run ``argv`` (a tool command ending in the runner) in its own process group, sandboxed when possible.
+    """Run ``argv`` (a tool command ending in the runner) in a sandbox that also sees ``readable`` and the
+    tool's own install directory, killed whole after ``timeout_s`` seconds.
 
-    ``extra_env`` is added to the minimal environment. If bubblewrap is installed but cannot start here (no
-    user namespaces), the run is repeated without it and the output says so.
+    Raises:
+        fibserve.sandbox.SandboxUnavailable: tools cannot be confined here.
     """
-    env = {**runner_env(workdir, device), **(extra_env or {})}
-    sandbox = _bwrap_argv(workdir)
-    result = _run_once((sandbox or []) + argv, workdir, env, timeout_s, on_process)
-    result.sandboxed = sandbox is not None
-    if (
-        sandbox is not None
-        and result.exit_code not in (0, None)
-        and result.output.lstrip().startswith("bwrap:")
-    ):
-        note = f"[fibserve] bubblewrap could not start ({result.output.strip()[:200]}); ran without it\n"
-        result = _run_once(argv, workdir, env, timeout_s, on_process)
-        result.output = note + result.output
-        result.sandboxed = False
-    return result
-
-
-def _run_once(
-    argv: list[str],
-    workdir: Path,
-    env: dict[str, str],
-    timeout_s: float,
-    on_process: Callable[[subprocess.Popen[Any]], None] | None,
-) -> ToolRun:
-    log_path = workdir / f"tool-{time.monotonic_ns()}.log"
-    started = time.monotonic()
-    timed_out = False
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(workdir),
-            start_new_session=True,
-        )
-        if on_process is not None:
-            on_process(proc)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    output = log_path.read_text(encoding="utf-8", errors="replace")
+    tool = Path(argv[0])
+    mounts = Mounts(
+        python=True,
+        gpu=device.startswith("cuda"),
+        readable=(*readable, tool.parent, tool.resolve().parent),
+    )
+    result = run_sandboxed(
+        argv,
+        mounts=mounts,
+        limits=WORKER_LIMITS,
+        timeout_s=timeout_s,
+        env={**runner_env(device), **(extra_env or {})},
+        on_start=on_process,
+    )
+    output = result.output if result.limit is None else f"{result.limit.sentence()}\n{result.output}"
     runner = None
     for line in reversed(output.splitlines()):
         if line.startswith(RESULT_PREFIX):
@@ -164,8 +115,8 @@ def _run_once(
             except ValueError:
                 runner = None
             break
-    exit_code = None if timed_out else proc.returncode
-    return ToolRun(exit_code, output, timed_out, time.monotonic() - started, False, runner)
+    seconds = result.wall_ms / 1000.0
+    return ToolRun(result.returncode, output, result.timed_out, seconds, result.sandbox, runner)
 
 
 @dataclass

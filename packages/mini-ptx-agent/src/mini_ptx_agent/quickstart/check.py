@@ -166,6 +166,8 @@ def _service_lines(
             waited = f" after waiting {lanes_timeout_s:g} s" if lanes_timeout_s > 0 else ""
             why = "; ".join(unhealthy_lanes(health.model_dump(mode="json")))
             detail += f"; unhealthy{waited}: {why}"
+        if health.sandbox is not None and health.sandbox.mode != "bwrap":
+            detail += f"; {health.sandbox.detail}"  # candidates refused (no bubblewrap) or run unconfined
         lines.append(CheckLine(name="service", ok=health.status == "ok", detail=detail))
         try:
             client.definition(QUICKSTART_DEFINITION)

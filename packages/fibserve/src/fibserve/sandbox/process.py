@@ -1,0 +1,294 @@
+"""One sandboxed process tree: started, watched, reached through its private work dir, and killed whole.
+
+``Sandbox(argv, mounts=..., limits=...)`` starts ``argv`` as :mod:`fibserve.sandbox.launch` -> bubblewrap
+(:mod:`fibserve.sandbox.mounts`) -> the command, with the environment of :func:`fibserve.sandbox.env.sandbox_env`,
+in a cgroup where one can be made, its output drained by :class:`fibserve.sandbox.watchdog.OutputCapture`
+and its limits watched by the watchdog. The service reaches the sandbox's private ``/tmp`` through
+``/proc/<its init>/root/tmp`` (:meth:`Sandbox.host_path`), so no host directory is shared for writing.
+
+Killing it (a timeout, a limit, the end of its work) kills everything it started: bubblewrap is the
+process group leader, and when it dies the kernel kills its PID namespace, whose processes cannot leave it
+(``setsid`` does not help); the cgroup is killed too. Under ``--unsafe-no-sandbox`` the same class runs the
+command directly in a host temporary directory, still with the limits and the cgroup.
+
+:func:`run` is the one-shot form (a compiler, a profiler): run to the end or the time limit, return what
+happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import cgroup as cgroups
+from .env import sandbox_env
+from .limits import WORKER_LIMITS, LimitHit, LimitName, Limits, limit_of_exit, size_text
+from .mounts import WORK_DIR, Mounts, bwrap_argv, python_path
+from .switch import require
+from .watchdog import WATCHDOG, OutputCapture, tree_usage
+
+LAUNCHER = str(Path(__file__).with_name("launch.py"))
+NO_EXTRA_MOUNTS = Mounts()
+
+
+class Sandbox:
+    """A running sandboxed process tree (see the module docstring).
+
+    Args:
+        argv: the command (absolute executable path, or one on the sandbox's ``PATH``).
+        mounts: what it sees besides the system base.
+        limits: its resource limits.
+        env: variables added to :func:`fibserve.sandbox.env.sandbox_env` (set by the service only).
+        stdin: the child's stdin (default: nothing).
+        pass_fds: further descriptors it inherits (the worker's request and reply pipes).
+        cwd: its working directory, a path it sees (default: its work dir).
+
+    Raises:
+        fibserve.sandbox.SandboxUnavailable: no usable bubblewrap and no ``--unsafe-no-sandbox``.
+        OSError: the launcher could not be started.
+    """
+
+    def __init__(self, argv: Sequence[str], *, mounts: Mounts = NO_EXTRA_MOUNTS, limits: Limits = WORKER_LIMITS,
+                 env: Mapping[str, str] | None = None, stdin: int | None = subprocess.DEVNULL,
+                 pass_fds: Sequence[int] = (), cwd: Path | None = None):  # fmt: skip
+        status = require()
+        self.mode = status.mode
+        self.limits = limits
+        self.started = time.monotonic()
+        self._hit: LimitHit | None = None
+        self._finished = False
+        self._lock = threading.Lock()
+        self._unsafe_dir = None if self.mode == "bwrap" else Path(tempfile.mkdtemp(prefix="fibserve-unsafe-"))
+        self.work = WORK_DIR if self._unsafe_dir is None else self._unsafe_dir
+        """The work dir as the sandboxed command sees it."""
+        self.cgroup = cgroups.create(limits)
+        launch = [sys.executable, "-I", "-S", LAUNCHER, *self._launch_options()]
+        info_r = info_w = None
+        prefix: list[str] = []
+        if self.mode == "bwrap":
+            info_r, info_w = os.pipe()
+            prefix = bwrap_argv(status.bwrap or "bwrap", mounts, limits, info_w, cwd or WORK_DIR)
+        out_r, out_w = os.pipe()
+        environment = sandbox_env(self.work, python_path=python_path() if mounts.python else None, extra=env)
+        try:
+            self.proc = subprocess.Popen(
+                [*launch, "--", *prefix, *argv],
+                stdin=stdin,
+                stdout=out_w,
+                stderr=out_w,
+                env=environment,
+                pass_fds=(*pass_fds, *([info_w] if info_w is not None else [])),
+                start_new_session=True,
+                cwd=str(cwd or self._unsafe_dir) if self._unsafe_dir is not None else "/",
+            )
+        except BaseException:
+            for fd in (out_r, info_r):
+                if fd is not None:
+                    os.close(fd)
+            self._release()
+            raise
+        finally:
+            for fd in (out_w, info_w):
+                if fd is not None:
+                    os.close(fd)
+        self._info_fd = info_r
+        self._init_pid: int | None = None
+        self.output = OutputCapture(out_r, limits.output_bytes, self._output_exceeded)
+        WATCHDOG.watch(self)
+
+    def _launch_options(self) -> list[str]:
+        options: list[str] = []
+        for procs in self.cgroup.procs_files if self.cgroup else []:
+            options += ["--cgroup", procs]
+        if self.limits.cpu_s is not None:
+            options += ["--rlimit", f"cpu={self.limits.cpu_s}"]
+        if self.limits.file_bytes is not None:
+            options += ["--rlimit", f"fsize={self.limits.file_bytes}"]
+        return [*options, "--rlimit", "core=0"]
+
+    # -- reaching into the sandbox ------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int:
+        """The host pid of the tree's first process (the process group leader)."""
+        return self.proc.pid
+
+    def init_pid(self, timeout: float = 30.0) -> int:
+        """Host pid of the namespace's init (bubblewrap's ``child-pid``); the launcher's pid when unsandboxed.
+
+        Raises:
+            RuntimeError: bubblewrap reported nothing within ``timeout`` seconds (it failed to start).
+        """
+        if self._init_pid is None:
+            self._init_pid = self.proc.pid if self._info_fd is None else self._read_info(timeout)
+        return self._init_pid
+
+    def _read_info(self, timeout: float) -> int:
+        assert self._info_fd is not None
+        data, deadline = b"", time.monotonic() + timeout
+        try:
+            while b"}" not in data and time.monotonic() < deadline:
+                ready, _, _ = select.select([self._info_fd], [], [], max(0.0, deadline - time.monotonic()))
+                chunk = os.read(self._info_fd, 4096) if ready else b""
+                if ready and not chunk:
+                    break
+                data += chunk
+        finally:
+            os.close(self._info_fd)
+            self._info_fd = None
+        try:
+            return int(json.loads(data)["child-pid"])
+        except (ValueError, KeyError):
+            raise RuntimeError(f"bubblewrap did not start: {self.output.tail(500)}") from None
+
+    def host_path(self, inner: Path | str) -> Path:
+        """Where the service finds ``inner`` (a path as the sandbox sees it, under its work dir)."""
+        inner = Path(inner)
+        if self._unsafe_dir is not None:
+            return inner
+        return Path(f"/proc/{self.init_pid()}/root") / inner.relative_to("/")
+
+    # -- limits -------------------------------------------------------------------------------------------
+
+    def _output_exceeded(self) -> None:
+        self.stop(LimitHit(LimitName.OUTPUT, f"{size_text(self.limits.output_bytes)} of stdout and stderr"))
+
+    def check_limits(self) -> bool:
+        """One watchdog look (see :mod:`fibserve.sandbox.watchdog`); False once the tree has exited."""
+        if self._finished or self.proc.poll() is not None:
+            return False
+        hit = self.cgroup.hit() if self.cgroup else None
+        memory_watched = self.cgroup is None or self.cgroup.memory is None
+        pids_watched = self.cgroup is None or self.cgroup.pids is None
+        if hit is None and (memory_watched or pids_watched):
+            memory, tasks = tree_usage(self.proc.pid)
+            limits = self.limits
+            if memory_watched and limits.memory_bytes is not None and memory > limits.memory_bytes:
+                hit = LimitHit(
+                    LimitName.MEMORY, f"{size_text(limits.memory_bytes)} (watchdog: {size_text(memory)})"
+                )
+            elif pids_watched and limits.processes is not None and tasks > limits.processes:
+                hit = LimitHit(LimitName.PROCESSES, f"{limits.processes} tasks (watchdog: {tasks} running)")
+        if hit is not None:
+            self.stop(hit)
+            return False
+        return True
+
+    def limit_hit(self) -> LimitHit | None:
+        """The limit that ended (or is ending) the tree, if one did."""
+        if self._hit is None and self.cgroup is not None:
+            self._hit = self.cgroup.hit()
+        if self._hit is None and self.proc.poll() is not None:
+            self._hit = limit_of_exit(self.proc.returncode, self.limits)
+        return self._hit
+
+    # -- ending it ----------------------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        """Whether the tree's first process still runs."""
+        return self.proc.poll() is None
+
+    def stop(self, hit: LimitHit | None = None) -> None:
+        """Kill the whole tree now, recording ``hit`` as the reason when it is the first."""
+        with self._lock:
+            if hit is not None and self._hit is None:
+                self._hit = hit
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit status after at most ``timeout`` seconds (None: still running)."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        """Kill what is left, collect the output and release the cgroup and any host work dir (idempotent)."""
+        if self._finished:
+            return
+        if self.alive:
+            self.stop()
+        self.wait(10)
+        self.limit_hit()  # read the cgroup's counters before the group is removed
+        self._finished = True
+        WATCHDOG.forget(self)
+        self.output.join()
+        if self._info_fd is not None:
+            os.close(self._info_fd)
+            self._info_fd = None
+        self._release()
+
+    def _release(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        if self._unsafe_dir is not None:
+            shutil.rmtree(self._unsafe_dir, ignore_errors=True)
+
+
+@dataclass
+class Completed:
+    """What a one-shot sandboxed command did."""
+
+    returncode: int | None
+    """Exit status; None when it was killed for the time limit."""
+    output: str
+    """stdout and stderr, interleaved (the first and last 64 KiB when longer)."""
+    timed_out: bool
+    wall_ms: float
+    sandbox: str
+    """``bwrap`` or ``unsafe-none``."""
+    limit: LimitHit | None = None
+    """The resource limit that ended it, if one did."""
+
+    @property
+    def killed_by_signal(self) -> bool:
+        """Whether the command died from a signal (bubblewrap reports signal N as 128 + N)."""
+        code = self.returncode
+        return code is not None and (code < 0 or 128 < code <= 128 + signal.SIGRTMAX)
+
+
+def run(argv: Sequence[str], *, mounts: Mounts, limits: Limits, timeout_s: float,
+        env: Mapping[str, str] | None = None, cwd: Path | None = None,
+        on_start: Callable[[subprocess.Popen[Any]], None] | None = None) -> Completed:  # fmt: skip
+    """Run ``argv`` in a sandbox until it exits or ``timeout_s`` seconds pass (then it is killed whole).
+
+    ``cwd`` is the working directory as the sandbox sees it; ``on_start`` gets the launcher's ``Popen`` (a
+    cancel may kill its process group).
+
+    Raises:
+        fibserve.sandbox.SandboxUnavailable: no usable bubblewrap and no ``--unsafe-no-sandbox``.
+        OSError: the command could not be started.
+    """
+    sandbox = Sandbox(argv, mounts=mounts, limits=limits, env=env, cwd=cwd)
+    try:
+        if on_start is not None:
+            on_start(sandbox.proc)
+        returncode = sandbox.wait(timeout_s)
+        timed_out = returncode is None
+    finally:
+        sandbox.close()
+    return Completed(
+        returncode=None if timed_out else returncode,
+        output=sandbox.output.text(),
+        timed_out=timed_out,
+        wall_ms=(time.monotonic() - sandbox.started) * 1000.0,
+        sandbox=sandbox.mode,
+        limit=sandbox.limit_hit(),
+    )
