@@ -77,7 +77,7 @@ def _no_run_directory(root: Path) -> bool:
         (["--definition", "gemm_n7168_k5120", "--workloads", "94920358-01a8-4c5b-9209-3103fd490e9"],
          "did you mean 94920358-01a8-4c5b-9209-3103fd490e94?"),
         (["--definition", "gemm_n7168_k5120", "--prompt-tag", "triton-hopper"],
-         "tags that fit: hopper-abi-only, hopper-no-hint"),
+         "tags that fit: hopper-abi-only, hopper-cluster-multicast,"),
         (["--definition", "gemm_n7168_k5120", "--target-speedup", "0"], "--target-speedup: Input should be greater"),
         (["--language", "cud", "--definition", "gemm_n7168_k5120"], "'cud' is not one of 'cuda', 'triton'"),
         (["--arch", "sm_80", "--definition", "gemm_n7168_k5120"], "'sm_80' is not one of 'sm_90a', 'sm_100a'"),

@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 
 import typer
 
+from mini_ptx_agent.prompts.cli import app as prompts_app
+
 app = typer.Typer(
     name="ptxbench",
     help=(
@@ -22,6 +24,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+app.add_typer(prompts_app, name="prompts")
 
 
 @app.command("quickstart")
