@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.evaluation import FIBServeBackend
+from mini_ptx_agent.fibserve_backend import FIBServeBackend
 from mini_ptx_agent.models import make_model
-from mini_ptx_agent.models_config import RetryPolicy
-from mini_ptx_agent.runs import RunPlan, run_experiment
+from mini_ptx_agent.models.config import RetryPolicy
+from mini_ptx_agent.runs.directory import RunPlan
+from mini_ptx_agent.runs.launch import run_trajectory
 from mini_ptx_agent.service import EmbeddedService
 from mini_ptx_agent.task import TaskConfig
 from scripted_model import ScriptedOpenAIServer
@@ -75,7 +76,7 @@ def test_an_encoded_key_in_a_kernels_error_reaches_no_prompt_and_no_file(
     run_dir = tmp_path / "run"
     with ScriptedOpenAIServer(MODEL_ID, replies) as server:
         model = make_model(MODEL_ID, model_host=server.host_port, retry=RetryPolicy(max_attempts=1))
-        run_experiment(plan, run_dir, backend=FIBServeBackend(service.url), model=model)
+        run_trajectory(plan, run_dir, backend=FIBServeBackend(service.url), model=model)
     feedback = server.requests[-1]["messages"][-1]["content"]  # what the model was told about turn 1
     assert "RUNTIME_ERROR" in feedback and "<redacted>" in feedback
     texts = {"the next prompt's feedback": feedback}

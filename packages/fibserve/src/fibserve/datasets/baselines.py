@@ -164,13 +164,17 @@ ATTENTION_BASELINES = {
 """Attention op_type -> (baseline kind, source template with ``{causal}``, description)."""
 
 
+BASELINE_AUTHOR = "ptxbench-baseline"
+"""The author of every bundled baseline Solution: not ``ptxbench``, which marks the reference kernels."""
+
+
 def baseline_solution(definition: Definition, kind: str, source: str, description: str) -> Solution:
     """A value-returning Python Solution ``baseline.py::run`` named ``<definition>_baseline_<kind>``."""
     return Solution.model_validate(
         {
             "name": f"{definition.name}_baseline_{kind}",
             "definition": definition.name,
-            "author": "ptxbench",
+            "author": BASELINE_AUTHOR,
             "description": description,
             "spec": {
                 "language": "python",
