@@ -38,7 +38,7 @@ FIBSERVE_LAYERS: list[set[str]] = [
 only re-exports ``check`` lazily). ``sandbox`` is listed before it exists on main (issue 14 adds it)."""
 
 AGENT_LAYERS: list[set[str]] = [
-    {"task", "extraction", "trajectory", "prompts", "models", "demo"},
+    {"task", "feedback_options", "extraction", "trajectory", "prompts", "models", "demo"},
     {"evaluation", "fibserve_backend", "feedback", "history", "service"},
     {"agent"},
     {"runs"},

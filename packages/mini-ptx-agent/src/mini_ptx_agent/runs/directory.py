@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..evaluation import NotEvaluated
+from ..feedback_options import FeedbackOptions
 from ..task import TaskConfig
 
 TRAJECTORY_ID = "exp_000"
@@ -106,6 +107,8 @@ class RunPlan(_Model):
     """Limit on one model call (s); each evaluation's limit is ``min(task.timeout_s, turn_timeout_s)``."""
     service: str
     """``embedded`` or the FIBServe URL used."""
+    feedback: FeedbackOptions = Field(default_factory=FeedbackOptions)
+    """What the model is shown after each turn and what ends the run (a plan without it: the defaults)."""
     demo: bool = False
     """The model is a demo replay (the bundled demo trajectory, or a replay of a trajectory flagged as one): its
     kernels were written by the PTXBench authors, so the run is never a model's result nor training data."""
