@@ -38,8 +38,8 @@ FIBSERVE_LAYERS: list[set[str]] = [
 only re-exports ``check`` lazily). ``sandbox`` is listed before it exists on main (issue 14 adds it)."""
 
 AGENT_LAYERS: list[set[str]] = [
-    {"task", "feedback_options", "extraction", "trajectory", "prompts", "models", "demo"},
-    {"evaluation", "fibserve_backend", "feedback", "history", "service"},
+    {"task", "feedback_options", "architecture", "extraction", "trajectory", "prompts", "models", "demo"},
+    {"evaluation", "fibserve_backend", "feedback", "history", "notes", "profiling", "service"},
     {"agent"},
     {"runs"},
     {"quickstart", "experiments"},

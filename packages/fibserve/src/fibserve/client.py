@@ -205,8 +205,10 @@ class FIBServeClient:
         metrics: list[str] | None = None,
         page: str | None = None,
         timeout: float | None = None,
+        digest: bool | None = None,
     ) -> str:
-        """Queue an Nsight Compute profile; returns the task id."""
+        """Queue an Nsight Compute profile; returns the task id. ``digest``: also executed instructions per SASS
+        opcode and a short summary in each run (``ProfileRun.executed_opcodes``, ``summary``)."""
         answer = self.submit(
             "profile",
             solution,
@@ -216,6 +218,7 @@ class FIBServeClient:
             metrics=metrics,
             page=page,
             timeout=timeout,
+            digest=digest,
         )
         return answer.task_id
 

@@ -129,6 +129,10 @@ class ProfileRequest(_SolutionRequest):
     """``ncu --metrics`` names, e.g. ``sm__inst_executed.sum``."""
     page: NcuPage = "details"
     """``ncu --page`` of the printed report."""
+    digest: bool = False
+    """Also collect executed instructions per SASS opcode and a short summary (SOL %, occupancy, stall
+    reasons) into each run's ``executed_opcodes`` and ``summary`` (:mod:`fibserve.tools.ncu_digest`); the
+    report is then ncu's raw page as CSV, whatever ``page`` says."""
 
     @field_validator("sections", "metrics")
     @classmethod
@@ -264,6 +268,35 @@ class SubmitAnswer(_Answer):
     """The workloads the task covers, in run order."""
 
 
+class SourceLocation(_Answer):
+    """A place in the candidate's source that a compute-sanitizer finding names (builds carry ``-lineinfo``)."""
+
+    file: str
+    """The source file as the solution names it (``kernel.cu``), or as the tool printed it when it is none."""
+    line: int
+    """1-based line number."""
+    function: str | None = None
+    """The kernel or device function, as the tool printed it."""
+    source: str | None = None
+    """That line of the solution's source, stripped; None when the file is not one of the solution's."""
+
+
+class SanitizerFinding(_Answer):
+    """One kind of error a compute-sanitizer run reported: identical reports (same message and places, other
+    threads) are counted once."""
+
+    message: str
+    """The tool's headline, e.g. ``Invalid __global__ write of size 4 bytes``."""
+    count: int = 1
+    """How many reports of the printed ones (``--print-limit``) had this message and these places."""
+    locations: list[SourceLocation] = Field(default_factory=list)
+    """Where (a race names both accesses), in the tool's order."""
+    thread: str | None = None
+    """The first reporting thread, e.g. ``thread (63,0,0) in block (4,0,0)``."""
+    details: list[str] = Field(default_factory=list)
+    """Further lines of the first report (address, allocation), host backtrace left out."""
+
+
 class SanitizerRun(_Answer):
     """One compute-sanitizer run (one tool on one workload)."""
 
@@ -284,6 +317,29 @@ class SanitizerRun(_Answer):
     """Whether it was killed at the time limit."""
     output: str = ""
     """The tool's report with driver noise removed, cut to a bounded size."""
+    findings: list[SanitizerFinding] = Field(default_factory=list)
+    """The errors of ``output``, parsed, with the source lines they name (:func:`fibserve.tools.sanitizer.findings`)."""
+
+
+class NcuSummary(_Answer):
+    """A short Nsight Compute summary of the longest kernel of the measured call (``digest``)."""
+
+    kernel: str
+    """Its name as ncu prints it."""
+    kernels_profiled: int
+    """Kernels launched inside the measured call."""
+    duration_ms: float | None = None
+    """``gpu__time_duration.sum`` (ms; under ncu, so not a timing to compare)."""
+    sol_compute_pct: float | None = None
+    """Compute (SM) throughput, % of peak (``sm__throughput.avg.pct_of_peak_sustained_elapsed``)."""
+    sol_memory_pct: float | None = None
+    """Memory throughput, % of peak (``gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed``)."""
+    achieved_occupancy_pct: float | None = None
+    """Achieved occupancy, % of the maximum warps (``sm__warps_active.avg.pct_of_peak_sustained_active``)."""
+    theoretical_occupancy_pct: float | None = None
+    """Theoretical occupancy, % (``sm__maximum_warps_per_active_cycle_pct``)."""
+    top_stalls: list[tuple[str, float]] = Field(default_factory=list)
+    """Largest warp stall reasons, ``(reason, warps stalled per issued instruction)``, largest first."""
 
 
 class ProfileRun(_Answer):
@@ -303,6 +359,11 @@ class ProfileRun(_Answer):
     """Names of the profiled kernels, in launch order."""
     report: str = ""
     """ncu's printed report for the measured call, cut to a bounded size."""
+    executed_opcodes: dict[str, int] | None = None
+    """``digest``: warp-level instructions executed per base SASS opcode (``HGMMA``, ``UTMALDG``...), summed
+    over the measured call's kernels (``sass__inst_executed_per_opcode``); None without ``digest``."""
+    summary: NcuSummary | None = None
+    """``digest``: the short summary of the longest kernel; None without ``digest`` or when nothing was read."""
 
 
 class TaskAnswer(_Answer):
@@ -370,10 +431,13 @@ __all__ = [
     "ErrorInfo",
     "EvaluateRequest",
     "HealthAnswer",
+    "NcuSummary",
     "ProfileRequest",
     "ProfileRun",
     "SanitizeRequest",
+    "SanitizerFinding",
     "SanitizerRun",
+    "SourceLocation",
     "SanitizerTool",
     "SubmitAnswer",
     "TaskAnswer",

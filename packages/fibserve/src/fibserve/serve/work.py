@@ -150,6 +150,7 @@ class TaskWork:
                 sections=request.sections,
                 metrics=request.metrics,
                 page=request.page,
+                digest=request.digest,
             ),
             ProfilerUnavailable,
             "profile",
