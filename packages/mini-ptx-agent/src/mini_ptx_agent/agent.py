@@ -150,14 +150,20 @@ class EvaluationEnvironment:
 
             ncu = profile_correct_kernel(self.backend, solution, self.task, report, self.ncu_cache_dir)
             report = report.model_copy(update={"ncu": ncu})
-        if self.notes is not None and not report.all_passed and report.status is not NotEvaluated.INFRASTRUCTURE_ERROR:
+        if (
+            self.notes is not None
+            and not report.all_passed
+            and report.status is not NotEvaluated.INFRASTRUCTURE_ERROR
+        ):
             from .notes import failure_query
 
             report = report.model_copy(update={"fix_notes": self.notes.search(failure_query(report))})
         # Candidate code wrote parts of the report (its log, its errors): no secret of this process may pass
         # from there into the feedback, the next prompt or any file, not even encoded.
         report = type(report).model_validate(redact_strings(report.model_dump(mode="json")))
-        feedback = format_feedback(report, turn=action.get("turn"), options=self.feedback, arch=self.task.arch)
+        feedback = format_feedback(
+            report, turn=action.get("turn"), options=self.feedback, arch=self.task.arch
+        )
         return {
             "output": feedback,
             "returncode": 0 if report.all_passed else 1,
@@ -197,7 +203,9 @@ class KernelAgent(DefaultAgent):
         language = self.config.task.language
         policy = env.feedback.context_policy
         self.model = BoundedModel(
-            model, self.config.turn_timeout_s, prepare=lambda messages: context_messages(messages, policy, language)
+            model,
+            self.config.turn_timeout_s,
+            prepare=lambda messages: context_messages(messages, policy, language),
         )
         self.config: KernelAgentConfig
         self.env: EvaluationEnvironment

@@ -478,7 +478,10 @@ def sanitizer_verdict_from(runs: list[Any]) -> SanitizerVerdict:
             f"{first.get('tool')} on workload {first.get('workload')} ({why}):\n{first.get('output', '')}"
         )
     return SanitizerVerdict(
-        passed=not failed, tools=sorted({str(r.get("tool")) for r in rows}), summary=summary, findings=findings
+        passed=not failed,
+        tools=sorted({str(r.get("tool")) for r in rows}),
+        summary=summary,
+        findings=findings,
     )
 
 
@@ -526,4 +529,6 @@ def architecture_met(report: KernelReport, options: FeedbackOptions, target: str
 def submits(report: KernelReport, options: FeedbackOptions, target: str) -> bool:
     """Whether the run ends ``Submitted``: the target speedup is met, and with ``require_architecture`` the
     families ``target`` (the task's architecture) calls for too."""
-    return report.target_met and (not options.require_architecture or architecture_met(report, options, target))
+    return report.target_met and (
+        not options.require_architecture or architecture_met(report, options, target)
+    )

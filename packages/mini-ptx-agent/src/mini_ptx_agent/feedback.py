@@ -210,7 +210,9 @@ def _ncu_section(report: KernelReport, options: FeedbackOptions) -> list[str]:
         return [f"Nsight Compute ({where}): no profile: {ncu.error}"]
     lines = []
     if options.instruction_evidence:
-        notable = {op: n for op, n in ncu.executed_opcodes.items() if op in SASS_NOTABLE or op.startswith("UTC")}
+        notable = {
+            op: n for op, n in ncu.executed_opcodes.items() if op in SASS_NOTABLE or op.startswith("UTC")
+        }
         counted = ", ".join(f"{op} {n:,}" for op, n in notable.items()) or "none of the tracked opcodes"
         ran = ", ".join(ncu.executed_families) or "none"
         lines.append(
@@ -244,7 +246,9 @@ def _fix_notes_section(report: KernelReport) -> list[str]:
     return lines
 
 
-def verdict_line(report: KernelReport, options: FeedbackOptions | None = None, arch: str | None = None) -> str:
+def verdict_line(
+    report: KernelReport, options: FeedbackOptions | None = None, arch: str | None = None
+) -> str:
     """The final line, decided from structured fields only (``options.require_architecture``: also the
     families ``arch`` calls for; ``arch`` defaults to the static analysis's target)."""
     status = report.status

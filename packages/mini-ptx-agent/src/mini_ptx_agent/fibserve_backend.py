@@ -139,13 +139,17 @@ class FIBServeBackend:
             notes=answer.logs or "",
         )
 
-
     def profile(self, solution: Solution, task: TaskConfig, workload: str, kernel_hash: str) -> NcuResult:
         """``POST /profile`` with ``digest`` on one workload: executed instructions per SASS opcode and the
         short summary. A candidate that fails under ncu is an :class:`NcuResult` with ``error``; a service or
         profiler that is not there raises :class:`EvaluationInfrastructureError`."""
         task_id = self._call(
-            "POST /profile", self.client.submit_profile, solution, [workload], digest=True, timeout=task.timeout_s
+            "POST /profile",
+            self.client.submit_profile,
+            solution,
+            [workload],
+            digest=True,
+            timeout=task.timeout_s,
         )
         answer = self._finished("profile", task_id, task.timeout_s + self.wait_margin_s)
         runs = answer.profile or []

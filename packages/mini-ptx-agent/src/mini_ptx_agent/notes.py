@@ -41,7 +41,9 @@ def note_files(notes_dir: str) -> list[Path]:
     """
     folder = notes_folder(notes_dir)
     if not folder.is_dir():
-        raise FixNotesError(f"notes folder {folder} does not exist (give a folder of *.md notes, or 'bundled')")
+        raise FixNotesError(
+            f"notes folder {folder} does not exist (give a folder of *.md notes, or 'bundled')"
+        )
     files = sorted(folder.glob("*.md"))
     if not files:
         raise FixNotesError(f"notes folder {folder} holds no *.md notes")
@@ -94,7 +96,9 @@ class FixNoteIndex:
         for index, score in zip(hits[0], scores[0], strict=True):
             if float(score) > 0:
                 note = self.notes[int(index)]
-                found.append(FixNote(name=note.name, title=note.title, text=note.text, score=round(float(score), 3)))
+                found.append(
+                    FixNote(name=note.name, title=note.title, text=note.text, score=round(float(score), 3))
+                )
         return found
 
 

@@ -115,7 +115,13 @@ def run_profile(
         endpoint="/profile",
     )
     return profile_candidate(
-        job, executable=executable, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page, digest=digest
+        job,
+        executable=executable,
+        ncu_set=ncu_set,
+        sections=sections,
+        metrics=metrics,
+        page=page,
+        digest=digest,
     )
 
 
@@ -171,9 +177,14 @@ def profile_candidate(
         calls=2,
         nvtx_range=DEFAULT_NVTX_RANGE,
         argv=lambda _variant, request_path: ncu_argv(
-            executable, request_path, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page,
+            executable,
+            request_path,
+            ncu_set=ncu_set,
+            sections=sections,
+            metrics=metrics,
+            page=page,
             digest=digest,
-        ),  # fmt: skip
+        ),
         not_built=not_built,
         finished=finished,
     )

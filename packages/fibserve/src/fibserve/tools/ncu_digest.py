@@ -31,7 +31,15 @@ THEORETICAL_OCCUPANCY = "sm__maximum_warps_per_active_cycle_pct"
 DURATION = "gpu__time_duration.sum"
 STALLS = "regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio"
 
-DIGEST_METRICS = (OPCODE_METRIC, SOL_COMPUTE, SOL_MEMORY, ACHIEVED_OCCUPANCY, THEORETICAL_OCCUPANCY, DURATION, STALLS)
+DIGEST_METRICS = (
+    OPCODE_METRIC,
+    SOL_COMPUTE,
+    SOL_MEMORY,
+    ACHIEVED_OCCUPANCY,
+    THEORETICAL_OCCUPANCY,
+    DURATION,
+    STALLS,
+)
 """The metrics a digest run collects (``--metrics``)."""
 
 DIGEST_FLAGS = ("--csv", "--page", "raw", "--print-units", "base", "--print-metric-instances", "details")

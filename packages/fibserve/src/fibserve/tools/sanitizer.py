@@ -39,7 +39,13 @@ _LINE = re.compile(r"^=========(?: (.*))?$")
 # "at vector_add(float *, long)+0x1b0 in /tmp/build/kernel.cu:10" (a race: "... access at ... in f.cu:15")
 _AT = re.compile(r"\bat (?:(?P<function>.+?)\+0x[0-9a-fA-F]+ )?in (?P<file>\S+?):(?P<line>\d+)\b")
 _THREAD = re.compile(r"by thread \((?P<t>[\d, ]+)\) in block \((?P<b>[\d, ]+)\)")
-_NOT_FINDINGS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY", "Target application")
+_NOT_FINDINGS = (
+    "COMPUTE-SANITIZER",
+    "ERROR SUMMARY",
+    "RACECHECK SUMMARY",
+    "LEAK SUMMARY",
+    "Target application",
+)
 MAX_FINDINGS = 10
 """Most distinct findings kept per run (the output keeps the rest)."""
 _NOISE = (

@@ -126,7 +126,9 @@ class RunPlan(_Model):
         gate = list(self.feedback.sanitizer_gate)
         if not gate and self.task.sanitizer:
             gate = list(self.task.sanitizer_types)
-            self.feedback = FeedbackOptions.model_validate(self.feedback.model_dump() | {"sanitizer_gate": gate})
+            self.feedback = FeedbackOptions.model_validate(
+                self.feedback.model_dump() | {"sanitizer_gate": gate}
+            )
         types = gate or list(self.task.sanitizer_types)
         if (self.task.sanitizer, self.task.sanitizer_types) != (bool(gate), types):
             self.task = self.task.model_copy(update={"sanitizer": bool(gate), "sanitizer_types": types})

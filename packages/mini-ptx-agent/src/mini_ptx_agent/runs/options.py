@@ -149,7 +149,9 @@ def sanitizer_gate(options: RunOptions, current: list[str]) -> list[str]:
     """
     if options.sanitizer is False:
         if options.sanitizer_tools:
-            raise RunOptionError("--no-sanitizer and --sanitizer-tools contradict each other: give one of them")
+            raise RunOptionError(
+                "--no-sanitizer and --sanitizer-tools contradict each other: give one of them"
+            )
         return []
     if options.sanitizer_tools:
         return list(dict.fromkeys(options.sanitizer_tools))
@@ -180,7 +182,11 @@ def feedback_options(options: RunOptions) -> FeedbackOptions:
     Raises:
         RunOptionError: see :func:`sanitizer_gate` and :func:`notes_dir_option`.
     """
-    given = {name: getattr(options, name) for name in FEEDBACK_FIXED_ON_RESUME if getattr(options, name) is not None}
+    given = {
+        name: getattr(options, name)
+        for name in FEEDBACK_FIXED_ON_RESUME
+        if getattr(options, name) is not None
+    }
     given["notes_dir"] = notes_dir_option(options.notes_dir)
     return FeedbackOptions(**given, sanitizer_gate=sanitizer_gate(options, []))
 
