@@ -14,7 +14,6 @@ from mini_ptx_agent.evaluation import (
     FixNote,
     KernelReport,
     NcuResult,
-    ProfileSummary,
     StaticAnalysis,
     build_report,
     ncu_result_from,
@@ -152,9 +151,9 @@ def test_the_profile_summary_line() -> None:
     fast = fast_cuda(["wgmma", "TMA"])
     fast.ncu = NcuResult(
         workload="w0", kernel_hash="h", cached=True,
-        summary=ProfileSummary(
+        summary=dict(
             kernel="gemm_kernel", sol_compute_pct=71.24, sol_memory_pct=38.0, achieved_occupancy_pct=18.7,
-            theoretical_occupancy_pct=18.75, top_stalls=[("long_scoreboard", 2.51), ("barrier", 0.8)],
+            theoretical_occupancy_pct=18.75, top_stalls=[["long_scoreboard", 2.51], ["barrier", 0.8]],
         ),
     )  # fmt: skip
     text = format_feedback(fast, options=FeedbackOptions(profile_in_loop=True))

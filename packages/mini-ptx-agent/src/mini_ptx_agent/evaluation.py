@@ -146,23 +146,6 @@ class SanitizerVerdict(_Model):
     """The errors of every failing run, with the source lines they name."""
 
 
-class ProfileSummary(_Model):
-    """A short Nsight Compute summary of the longest kernel of one measured call (``profile_in_loop``)."""
-
-    kernel: str
-    kernels_profiled: int = 1
-    duration_ms: float | None = None
-    """Kernel duration under ncu (ms): not a timing to compare with the benchmark's."""
-    sol_compute_pct: float | None = None
-    """Compute (SM) throughput, % of peak."""
-    sol_memory_pct: float | None = None
-    """Memory throughput, % of peak."""
-    achieved_occupancy_pct: float | None = None
-    theoretical_occupancy_pct: float | None = None
-    top_stalls: list[tuple[str, float]] = Field(default_factory=list)
-    """``(reason, warps stalled per issued instruction)``, largest first."""
-
-
 class NcuResult(_Model):
     """What one Nsight Compute run of a correct kernel showed (``instruction_evidence``, ``profile_in_loop``)."""
 
@@ -179,7 +162,10 @@ class NcuResult(_Model):
     """Warp-level instructions executed per base SASS opcode (``sass__inst_executed_per_opcode``)."""
     executed_families: list[str] = Field(default_factory=list)
     """The target families those opcodes prove (``wgmma``, ``TMA``, ``tcgen05``; :mod:`mini_ptx_agent.architecture`)."""
-    summary: ProfileSummary | None = None
+    summary: dict[str, Any] | None = None
+    """The short summary of the longest kernel (``profile_in_loop``), the service's ``NcuSummary`` as it sent it:
+    ``kernel``, ``sol_compute_pct``, ``sol_memory_pct``, ``achieved_occupancy_pct``,
+    ``theoretical_occupancy_pct`` (%), ``top_stalls`` (``[reason, warps stalled per issued instruction]``)."""
 
 
 class FixNote(_Model):
@@ -501,7 +487,7 @@ def ncu_result_from(run: Any, *, workload: str, kernel_hash: str, target: str) -
         kernel_hash=kernel_hash,
         executed_opcodes=opcodes,
         executed_families=executed_families(target, opcodes),
-        summary=ProfileSummary.model_validate(summary, strict=False) if summary else None,
+        summary=dict(summary) if summary else None,
     )
 
 

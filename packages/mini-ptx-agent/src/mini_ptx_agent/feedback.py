@@ -224,14 +224,17 @@ def _ncu_section(report: KernelReport, options: FeedbackOptions) -> list[str]:
         if idle:
             lines.append(f"Compiled in but never executed: {', '.join(idle)}.")
     summary = ncu.summary
-    if options.profile_in_loop and summary is not None:
-        stalls = ", ".join(f"{reason} {value:.2f}" for reason, value in summary.top_stalls) or "n/a"
-        kernel = summary.kernel if len(summary.kernel) <= 60 else summary.kernel[:57] + "..."
+    if options.profile_in_loop and summary:
+        stalls = (
+            ", ".join(f"{reason} {value:.2f}" for reason, value in summary.get("top_stalls") or []) or "n/a"
+        )
+        kernel = str(summary.get("kernel", ""))
+        kernel = kernel if len(kernel) <= 60 else kernel[:57] + "..."
         lines.append(
-            f"Profile (Nsight Compute, {where}, kernel {kernel}): SOL compute {_pct(summary.sol_compute_pct)}, "
-            f"memory {_pct(summary.sol_memory_pct)}; achieved occupancy {_pct(summary.achieved_occupancy_pct)} "
-            f"(theoretical {_pct(summary.theoretical_occupancy_pct)}); top stalls (warps per issued "
-            f"instruction): {stalls}."
+            f"Profile (Nsight Compute, {where}, kernel {kernel}): SOL compute {_pct(summary.get('sol_compute_pct'))}, "
+            f"memory {_pct(summary.get('sol_memory_pct'))}; achieved occupancy "
+            f"{_pct(summary.get('achieved_occupancy_pct'))} (theoretical "
+            f"{_pct(summary.get('theoretical_occupancy_pct'))}); top stalls (warps per issued instruction): {stalls}."
         )
     return lines
 
