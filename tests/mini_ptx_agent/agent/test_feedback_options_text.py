@@ -120,6 +120,7 @@ def test_executed_instruction_evidence_names_the_families_that_ran() -> None:
            "executed_opcodes": {"HGMMA": 4096, "IMAD": 99_000, "SYNCS": 300, "UTMALDG": 128}}  # fmt: skip
     ncu = ncu_result_from(run, workload="w0", kernel_hash="abc", target="sm_90a")
     assert ncu.executed_families == ["wgmma", "TMA"]  # fibserve's verdict, applied to executed opcodes
+    assert ncu.sass_families == ["HGMMA", "SYNCS", "UTMALDG"]  # the static analysis's rule: notable opcodes only
     fast = fast_cuda(["wgmma", "TMA"])
     fast.ncu = ncu
     text = format_feedback(fast, options=FeedbackOptions(instruction_evidence=True))

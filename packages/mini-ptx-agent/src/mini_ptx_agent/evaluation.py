@@ -167,6 +167,18 @@ class NcuResult(_Model):
     ``kernel``, ``sol_compute_pct``, ``sol_memory_pct``, ``achieved_occupancy_pct``,
     ``theoretical_occupancy_pct`` (%), ``top_stalls`` (``[reason, warps stalled per issued instruction]``)."""
 
+    @property
+    def sass_families(self) -> list[str]:
+        """The notable opcodes that executed (``HGMMA``, ``UTMALDG``, ``SYNCS``, ``UTC*``...), sorted: the same
+        rule as the static analysis's :attr:`StaticAnalysis.sass_families` (fibserve's ``SASS_NOTABLE``)."""
+        from fibserve.analysis.families import SASS_NOTABLE
+
+        return sorted(
+            op
+            for op, n in self.executed_opcodes.items()
+            if n > 0 and (op in SASS_NOTABLE or op.startswith("UTC"))
+        )
+
 
 class FixNote(_Model):
     """A fix note the BM25 search found for a failure (``notes_dir``)."""

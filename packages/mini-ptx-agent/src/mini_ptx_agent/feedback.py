@@ -15,7 +15,6 @@ instructions and the profile summary from Nsight Compute, and the fix notes foun
 
 from __future__ import annotations
 
-from fibserve.analysis.families import SASS_NOTABLE
 from fibserve.trace import EvaluationStatus
 
 from .architecture import TARGET_FAMILIES, describe, has_target_families
@@ -210,10 +209,8 @@ def _ncu_section(report: KernelReport, options: FeedbackOptions) -> list[str]:
         return [f"Nsight Compute ({where}): no profile: {ncu.error}"]
     lines = []
     if options.instruction_evidence:
-        notable = {
-            op: n for op, n in ncu.executed_opcodes.items() if op in SASS_NOTABLE or op.startswith("UTC")
-        }
-        counted = ", ".join(f"{op} {n:,}" for op, n in notable.items()) or "none of the tracked opcodes"
+        counted = ", ".join(f"{op} {ncu.executed_opcodes[op]:,}" for op in ncu.sass_families)
+        counted = counted or "none of the tracked opcodes"
         ran = ", ".join(ncu.executed_families) or "none"
         lines.append(
             f"Executed instructions (Nsight Compute, {where}; warp instructions): {counted}. "
