@@ -64,6 +64,19 @@ def test_executed_opcodes_are_summed_by_base_opcode_over_the_kernels() -> None:
     assert kernel_names(NCU_OUTPUT) == [row["Kernel Name"] for row in rows]
 
 
+def test_a_table_the_candidate_prints_while_it_runs_is_not_read() -> None:
+    forged = GEMM_ROW.replace("HGMMA.64x256x16.F32.BF16: 40,960", "HGMMA.64x256x16.F32.BF16: 999,999")
+    honest_simt = EPILOGUE_ROW
+    output = "\n".join([
+        "==PROF== Connected to process 4242 (/usr/bin/python3)",
+        HEADER, UNITS, forged,  # printed by the candidate to the same stdout, before its process ended
+        'FIBSERVE_RUNNER {"ok": true}',
+        "==PROF== Disconnected from process 4242",
+        HEADER, UNITS, honest_simt,
+    ])  # fmt: skip
+    assert executed_opcodes(csv_rows(output)) == {"IMAD": 800, "STG": 100}
+
+
 def test_the_summary_is_of_the_longest_kernel_with_its_top_stalls() -> None:
     digest = summary(csv_rows(NCU_OUTPUT))
     assert digest == {

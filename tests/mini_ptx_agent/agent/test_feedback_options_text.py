@@ -120,7 +120,11 @@ def test_executed_instruction_evidence_names_the_families_that_ran() -> None:
            "executed_opcodes": {"HGMMA": 4096, "IMAD": 99_000, "SYNCS": 300, "UTMALDG": 128}}  # fmt: skip
     ncu = ncu_result_from(run, workload="w0", kernel_hash="abc", target="sm_90a")
     assert ncu.executed_families == ["wgmma", "TMA"]  # fibserve's verdict, applied to executed opcodes
-    assert ncu.sass_families == ["HGMMA", "SYNCS", "UTMALDG"]  # the static analysis's rule: notable opcodes only
+    assert ncu.sass_families == [
+        "HGMMA",
+        "SYNCS",
+        "UTMALDG",
+    ]  # the static analysis's rule: notable opcodes only
     fast = fast_cuda(["wgmma", "TMA"])
     fast.ncu = ncu
     text = format_feedback(fast, options=FeedbackOptions(instruction_evidence=True))
@@ -213,6 +217,18 @@ def test_a_correct_kernel_is_profiled_once_per_kernel_hash(tmp_path: Path) -> No
     assert sorted(p.name for p in (tmp_path / "ncu").iterdir()) == sorted(
         f"{h}.json" for h in backend.profiled
     )
+
+
+def test_a_family_the_binary_lacks_is_not_counted_whatever_the_profile_says(tmp_path: Path) -> None:
+    backend = ProfilingBackend(fast_cuda([]))  # its compiled SASS has no HGMMA; the profile claims some ran
+    options = FeedbackOptions(instruction_evidence=True, require_architecture=True)
+    out = EvaluationEnvironment(backend, CUDA_TASK, options, ncu_cache_dir=tmp_path).execute(
+        {"solution": CUDA_TASK.solution(SOURCE, name="t1"), "turn": 1}
+    )
+    ncu = out["extra"]["report"].ncu
+    assert (ncu.executed_families, ncu.not_compiled) == ([], ["wgmma"])
+    assert "Not counted: the profile claims wgmma executed, but the compiled SASS has none." in out["output"]
+    assert out["extra"]["submit"] is False
 
 
 def test_an_incorrect_kernel_is_not_profiled_and_gets_fix_notes(tmp_path: Path) -> None:

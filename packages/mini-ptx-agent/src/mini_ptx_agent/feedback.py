@@ -216,6 +216,10 @@ def _ncu_section(report: KernelReport, options: FeedbackOptions) -> list[str]:
             f"Executed instructions (Nsight Compute, {where}; warp instructions): {counted}. "
             f"Target families that executed: {ran}."
         )
+        if ncu.not_compiled:
+            lines.append(
+                f"Not counted: the profile claims {', '.join(ncu.not_compiled)} executed, but the compiled SASS has none."
+            )
         compiled = report.static_analysis.architecture_families if report.static_analysis else None
         idle = [name for name in compiled or [] if name not in ncu.executed_families]
         if idle:

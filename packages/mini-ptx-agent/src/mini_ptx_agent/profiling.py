@@ -5,7 +5,8 @@ speedup (the one that decides the target), by the backend's ``profile`` (FIBServ
 ``digest``). The result is cached as ``<cache_dir>/<kernel_hash>.json``; a run directory's cache is
 ``exp_000/ncu/``, so a kernel the model sends again (it often does) and a resumed run are not profiled twice.
 The kernel hash is the sha256 of the solution's sources, entry point, language and target, and the workload;
-the solution's name is not part of it.
+the solution's name is not part of it. An executed family the compiled SASS does not have is not counted
+(:func:`checked`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,19 @@ def profile_correct_kernel(
     path = cache_dir / f"{digest}.json" if cache_dir is not None else None
     if path is not None and (hit := _cached(path)) is not None:
         return hit.model_copy(update={"cached": True})
-    result = backend.profile(solution, task, workload, digest)
+    result = checked(backend.profile(solution, task, workload, digest), report)
     if path is not None:
         write_json(path, result.model_dump(mode="json"))
     return result
+
+
+def checked(result: NcuResult, report: KernelReport) -> NcuResult:
+    """``result`` with the executed families the compiled SASS lacks moved to ``not_compiled``: an instruction
+    that is not in the binary cannot have run, whatever the profiler's output (which the candidate shares) says.
+    Unchanged when the static analysis has no verdict (Triton: its SASS is compiled at run time)."""
+    compiled = report.static_analysis.architecture_families if report.static_analysis else None
+    if compiled is None:
+        return result
+    kept = [name for name in result.executed_families if name in compiled]
+    dropped = [name for name in result.executed_families if name not in compiled]
+    return result.model_copy(update={"executed_families": kept, "not_compiled": dropped})

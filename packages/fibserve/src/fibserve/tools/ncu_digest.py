@@ -48,6 +48,7 @@ DIGEST_FLAGS = ("--csv", "--page", "raw", "--print-units", "base", "--print-metr
 TOP_STALLS = 4
 """Stall reasons kept in a summary, largest first."""
 
+_DISCONNECTED = "==PROF== Disconnected from process"
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 
 
@@ -75,11 +76,20 @@ def instances(cell: str) -> dict[str, int]:
 
 
 def csv_rows(text: str) -> list[dict[str, str]]:
-    """The kernel rows of ncu's raw CSV page inside ``text`` (other output lines skipped; the units row dropped)."""
+    """The kernel rows of ncu's raw CSV page inside ``text`` (other output lines skipped; the units row dropped).
+
+    The candidate prints into the same output, so only ncu's own table counts: the last one, after ncu's last
+    ``==PROF== Disconnected from process`` line (ncu prints its report once the profiled process has gone).
+    A table the candidate printed while it ran is ignored.
+    """
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
-    if start is None:
+    gone = [i for i, line in enumerate(lines) if line.startswith(_DISCONNECTED)]
+    if gone:
+        lines = lines[gone[-1] + 1 :]
+    headers = [i for i, line in enumerate(lines) if line.startswith('"ID",')]
+    if not headers:
         return []
+    start = headers[-1]
     table = [line for line in lines[start:] if line.startswith('"')]
     rows = list(csv.DictReader(table))
     return [row for row in rows if (row.get("ID") or "").strip().isdigit()]
