@@ -4,7 +4,8 @@
   ``require_architecture``: the feedback says wgmma and TMA executed, has the profile line, and the turn submits;
 - a SIMT vector add: the feedback says no target family executed, and ``require_architecture`` keeps it from
   submitting however fast it is;
-- the sanitizer gate on a planted out-of-bounds write: the feedback quotes the line.
+- the sanitizer gate on a planted out-of-bounds write: the feedback quotes the line; on a kernel that does not
+  build: the compile error, not a sanitizer verdict.
 
 Run on the GPU machine: ``pytest -m gpu -n 0 tests/mini_ptx_agent/agent/test_feedback_options_gpu.py``.
 """
@@ -102,3 +103,15 @@ def test_the_sanitizer_gate_quotes_the_out_of_bounds_line(service: str) -> None:
         "at kernel.cu:9 (add_kernel" in text and "): if (i < n + extra) z[i] = x[i % n] + y[i % n];" in text
     ), text
     assert text.splitlines()[-1].startswith("VERDICT: REJECTED")
+
+
+def test_a_kernel_that_does_not_build_gets_its_compile_error_not_a_sanitizer_verdict(service: str) -> None:
+    task = TaskConfig(
+        definition="vector_add_f32", language="cuda", workloads=[VECTOR_ADD_SMALL], sanitizer=True,
+        sanitizer_types=["memcheck"],
+    )  # fmt: skip
+    env = EvaluationEnvironment(FIBServeBackend(service), task, FeedbackOptions(sanitizer_gate=["memcheck"]))
+    out = env.execute({"solution": task.solution("void run(\n", name="broken"), "turn": 1})
+    report = out["extra"]["report"]
+    assert report.status.value == "COMPILE_ERROR" and report.sanitizer is None, out["output"]
+    assert "Compile log:" in out["output"]
