@@ -14,6 +14,7 @@ from mini_ptx_agent.evaluation import (
     FixNote,
     KernelReport,
     NcuResult,
+    NotEvaluated,
     StaticAnalysis,
     build_report,
     ncu_result_from,
@@ -248,6 +249,11 @@ def test_an_incorrect_kernel_is_not_profiled_and_gets_fix_notes(tmp_path: Path) 
     notes = out["extra"]["report"].fix_notes
     assert notes and notes[0].name == "misaligned-tensor-map.md"
     assert "--- Misaligned tensor map (TMA) (misaligned-tensor-map.md)" in out["output"]
+    unknown = failing.model_copy(update={"status": NotEvaluated.NOT_EXECUTED, "workloads": []})  # built, never run
+    quiet = EvaluationEnvironment(ProfilingBackend(unknown), CUDA_TASK, FeedbackOptions(notes_dir="bundled"))
+    assert (
+        quiet.execute({"solution": CUDA_TASK.solution(SOURCE, name="t3")})["extra"]["report"].fix_notes == []
+    )
     passing = EvaluationEnvironment(
         ProfilingBackend(fast_cuda(["wgmma"])), CUDA_TASK, FeedbackOptions(notes_dir="bundled")
     )

@@ -150,11 +150,8 @@ class EvaluationEnvironment:
 
             ncu = profile_correct_kernel(self.backend, solution, self.task, report, self.ncu_cache_dir)
             report = report.model_copy(update={"ncu": ncu})
-        if (
-            self.notes is not None
-            and not report.all_passed
-            and report.status is not NotEvaluated.INFRASTRUCTURE_ERROR
-        ):
+        not_a_failure = (NotEvaluated.INFRASTRUCTURE_ERROR, NotEvaluated.NOT_EXECUTED)
+        if self.notes is not None and not report.all_passed and report.status not in not_a_failure:
             from .notes import failure_query
 
             report = report.model_copy(update={"fix_notes": self.notes.search(failure_query(report))})
