@@ -45,7 +45,8 @@ NCU_OUTPUT = "\n".join([
 def test_instanced_cells_give_one_count_per_opcode() -> None:
     assert instances("30 (HGMMA: 10; IMAD: 20)") == {"HGMMA": 10, "IMAD": 20}
     assert instances("1,024 (UTMALDG.2D: 1,024)") == {"UTMALDG.2D": 1024}
-    assert instances("n/a") == {} and instances("") == {}
+    assert instances("HGMMA: 10; IMAD: 20") == {"HGMMA": 10, "IMAD": 20}
+    assert instances("n/a") == {} and instances("") == {} and instances("1,234") == {}
 
 
 def test_executed_opcodes_are_summed_by_base_opcode_over_the_kernels() -> None:

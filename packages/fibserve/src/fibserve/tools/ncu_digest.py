@@ -62,12 +62,12 @@ def _number(text: str) -> float | None:
 
 def instances(cell: str) -> dict[str, int]:
     """Per-instance values of an instanced metric cell printed with ``details``: ``"30 (HGMMA: 10; IMAD: 20)"``
-    -> ``{"HGMMA": 10, "IMAD": 20}``; an empty dict when the cell has no instance list."""
+    -> ``{"HGMMA": 10, "IMAD": 20}`` (a cell of only ``NAME: VALUE; ...`` reads the same); an empty dict when
+    the cell has no instance list."""
     start, end = cell.find("("), cell.rfind(")")
-    if start < 0 or end < start:
-        return {}
+    body = cell[start + 1 : end] if 0 <= start < end else cell
     counts: dict[str, int] = {}
-    for item in cell[start + 1 : end].split(";"):
+    for item in body.split(";"):
         name, _, value = item.rpartition(":")
         number = _number(value)
         if name.strip() and number is not None:
