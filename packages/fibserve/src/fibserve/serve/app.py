@@ -19,11 +19,11 @@ from typing import Any
 from fastapi import FastAPI, Query, Response
 
 import fibserve
+from fibserve.datasets.catalog import Catalog, NotFound, WorkloadMismatch
 from fibserve.tools.executables import ToolPaths
 from fibserve.trace import Definition, Workload
 
 from .admission import check_source_limits, check_tolerances
-from .catalog import Catalog, NotFound, WorkloadMismatch
 from .errors import ApiError, GuardMiddleware, install_error_handlers
 from .models import (
     BatchRequest,
