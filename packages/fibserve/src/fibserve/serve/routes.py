@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 import fibserve
 from fibserve.datasets.catalog import NotFound, WorkloadMismatch
-from fibserve.static_check import Analysis
+from fibserve.static_check import Analysis, check
 from fibserve.trace import Definition, Workload
 
 from .admission import check_source_limits, check_tolerances
@@ -213,18 +213,16 @@ async def compile_(request: CompileRequest, state: State) -> Any:
         definition = state.catalog.definition(request.solution.definition)
     except NotFound as exc:
         raise _not_found(exc) from None
-    from . import work
-
     assert state.compile_slots is not None
     async with state.compile_slots:
         try:
             analysis = await asyncio.wait_for(
                 asyncio.to_thread(
-                    work.static_analysis,
+                    check,
                     request.solution,
-                    definition,
-                    request.arch,
-                    state.settings.compile_timeout_s,
+                    definition=definition,
+                    arch=request.arch,
+                    timeout_s=state.settings.compile_timeout_s,
                 ),
                 timeout=state.settings.compile_timeout_s + 30,
             )
