@@ -249,7 +249,9 @@ def test_an_incorrect_kernel_is_not_profiled_and_gets_fix_notes(tmp_path: Path) 
     notes = out["extra"]["report"].fix_notes
     assert notes and notes[0].name == "misaligned-tensor-map.md"
     assert "--- Misaligned tensor map (TMA) (misaligned-tensor-map.md)" in out["output"]
-    unknown = failing.model_copy(update={"status": NotEvaluated.NOT_EXECUTED, "workloads": []})  # built, never run
+    unknown = failing.model_copy(
+        update={"status": NotEvaluated.NOT_EXECUTED, "workloads": []}
+    )  # built, never run
     quiet = EvaluationEnvironment(ProfilingBackend(unknown), CUDA_TASK, FeedbackOptions(notes_dir="bundled"))
     assert (
         quiet.execute({"solution": CUDA_TASK.solution(SOURCE, name="t3")})["extra"]["report"].fix_notes == []
@@ -261,3 +263,18 @@ def test_an_incorrect_kernel_is_not_profiled_and_gets_fix_notes(tmp_path: Path) 
         passing.execute({"solution": CUDA_TASK.solution(SOURCE, name="t2")})["extra"]["report"].fix_notes
         == []
     )
+
+
+def test_the_families_come_from_the_services_architecture_verdict() -> None:
+    from fibserve.analysis.verdict import Verdict
+    from fibserve.static_check import Analysis
+    from mini_ptx_agent.evaluation import static_analysis_from
+
+    analysis = Analysis(
+        solution="s", definition="d", language="cuda", arch="sm_90a", status="clean",
+        verdict=Verdict(target="sm_90a", uses_hopper_tensor_cores=True, uses_tma=True, uses_mbarrier=True),
+    )  # fmt: skip
+    read = static_analysis_from(analysis.model_dump(mode="json"))
+    assert read is not None and (read.target, read.architecture_families) == ("sm_90a", ["wgmma", "TMA"])
+    bare = static_analysis_from(analysis.model_copy(update={"verdict": None}).model_dump(mode="json"))
+    assert bare is not None and bare.architecture_families is None  # no verdict: no warning either way

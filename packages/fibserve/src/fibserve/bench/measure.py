@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from fibserve.trace import EvaluationStatus, Performance
+from fibserve.trace import EvaluationStatus, Performance, TimingFacts
 
 from . import timing
 from . import timing_checks as checks
@@ -232,11 +232,8 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
     cand = timing.summarize(cand_ms)
     ref = timing.summarize(ref_ms)
     ratios = sorted(r / c for c, r in zip(cand_ms, ref_ms, strict=True) if c > 0)
-    return Performance(
-        latency_ms=cand.median,
-        reference_latency_ms=ref.median,
-        speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
-        extra={
+    facts = TimingFacts.model_validate(
+        {
             "measured_on": "gpu" if device.type == "cuda" else "cpu",
             "method": "interleaved pairs, both sides in worker processes of the same construction, "
             f"speedup = median({primary.role}_ms / candidate_ms)",
@@ -259,14 +256,20 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             "l2_flush_bytes": timing.cold_l2_bytes(device) if config.cold_l2 else 0,
             "timed_outputs_validated": loop.validated,
             "timed_outputs_checked_for_poison": loop.checked,
-        },
+        }
+    )
+    return Performance(
+        latency_ms=cand.median,
+        reference_latency_ms=ref.median,
+        speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
+        extra=facts.to_extra(),
     )
 
 
 def untimed_performance(reason: str, call_ms: float | None = None) -> Performance:
     """The Performance of a run without GPU timing: latencies and speedup null (not measured), marked
     ``measured_on: cpu``, ``timed: false`` with the reason."""
-    extra: dict[str, Any] = {"measured_on": "cpu", "timed": False, "reason": reason}
+    facts = TimingFacts(measured_on="cpu", timed=False, reason=reason)
     if call_ms is not None:
-        extra["cpu_call_wall_ms"] = call_ms
-    return Performance(extra=extra)
+        facts.cpu_call_wall_ms = call_ms
+    return Performance(extra=facts.to_extra())

@@ -13,12 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fibserve.serve.models import NcuSummary, ProfileRun
-
 from .candidate_runs import CandidateJob, require_tool, run_each
 from .candidate_runs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
 from .ncu_digest import DIGEST_FLAGS, DIGEST_METRICS, csv_rows, executed_opcodes, summary
 from .process import ToolRun, clip, runner_argv
+from .results import NcuSummary, ProfileRun
 from .runner import DEFAULT_NVTX_RANGE, RESULT_PREFIX
 
 # "  kernel_name(args) (128, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"
