@@ -32,7 +32,7 @@ class Figure:
 
 def _png(fig: MplFigure) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    fig.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()
 
 
@@ -56,10 +56,21 @@ def metric_rows(metrics: Sequence[GroupMetrics], **extra) -> list[dict]:
     """Flat CSV rows of :class:`GroupMetrics`: value, low, high and n of every metric."""
     rows = []
     for m in metrics:
-        row = {**extra, "group": m.group, "turn_limit": m.turn_limit, "trajectories": m.trajectories, "unknown": m.unknown}
+        row = {
+            **extra,
+            "group": m.group,
+            "turn_limit": m.turn_limit,
+            "trajectories": m.trajectories,
+            "unknown": m.unknown,
+        }
         for name in ("correct", "speedup_median", "speedup_geomean", "target", "verified"):
             estimate = getattr(m, name)
-            row |= {f"{name}": estimate.value, f"{name}_low": estimate.low, f"{name}_high": estimate.high, f"{name}_n": estimate.n}
+            row |= {
+                f"{name}": estimate.value,
+                f"{name}_low": estimate.low,
+                f"{name}_high": estimate.high,
+                f"{name}_n": estimate.n,
+            }
         row["nsight_confirmed"] = m.nsight_confirmed
         rows.append(row)
     return rows
@@ -75,14 +86,17 @@ PANELS = (
 def turn_limit_figure(metrics: Sequence[GroupMetrics], by: str) -> Figure:
     """correct@T, median best speedup@T and verified@T against the turn limit, one line per group."""
     fig = MplFigure(figsize=(13, 4))
-    axes = fig.subplots(1, 3)
+    axes = fig.subplots(1, 3, gridspec_kw={"wspace": 0.3})
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.13, top=0.95)
     groups = sorted({m.group for m in metrics})
-    for ax, (name, label) in zip(axes, PANELS):
+    for ax, (name, label) in zip(axes, PANELS, strict=True):
         for index, group in enumerate(groups):
             mine = [m for m in metrics if m.group == group]
             values, spans = _errors([getattr(m, name) for m in mine])
             offset = (index - (len(groups) - 1) / 2) * 0.08  # keep overlapping bars apart
-            ax.errorbar([m.turn_limit + offset for m in mine], values, yerr=spans, marker="o", capsize=3, label=group)
+            ax.errorbar(
+                [m.turn_limit + offset for m in mine], values, yerr=spans, marker="o", capsize=3, label=group
+            )
         ax.set_xlabel("turn limit T")
         ax.set_ylabel(label)
         ax.set_xticks(sorted({m.turn_limit for m in metrics}))
@@ -104,15 +118,20 @@ def release_date_figure(trajs: Sequence[Trajectory], dates: dict[str, str], limi
     """The three metrics at ``limit`` against each model's release date (ISO ``YYYY-MM-DD``)."""
     from datetime import date
 
-    metrics = [group_metrics(name, members, limit) for name, members in grouped(trajs, lambda t: t.first.model).items() if name in dates]
+    metrics = [
+        group_metrics(name, members, limit)
+        for name, members in grouped(trajs, lambda t: t.first.model).items()
+        if name in dates
+    ]
     metrics.sort(key=lambda m: dates[m.group])
     fig = MplFigure(figsize=(13, 4))
-    axes = fig.subplots(1, 3)
+    axes = fig.subplots(1, 3, sharex=True, gridspec_kw={"wspace": 0.3})
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.22, top=0.95)
     when = [date.fromisoformat(dates[m.group]) for m in metrics]
-    for ax, (name, label) in zip(axes, PANELS):
+    for ax, (name, label) in zip(axes, PANELS, strict=True):
         values, spans = _errors([getattr(m, name) for m in metrics])
         ax.errorbar(when, values, yerr=spans, marker="o", capsize=3, linestyle="none")
-        for x, y, m in zip(when, values, metrics):
+        for x, y, m in zip(when, values, metrics, strict=True):
             if not math.isnan(y):
                 ax.annotate(m.group, (x, y), fontsize="x-small", xytext=(4, 4), textcoords="offset points")
         ax.set_xlabel("model release date")
@@ -124,7 +143,8 @@ def release_date_figure(trajs: Sequence[Trajectory], dates: dict[str, str], limi
         title=f"Metrics at T = {limit} against model release date",
         caption="One point per model whose release date the experiment config names; bars are 95% intervals.",
         png=_png(fig),
-        rows=metric_rows(metrics) and [{"release_date": dates[r["group"]], **r} for r in metric_rows(metrics)],
+        rows=metric_rows(metrics)
+        and [{"release_date": dates[r["group"]], **r} for r in metric_rows(metrics)],
     )
 
 
@@ -136,13 +156,19 @@ def heatmap_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
         key: group_metrics(f"{key[0]} / {key[1]}", members, limit)
         for key, members in grouped(trajs, lambda t: (t.first.definition, t.label("model"))).items()
     }
-    fig = MplFigure(figsize=(max(5, 1.6 * len(models) + 3), max(3, 0.55 * len(definitions) + 2)))
+    width, height = max(5, 1.6 * len(models) + 3), max(3, 0.55 * len(definitions) + 2)
+    fig = MplFigure(figsize=(width, height))
     ax = fig.subplots()
+    # Margins from the label lengths (about 0.095 inch a character at the default size); no tight bbox pass.
+    fig.subplots_adjust(left=min(0.6, (0.3 + 0.095 * max(map(len, definitions))) / width), right=0.97,
+                        bottom=min(0.6, (0.4 + 0.055 * max(map(len, models))) / height), top=0.92)  # fmt: skip
     grid = [[math.nan for _ in models] for _ in definitions]
     rows = []
     for (definition, model), m in cells.items():
         estimate = m.speedup_median
-        grid[definitions.index(definition)][models.index(model)] = math.nan if estimate.value is None else estimate.value
+        grid[definitions.index(definition)][models.index(model)] = (
+            math.nan if estimate.value is None else estimate.value
+        )
         rows.append({"definition": definition, "model": model, "turn_limit": limit, "speedup_median": estimate.value,
                      "speedup_median_low": estimate.low, "speedup_median_high": estimate.high, "speedup_n": estimate.n,
                      "trajectories": m.trajectories})  # fmt: skip
@@ -178,15 +204,18 @@ def tag_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
         key: group_metrics(f"{key[0]} / {key[1]}", members, limit)
         for key, members in grouped(trajs, lambda t: (t.first.prompt_tag, t.label("model"))).items()
     }
-    fig = MplFigure(figsize=(max(8, 1.2 * len(tags) * max(1, len(models)) + 4), 4))
-    axes = fig.subplots(1, 2)
+    fig = MplFigure(figsize=(max(8, 1.2 * len(tags) * max(1, len(models)) + 4), 4.5))
+    axes = fig.subplots(1, 2, gridspec_kw={"wspace": 0.25})
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=min(0.5, 0.1 + 0.012 * max(map(len, tags))), top=0.95)
     width = 0.8 / max(1, len(models))
-    for ax, (name, label) in zip(axes, PANELS[:2]):
+    for ax, (name, label) in zip(axes, PANELS[:2], strict=True):
         for index, model in enumerate(models):
             picked = [cells.get((tag, model)) for tag in tags]
             estimates = [getattr(m, name) if m else None for m in picked]
             values, spans = _errors([e for e in estimates if e is not None])
-            xs = [i + (index - (len(models) - 1) / 2) * width for i, e in enumerate(estimates) if e is not None]
+            xs = [
+                i + (index - (len(models) - 1) / 2) * width for i, e in enumerate(estimates) if e is not None
+            ]
             ax.bar(xs, [0 if math.isnan(v) else v for v in values], width, yerr=spans, capsize=3, label=model)
         ax.set_xticks(range(len(tags)), tags, rotation=20, ha="right")
         ax.set_ylabel(label.replace("@T", f"@{limit}"))
@@ -209,6 +238,7 @@ def scatter_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
     """Completion tokens (reasoning included) against best speedup@``limit``, one point per trajectory."""
     fig = MplFigure(figsize=(7, 4.5))
     ax = fig.subplots()
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.95)
     rows = []
     for traj in trajs:
         rows.append({"experiment": traj.experiment, "trajectory": traj.trajectory, "model": traj.label("model"),
@@ -217,7 +247,9 @@ def scatter_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
     plotted = [r for r in rows if r["tokens_out"] is not None and r["best_speedup"] is not None]
     for model in sorted({r["model"] for r in plotted}):
         mine = [r for r in plotted if r["model"] == model]
-        ax.scatter([r["tokens_out"] for r in mine], [r["best_speedup"] for r in mine], label=model, alpha=0.7, s=18)
+        ax.scatter(
+            [r["tokens_out"] for r in mine], [r["best_speedup"] for r in mine], label=model, alpha=0.7, s=18
+        )
     if plotted:
         ax.set_xscale("log")
         ax.legend(title="model", fontsize="small")

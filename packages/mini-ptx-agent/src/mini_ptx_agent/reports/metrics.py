@@ -27,7 +27,12 @@ from .stats import Estimate, bootstrap, geometric_mean, wilson
 
 GroupBy = Literal["model", "definition", "tag", "language"]
 
-GROUP_FIELD: dict[str, str] = {"model": "model", "definition": "definition", "tag": "prompt_tag", "language": "language"}
+GROUP_FIELD: dict[str, str] = {
+    "model": "model",
+    "definition": "definition",
+    "tag": "prompt_tag",
+    "language": "language",
+}
 """``--by`` value -> the TurnRow field it groups on."""
 
 REQUIRED_SASS: dict[str, tuple[str, ...]] = {"sm_90a": ("HGMMA", "UTMALDG"), "sm_100a": ("UTC",)}
@@ -92,8 +97,14 @@ class Trajectory:
     def verified(self, limit: int) -> tuple[bool, bool]:
         """(verified@T, Nsight-confirmed@T): a PASSED turn with the required SASS families (and seen executing)."""
         required = self.required() or ()
-        passed = [r for r in self.within(limit) if r.failure_class == "PASSED" and _has_families(r.sass_families, required)]
-        return bool(passed), any(_has_families(r.executed_families, required) for r in passed if r.executed_families)
+        passed = [
+            r
+            for r in self.within(limit)
+            if r.failure_class == "PASSED" and _has_families(r.sass_families, required)
+        ]
+        return bool(passed), any(
+            _has_families(r.executed_families, required) for r in passed if r.executed_families
+        )
 
     def tokens_out(self) -> int | None:
         """Completion tokens (reasoning included) over every turn; None when no turn reported them."""
@@ -154,7 +165,7 @@ class GroupMetrics(BaseModel):
 def group_metrics(group: str, members: Sequence[Trajectory], limit: int) -> GroupMetrics:
     """The metrics of ``members`` (one group) at turn limit ``limit``."""
     outcomes = [traj.outcome(limit) for traj in members]
-    known = [traj for traj, outcome in zip(members, outcomes) if outcome != "unknown"]
+    known = [traj for traj, outcome in zip(members, outcomes, strict=True) if outcome != "unknown"]
     correct = sum(outcome == "correct" for outcome in outcomes)
     speeds = [s for s in (traj.best_speedup(limit) for traj in members) if s is not None and s > 0]
     with_requirement = [traj for traj in known if traj.required() is not None]
