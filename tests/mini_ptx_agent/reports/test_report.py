@@ -30,13 +30,12 @@ def test_wilson_intervals_match_hand_computed_bounds():
 
 def test_bootstrap_is_seeded_and_brackets_the_statistic():
     values = [0.8, 1.5, 2.0]
-    median = bootstrap(values, np.median)
+    median, geo = bootstrap(values, np.median, geometric_mean)
     assert median.value == 1.5 and 0.8 <= median.low <= 1.5 <= median.high <= 2.0 and median.n == 3
-    assert bootstrap(values, np.median) == median  # same seed, same interval
-    geo = bootstrap(values, geometric_mean)
+    assert bootstrap(values, np.median) == (median,)  # same seed, same interval
     assert math.isclose(geo.value, 2.4 ** (1 / 3))
-    assert bootstrap([1.7], np.median).model_dump() == {"value": 1.7, "low": 1.7, "high": 1.7, "n": 1}
-    assert bootstrap([], np.median).value is None
+    assert bootstrap([1.7], np.median)[0].model_dump() == {"value": 1.7, "low": 1.7, "high": 1.7, "n": 1}
+    assert bootstrap([], np.median)[0].value is None
 
 
 def test_metrics_of_the_synthetic_rows_are_the_hand_computed_ones():

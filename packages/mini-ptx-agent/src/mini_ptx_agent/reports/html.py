@@ -79,12 +79,14 @@ METRIC_COLUMNS = ("group", "T", "trajectories", "unknown", "correct@T", "median 
                   "geomean best speedup@T", "target@T", "verified@T")  # fmt: skip
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numbers: bool = True) -> str:
+    """An HTML table; with ``numbers`` every cell after the first is right-aligned."""
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join(
         "<tr>"
         + "".join(
-            f'<td class="num">{escape(c)}</td>' if i else f"<td>{escape(c)}</td>" for i, c in enumerate(row)
+            f'<td class="num">{escape(c)}</td>' if i and numbers else f"<td>{escape(c)}</td>"
+            for i, c in enumerate(row)
         )
         + "</tr>"
         for row in rows
@@ -127,7 +129,7 @@ def render_html(by: str, metrics: Sequence[GroupMetrics], figures: Sequence[Figu
         f'<h2>Summary</h2><div id="summary">{summary}</div>'
         f"<p>Table: <code>metrics.csv</code>.</p>"
         f"<h2>Figures</h2>{''.join(_figure(f) for f in figures)}"
-        f'<h2>What ran it</h2><div id="provenance">{_table(("", ""), what_ran)}'
-        f"<h3>Baselines per definition</h3>{_table(('definition', 'baseline'), baselines)}</div>"
+        f'<h2>What ran it</h2><div id="provenance">{_table(("", ""), what_ran, numbers=False)}'
+        f"<h3>Baselines per definition</h3>{_table(('definition', 'baseline'), baselines, numbers=False)}</div>"
         "</body></html>"
     )

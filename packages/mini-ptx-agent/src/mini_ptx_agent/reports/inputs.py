@@ -62,14 +62,6 @@ def is_run_dir(path: Path) -> bool:
     return plan is not None and plan.get("schema_version") == RUN_SCHEMA
 
 
-def _cell(name: str, text: str) -> Any:
-    if text == "":
-        return None
-    if name in _JSON_FIELDS:
-        return json.loads(text)
-    return text
-
-
 def read_turns_csv(path: Path) -> list[TurnRow]:
     """The TurnRows of a ``turns.csv`` (one header row of TurnRow field names; mappings and lists as JSON).
 
@@ -82,8 +74,8 @@ def read_turns_csv(path: Path) -> list[TurnRow]:
     with path.open(newline="", encoding="utf-8") as handle:
         for line, record in enumerate(csv.DictReader(handle), start=2):
             try:
-                values = {k: _cell(k, v) for k, v in record.items() if k is not None and v is not None}
-                rows.append(TurnRow.model_validate({k: v for k, v in values.items() if v is not None}))
+                values = {k: json.loads(v) if k in _JSON_FIELDS else v for k, v in record.items() if k and v}
+                rows.append(TurnRow.model_validate(values))
             except (ValueError, ValidationError) as exc:
                 raise ReportError(f"{path}, line {line}: not a ptxbench.turns/1 row: {exc}") from None
     return rows

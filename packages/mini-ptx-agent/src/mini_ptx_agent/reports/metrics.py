@@ -57,6 +57,7 @@ class Trajectory:
     experiment: str
     trajectory: str
     turns: list[TurnRow] = field(default_factory=list)
+    _within: dict[int, list[TurnRow]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def first(self) -> TurnRow:
@@ -68,7 +69,10 @@ class Trajectory:
         return f"{value} (demo)" if self.first.demo else value
 
     def within(self, limit: int) -> list[TurnRow]:
-        return [row for row in self.turns if row.turn <= limit]
+        """The first turns, up to turn number ``limit`` (``turns`` is in turn order)."""
+        if limit not in self._within:
+            self._within[limit] = [row for row in self.turns if row.turn <= limit]
+        return self._within[limit]
 
     def outcome(self, limit: int) -> Literal["correct", "incorrect", "unknown"]:
         """correct@T of this trajectory: ``correct``, ``incorrect`` or ``unknown`` (see the module docstring)."""
@@ -170,14 +174,15 @@ def group_metrics(group: str, members: Sequence[Trajectory], limit: int) -> Grou
     speeds = [s for s in (traj.best_speedup(limit) for traj in members) if s is not None and s > 0]
     with_requirement = [traj for traj in known if traj.required() is not None]
     verdicts = [traj.verified(limit) for traj in with_requirement]
+    median, geomean = bootstrap(speeds, np.median, geometric_mean)
     return GroupMetrics(
         group=group,
         turn_limit=limit,
         trajectories=len(members),
         unknown=len(members) - len(known),
         correct=wilson(correct, len(known)),
-        speedup_median=bootstrap(speeds, np.median),
-        speedup_geomean=bootstrap(speeds, geometric_mean),
+        speedup_median=median,
+        speedup_geomean=geomean,
         target=wilson(sum(traj.target_met(limit) for traj in known), len(known)),
         verified=wilson(sum(v for v, _ in verdicts), len(verdicts)),
         nsight_confirmed=sum(confirmed for _, confirmed in verdicts),

@@ -60,23 +60,25 @@ def geometric_mean(values: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def bootstrap(
     values: Sequence[float],
-    statistic: Callable[..., np.ndarray],
-    *,
+    *statistics: Callable[..., np.ndarray],
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
-) -> Estimate:
-    """``statistic`` of ``values`` with its 95% percentile-bootstrap interval.
+) -> tuple[Estimate, ...]:
+    """Each of ``statistics`` of ``values`` with its 95% percentile-bootstrap interval, in order.
 
-    ``statistic(array, axis=-1)`` must reduce the last axis (``np.median``, :func:`geometric_mean`); it is
-    evaluated once on ``values`` and once per resample (``resamples`` x ``len(values)`` draws with replacement,
-    seeded, so a report is reproducible). One value gives a zero-width interval.
+    Each ``statistic(array, axis=-1)`` must reduce the last axis (``np.median``, :func:`geometric_mean`); it is
+    evaluated once on ``values`` and once per resample. The resamples (``resamples`` x ``len(values)`` draws
+    with replacement, seeded, so a report is reproducible) are drawn once and shared by every statistic.
+    One value gives a zero-width interval.
     """
     data = np.asarray(values, dtype=float)
     if data.size == 0:
-        return Estimate(value=None, low=None, high=None, n=0)
-    point = float(statistic(data, axis=-1))
+        return tuple(Estimate(value=None, low=None, high=None, n=0) for _ in statistics)
     rng = np.random.default_rng(seed)
     samples = data[rng.integers(0, data.size, size=(resamples, data.size))]
-    spread = statistic(samples, axis=-1)
-    low, high = np.quantile(spread, [0.025, 0.975])
-    return Estimate(value=point, low=float(low), high=float(high), n=int(data.size))
+    estimates = []
+    for statistic in statistics:
+        low, high = np.quantile(statistic(samples, axis=-1), [0.025, 0.975])
+        point = float(statistic(data, axis=-1))
+        estimates.append(Estimate(value=point, low=float(low), high=float(high), n=int(data.size)))
+    return tuple(estimates)
