@@ -8,7 +8,6 @@ library call's stages in this one. Usage: ``uv run python benchmarks/report_spee
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import json
 import os
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from mini_ptx_agent.runs.turns import TurnRow
 
+ROOT = Path(__file__).resolve().parents[1]
 MODELS = [f"model-{i}" for i in range(5)]
 DEFINITIONS = [
     "gemm_n7168_k5120",
@@ -57,17 +57,6 @@ def synthetic_rows(seed: int = 0) -> list[TurnRow]:
     return rows
 
 
-def write_csv(path: Path, rows: list[TurnRow]) -> None:
-    names = list(TurnRow.model_fields)
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=names)
-        writer.writeheader()
-        for row in rows:
-            data = row.model_dump(mode="json")
-            writer.writerow({k: "" if data[k] is None else json.dumps(data[k]) if isinstance(data[k], dict | list)
-                             else data[k] for k in names})  # fmt: skip
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -76,7 +65,10 @@ def main() -> None:
         exp = Path(tmp) / "bench"
         exp.mkdir()
         rows = synthetic_rows()
-        write_csv(exp / "turns.csv", rows)
+        sys.path.insert(0, str(ROOT / "tests" / "mini_ptx_agent" / "reports"))  # the tests' turns.csv writer
+        from synthetic import write_turns_csv
+
+        write_turns_csv(exp / "turns.csv", rows)
         walls = []
         for run in range(args.runs):
             started = time.perf_counter()
