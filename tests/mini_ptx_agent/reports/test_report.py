@@ -124,6 +124,9 @@ def test_a_half_finished_experiment_reports_what_finished_and_says_what_did_not(
     exp = tmp_path / "exp"
     write_run_dir(exp, "t1", [("PASSED", 1.3)])
     write_run_dir(exp, "t2", [])  # started, no reply yet
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    with pytest.raises(ReportError, match=r"cannot write the report into .*a-file.*give another --out"):
+        build_report([exp], tmp_path / "a-file")
     result = build_report([exp], tmp_path / "out")
     assert result.trajectories == 1
     assert any("1 trajectory directories have no finished turn yet" in w for w in result.provenance.warnings)

@@ -71,13 +71,18 @@ def read_turns_csv(path: Path) -> list[TurnRow]:
         ReportError: a row does not validate as a TurnRow (the message names the line).
     """
     rows = []
-    with path.open(newline="", encoding="utf-8") as handle:
-        for line, record in enumerate(csv.DictReader(handle), start=2):
-            try:
-                values = {k: json.loads(v) if k in _JSON_FIELDS else v for k, v in record.items() if k and v}
-                rows.append(TurnRow.model_validate(values))
-            except (ValueError, ValidationError) as exc:
-                raise ReportError(f"{path}, line {line}: not a ptxbench.turns/1 row: {exc}") from None
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            for line, record in enumerate(csv.DictReader(handle), start=2):
+                try:
+                    values = {
+                        k: json.loads(v) if k in _JSON_FIELDS else v for k, v in record.items() if k and v
+                    }
+                    rows.append(TurnRow.model_validate(values))
+                except (ValueError, ValidationError) as exc:
+                    raise ReportError(f"{path}, line {line}: not a ptxbench.turns/1 row: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"cannot read {path}: {exc}") from None
     return rows
 
 

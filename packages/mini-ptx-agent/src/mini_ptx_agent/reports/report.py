@@ -92,6 +92,8 @@ def build_report(
     if not run_dirs:
         raise ReportError("give at least one run or experiment directory")
     limits = sorted(set(turn_limits))
+    if not limits or limits[0] < 1:
+        raise ReportError(f"turn limits must be positive integers, got {list(turn_limits)}")
     step("reading run directories")
     sources: list[Source] = [read_source(Path(p)) for p in run_dirs]
     rows = [row for s in sources for row in s.rows]
@@ -122,19 +124,28 @@ def build_report(
         figures.append(release_date_figure(counted, dates, top))
     figures += [heatmap_figure(counted, top), tag_figure(counted, top), scatter_figure(counted, top)]
     step("writing the report")
+    try:
+        files = _write(out_dir, figures, metrics, render_html(by, metrics, figures, prov))
+    except OSError as exc:
+        raise ReportError(f"cannot write the report into {out_dir}: {exc}; give another --out") from None
+    return ReportResult(
+        out_dir=str(out_dir), html=files[0], files=files, by=by,
+        turn_limits=limits, trajectories=len(counted), turns=len(counted_rows), metrics=metrics, provenance=prov,
+    )  # fmt: skip
+
+
+def _write(out_dir: Path, figures: Sequence[Figure], metrics: Sequence[GroupMetrics], page: str) -> list[str]:
+    """Write the page, each figure's PNG and CSV, and metrics.csv; the paths written, the page first."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = []
+    html = out_dir / REPORT_FILE
+    html.write_text(page, encoding="utf-8")
+    files = [html]
     for figure in figures:
         (out_dir / f"{figure.name}.png").write_bytes(figure.png)
         write_csv(out_dir / f"{figure.name}.csv", figure.rows)
-        files += [str(out_dir / f"{figure.name}.png"), str(out_dir / f"{figure.name}.csv")]
+        files += [out_dir / f"{figure.name}.png", out_dir / f"{figure.name}.csv"]
     write_csv(out_dir / METRICS_CSV, metric_rows(metrics))
-    html = out_dir / REPORT_FILE
-    html.write_text(render_html(by, metrics, figures, prov), encoding="utf-8")
-    return ReportResult(
-        out_dir=str(out_dir), html=str(html), files=[str(html), *files, str(out_dir / METRICS_CSV)], by=by,
-        turn_limits=limits, trajectories=len(counted), turns=len(counted_rows), metrics=metrics, provenance=prov,
-    )  # fmt: skip
+    return [str(path) for path in [*files, out_dir / METRICS_CSV]]
 
 
 def summary_table(result: ReportResult) -> Table:
