@@ -103,6 +103,8 @@ def turn_limit_figure(metrics: Sequence[GroupMetrics], by: str) -> Figure:
         if name != "speedup_median":
             ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
+        if all(getattr(m, name).value is None for m in metrics):
+            _nothing(ax, "no data: n = 0 at every turn limit")
     axes[0].legend(title=by, fontsize="small")
     return Figure(
         name="metrics_vs_turn_limit",
@@ -160,8 +162,8 @@ def heatmap_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
     fig = MplFigure(figsize=(width, height))
     ax = fig.subplots()
     # Margins from the label lengths (about 0.095 inch a character at the default size); no tight bbox pass.
-    fig.subplots_adjust(left=min(0.6, (0.3 + 0.095 * max(map(len, definitions))) / width), right=0.97,
-                        bottom=min(0.6, (0.4 + 0.055 * max(map(len, models))) / height), top=0.92)  # fmt: skip
+    fig.subplots_adjust(left=min(0.6, (0.3 + 0.095 * max(map(len, definitions))) / width),
+                        bottom=min(0.6, (0.4 + 0.055 * max(map(len, models))) / height), top=0.9, right=1 - 0.6 / width)  # fmt: skip
     grid = [[math.nan for _ in models] for _ in definitions]
     rows = []
     for (definition, model), m in cells.items():
@@ -173,7 +175,8 @@ def heatmap_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
                      "speedup_median_low": estimate.low, "speedup_median_high": estimate.high, "speedup_n": estimate.n,
                      "trajectories": m.trajectories})  # fmt: skip
     image = ax.imshow(grid, cmap="viridis", aspect="auto")
-    fig.colorbar(image, ax=ax, label=f"median best speedup@{limit} (x)")
+    if any(not math.isnan(v) for line in grid for v in line):
+        fig.colorbar(image, ax=ax, label=f"median best speedup@{limit} (x)")
     ax.set_xticks(range(len(models)), models, rotation=30, ha="right")
     ax.set_yticks(range(len(definitions)), definitions)
     known = [v for line in grid for v in line if not math.isnan(v)]
@@ -185,7 +188,7 @@ def heatmap_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
         ax.text(models.index(model), definitions.index(definition), text, ha="center", va="center",
                 fontsize="small", color=color)  # fmt: skip
     if not any(r["speedup_median"] is not None for r in rows):
-        ax.set_title("no GPU-timed correct kernel: no speedups", color="0.35")
+        ax.set_title("no GPU-timed correct kernel: no speedups", color="0.35", fontsize="medium")
     return Figure(
         name="definition_model_heatmap",
         title=f"Median best speedup@{limit}: definition x model",
@@ -220,7 +223,11 @@ def tag_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
         ax.set_xticks(range(len(tags)), tags, rotation=20, ha="right")
         ax.set_ylabel(label.replace("@T", f"@{limit}"))
         ax.grid(alpha=0.3, axis="y")
-    axes[0].set_ylim(0, 1.02)
+        ax.set_ylim(0, 1.02 if name == "correct" else None)
+        if all(getattr(m, name).value is None for m in cells.values()):
+            ax.text(
+                0.5, 0.5, "no data: n = 0", ha="center", va="center", transform=ax.transAxes, color="0.35"
+            )
     axes[0].legend(title="model", fontsize="small")
     rows = [{"prompt_tag": tag, "model": model, **row}
             for (tag, model), m in cells.items() for row in metric_rows([m])]  # fmt: skip
