@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 from mini_ptx_agent.cli import app
-from mini_ptx_agent.reports.inputs import ReportError
+from mini_ptx_agent.reports.inputs import ReportError, read_source
 from mini_ptx_agent.reports.metrics import metrics_by_group, trajectories
 from mini_ptx_agent.reports.report import build_report, parse_turn_limits
 from mini_ptx_agent.reports.stats import bootstrap, geometric_mean, wilson
@@ -69,9 +69,15 @@ def test_a_turn_repeated_is_refused():
 def experiment_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("experiment")
     write_turns_csv(root / "exp" / "turns.csv", alpha_beta_rows())
-    manifest = {"gpu": "NVIDIA H200", "driver": "570.86", "clocks": "locked 1980 MHz",
-                "versions": {"fibserve": "0.1.0"}, "config": {"models": [
-                    {"name": "alpha", "release_date": "2025-03-01"}, {"name": "beta", "release_date": "2025-09-15"}]}}  # fmt: skip
+    manifest = {  # the parts of a ptxbench.experiment-manifest/1 a report reads
+        "schema_version": "ptxbench.experiment-manifest/1", "packages": {"fibserve": "0.1.0", "litellm": None},
+        "git": {"commit": "abc123", "dirty": True},
+        "service": {"health": {"version": "0.1.0"}, "traces": {"hardware": ["NVIDIA H200"], "libs": {"torch": "2.9.1"}},
+                    "devices": {"cuda:0": {"device": "cuda:0", "name": "NVIDIA H200", "driver": "570.86",
+                                           "start": {"sm_clock_mhz": 1980.0, "max_sm_clock_mhz": 1980.0}}}},
+        "config": {"models": [{"name": "alpha", "release_date": "2025-03-01"},
+                              {"name": "beta", "release_date": "2025-09-15"}]},
+    }  # fmt: skip
     (root / "exp" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     return build_report([root / "exp"], root / "out"), root / "out"
 
@@ -89,7 +95,11 @@ def test_an_experiment_report_writes_the_page_figures_and_their_tables(experimen
     for words in ("correct@T", "best speedup@T", "verified@T", "tokens vs speedup", "Wilson", "bootstrap"):
         assert words in page
     assert "75% [30%, 95%] n=4" in page and "1.50x [" in page
-    assert "NVIDIA H200" in page and "570.86" in page and "locked 1980 MHz" in page and "fibserve" in page
+    assert (
+        "NVIDIA H200" in page and "570.86" in page and "cuda:0: SM 1980 MHz at start (max 1980 MHz)" in page
+    )
+    assert result.provenance.versions == {"FIBServe service": "0.1.0", "fibserve": "0.1.0",
+                                          "git commit": "abc123 (dirty)", "torch": "2.9.1"}  # fmt: skip
     with (out / "metrics.csv").open(encoding="utf-8") as handle:
         rows = {(r["group"], r["turn_limit"]): r for r in csv.DictReader(handle)}
     assert float(rows["alpha", "8"]["correct"]) == 0.75 and rows["alpha", "8"]["correct_n"] == "4"
@@ -129,6 +139,20 @@ def test_a_half_finished_experiment_reports_what_finished_and_says_what_did_not(
         build_report([exp], tmp_path / "a-file")
     result = build_report([exp], tmp_path / "out")
     assert result.trajectories == 1
+    assert any("1 trajectory directories have no finished turn yet" in w for w in result.provenance.warnings)
+    # Laid out as `ptxbench experiment` does: plan.json names the trajectories (one not started), runs/<id>/.
+    exp2 = tmp_path / "exp2"
+    write_run_dir(exp2 / "runs", "t0001", [("PASSED", 1.3)])
+    plan = {"schema_version": "ptxbench.experiment/1", "name": "gemm-smoke",
+            "trajectories": [{"id": "t0001", "replica": 3}, {"id": "t0002", "replica": 0}]}  # fmt: skip
+    (exp2 / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    result = build_report([exp2], tmp_path / "out2")
+    assert {(r.experiment, r.trajectory, r.replica) for r in read_source(exp2).rows} == {
+        ("gemm-smoke", "t0001", 3)
+    }
+    assert result.provenance.inputs == [
+        f"{exp2} (experiment: 1 trajectories, 1 turns, 1 without a finished turn)"
+    ]
     assert any("1 trajectory directories have no finished turn yet" in w for w in result.provenance.warnings)
 
 

@@ -86,15 +86,32 @@ def read_turns_csv(path: Path) -> list[TurnRow]:
     return rows
 
 
-def _run_rows(run_dir: Path, experiment: str) -> list[TurnRow]:
+def _run_rows(run_dir: Path, experiment: str, planned: dict[str, int] | None = None) -> list[TurnRow]:
+    """The rows of one trajectory; under an experiment's plan the trajectory is its directory's name (its id)."""
+    planned = planned or {}
+    name = run_dir.name if run_dir.name in planned else None
     try:
-        return turn_rows(run_dir, experiment=experiment)
+        return turn_rows(
+            run_dir, experiment=experiment, trajectory=name, replica=planned.get(run_dir.name, 0)
+        )
     except (OSError, ValueError) as exc:
         raise ReportError(f"cannot read the turns of {run_dir}: {exc}") from None
 
 
+def _planned(plan: dict[str, Any]) -> dict[str, int]:
+    """Trajectory id -> replica, from an experiment's plan.json (``trajectories``: ``{id, replica}``...)."""
+    found = {}
+    for t in plan.get("trajectories") or []:
+        if isinstance(t, dict) and isinstance(t.get("id"), str):
+            found[t["id"]] = t["replica"] if isinstance(t.get("replica"), int) else 0
+    return found
+
+
 def read_source(path: Path) -> Source:
     """Read one input directory (see the module docstring).
+
+    An experiment's trajectories *pending* are those its plan.json lists (else the run directories found) with
+    no row yet.
 
     Raises:
         ReportError: the directory does not exist, is neither kind, or holds a file that does not validate.
@@ -106,25 +123,27 @@ def read_source(path: Path) -> Source:
         rows = _run_rows(path, path.name)
         return Source(path=path, kind="run", rows=rows, run_dirs=[path], pending=0 if rows else 1)
     source = Source(path=path, kind="experiment", manifest=_read_json(path / MANIFEST) or {})
+    plan = _read_json(path / "plan.json") or {}
+    name = plan["name"] if isinstance(plan.get("name"), str) else path.name
+    planned = _planned(plan)
     source.run_dirs = sorted(
         p.parent for p in path.rglob("plan.json") if p.parent != path and is_run_dir(p.parent)
     )
     if (path / TURNS_CSV).is_file():
         source.rows = read_turns_csv(path / TURNS_CSV)
-        done = {row.trajectory for row in source.rows}
-        source.pending = sum(
-            1 for d in source.run_dirs if (_read_json(RunLayout(d).plan_path) or {}).get("run_id") not in done
-        )
-        return source
-    if not source.run_dirs:
+    elif source.run_dirs:
+        source.rows = [row for run_dir in source.run_dirs for row in _run_rows(run_dir, name, planned)]
+    else:
         raise ReportError(
             f"{path} holds no {TURNS_CSV} and no run directory (a folder with a ptxbench.run/1 plan.json): "
             "give a `ptxbench run`, quickstart or experiment directory"
         )
-    for run_dir in source.run_dirs:
-        rows = _run_rows(run_dir, path.name)
-        source.rows.extend(rows)
-        source.pending += not rows
+    done = {row.trajectory for row in source.rows}
+    expected = set(planned) or {
+        d.name if d.name in planned else (_read_json(RunLayout(d).plan_path) or {}).get("run_id", d.name)
+        for d in source.run_dirs
+    }
+    source.pending = len(expected - done)
     return source
 
 

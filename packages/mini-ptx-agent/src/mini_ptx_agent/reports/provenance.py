@@ -1,13 +1,14 @@
 """What ran the trajectories a report counts: GPU, driver, clocks, versions, baselines, and the warnings.
 
-Read from what the inputs hold: an experiment's ``manifest.json`` (GPU, driver, clocks, versions, when it
-names them) and each evaluated turn's KernelReport (the hardware every workload ran on, the baseline it was
-timed against). What no input says is reported as ``unknown``, never guessed.
+Read from what the inputs hold: an experiment's ``manifest.json`` (``ptxbench.experiment-manifest/1``:
+``service.devices`` lane -> the evaluator's device info, name, driver and the SM clocks at the start;
+``service.traces`` GPU names and library versions; ``service.health.version``; ``packages``; ``git``) and each
+evaluated turn's KernelReport (the hardware every GPU-timed workload ran on, the baseline it was timed
+against, the libraries in its traces' environment). What no input says is ``unknown``, never guessed.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -19,8 +20,6 @@ from ..runs.turns import TurnRow
 from .inputs import Source, evaluation_files, read_evaluation
 
 UNKNOWN = "unknown"
-_MANIFEST_PLACES = ("", "hardware", "environment", "service")
-"""Where in a manifest to look for a key: the top level, then these sections."""
 
 
 class Provenance(BaseModel):
@@ -45,20 +44,56 @@ class Provenance(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-def _manifest_value(manifests: Sequence[dict[str, Any]], key: str) -> list[Any]:
-    found = []
-    for manifest in manifests:
-        for place in _MANIFEST_PLACES:
-            section = manifest.get(place) if place else manifest
-            if isinstance(section, dict) and section.get(key) not in (None, "", {}):
-                found.append(section[key])
-                break
-    return found
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
-def _text(values: list[Any]) -> str:
-    unique = sorted({v if isinstance(v, str) else repr(v) for v in values})
-    return "; ".join(unique) if unique else UNKNOWN
+def _clocks(lane: str, device: dict[str, Any]) -> str | None:
+    start = _dict(device.get("start"))
+    if start.get("sm_clock_mhz") is None:
+        return None
+    peak = start.get("max_sm_clock_mhz")
+    return f"{lane}: SM {start['sm_clock_mhz']:g} MHz at start" + (f" (max {peak:g} MHz)" if peak else "")
+
+
+def _from_manifest(manifest: dict[str, Any], found: dict[str, Any]) -> None:
+    """Add what one experiment manifest says to ``found`` (gpus, drivers, clocks: sets; versions: dict)."""
+    service = _dict(manifest.get("service"))
+    for lane, device in _dict(service.get("devices")).items():
+        device = _dict(device)
+        if device.get("name") and device.get("device") != "cpu":
+            found["gpus"].add(str(device["name"]))
+        if device.get("driver"):
+            found["drivers"].add(str(device["driver"]))
+        if clocks := _clocks(str(lane), device):
+            found["clocks"].add(clocks)
+    traces = _dict(service.get("traces"))
+    found["gpus"].update(str(h) for h in traces.get("hardware") or [] if h and h != "cpu")
+    found["versions"] |= {str(k): str(v) for k, v in _dict(traces.get("libs")).items()}
+    found["versions"] |= {str(k): str(v) for k, v in _dict(manifest.get("packages")).items() if v}
+    if version := _dict(service.get("health")).get("version"):
+        found["versions"]["FIBServe service"] = str(version)
+    git = _dict(manifest.get("git"))
+    if git.get("commit"):
+        found["versions"]["git commit"] = str(git["commit"]) + (" (dirty)" if git.get("dirty") else "")
+
+
+def _from_report(report: dict[str, Any], found: dict[str, Any]) -> None:
+    """Add what one KernelReport file says: GPUs of GPU-timed workloads, baselines, trace libraries."""
+    definition = str(report.get("definition", UNKNOWN))
+    for workload in report.get("workloads") or []:
+        if workload.get("executed_on_gpu") and workload.get("hardware"):
+            found["gpus"].add(str(workload["hardware"]))
+        if workload.get("baseline"):
+            line = f"{workload['baseline']}: {workload.get('baseline_description') or 'no description'}"
+            found["baselines"].setdefault(definition, set()).add(line)
+    for trace in report.get("traces") or []:
+        environment = _dict(_dict(_dict(trace).get("evaluation")).get("environment"))
+        found["versions"] |= {str(k): str(v) for k, v in _dict(environment.get("libs")).items()}
+
+
+def _text(values: set[str]) -> str:
+    return "; ".join(sorted(values)) if values else UNKNOWN
 
 
 def _own_version() -> str:
@@ -95,26 +130,18 @@ def warnings_for(
 
 def provenance(sources: Sequence[Source], warnings: list[str]) -> Provenance:
     """The provenance of a report over ``sources`` (reads every KernelReport file of their run directories)."""
-    manifests = [s.manifest for s in sources if s.manifest]
-    gpus: Counter[str] = Counter(str(g) for g in _manifest_value(manifests, "gpu"))
-    baselines: dict[str, set[str]] = {}
+    found: dict[str, Any] = {
+        "gpus": set(),
+        "drivers": set(),
+        "clocks": set(),
+        "versions": {},
+        "baselines": {},
+    }
     for source in sources:
+        _from_manifest(source.manifest, found)
         for run_dir in source.run_dirs:
             for path in evaluation_files(run_dir):
-                report = read_evaluation(path)
-                for workload in report.get("workloads") or []:
-                    if workload.get("executed_on_gpu") and workload.get("hardware"):
-                        gpus[str(workload["hardware"])] += 1
-                    if workload.get("baseline"):
-                        line = f"{workload['baseline']}: {workload.get('baseline_description') or 'no description'}"
-                        baselines.setdefault(str(report.get("definition", UNKNOWN)), set()).add(line)
-    versions: dict[str, str] = {}
-    for found in _manifest_value(manifests, "versions"):
-        if isinstance(found, dict):
-            versions |= {str(k): str(v) for k, v in found.items()}
-    for key in ("git_commit", "service_version"):
-        if value := _manifest_value(manifests, key):
-            versions[key] = _text(value)
+                _from_report(read_evaluation(path), found)
     inputs = [
         f"{s.path} ({s.kind}: {len({r.trajectory for r in s.rows})} trajectories, {len(s.rows)} turns"
         + (f", {s.pending} without a finished turn" if s.pending else "")
@@ -125,11 +152,11 @@ def provenance(sources: Sequence[Source], warnings: list[str]) -> Provenance:
         made_at=datetime.now(UTC).isoformat(timespec="seconds"),
         made_by=_own_version(),
         inputs=inputs,
-        gpus=sorted(gpus) or [UNKNOWN],
-        driver=_text(_manifest_value(manifests, "driver")),
-        clocks=_text(_manifest_value(manifests, "clocks")),
-        versions=versions,
-        baselines={d: sorted(lines) for d, lines in sorted(baselines.items())},
+        gpus=sorted(found["gpus"]) or [UNKNOWN],
+        driver=_text(found["drivers"]),
+        clocks=_text(found["clocks"]),
+        versions=dict(sorted(found["versions"].items())),
+        baselines={d: sorted(lines) for d, lines in sorted(found["baselines"].items())},
         warnings=warnings,
     )
 
