@@ -239,7 +239,8 @@ def report_command(
     run_dirs: Annotated[
         list[Path],
         typer.Argument(
-            help="Run, quickstart or experiment directories (an experiment's turns.csv is preferred)."
+            metavar="RUN_DIR",
+            help="Run, quickstart or experiment directories (an experiment's turns.csv is preferred).",
         ),
     ],
     out: Annotated[
