@@ -146,7 +146,8 @@ def test_ptxbench_report_of_the_cpu_run_says_cpu_only_and_correctness_unknown(cu
     with pytest.raises(ReportError, match="only demo trajectories"):
         build_report([run], tmp_path / "refused")
     result = build_report([run], tmp_path / "report", turn_limits=[1, 3], include_demo=True)
-    (m1, m3) = result.metrics
+    m1, m3 = result.metrics
+    assert (m1.turn_limit, m1.unknown, m1.correct.n) == (1, 1, 0)
     assert (m3.group, m3.trajectories, m3.unknown, m3.correct.n) == ("ptxbench-demo-replay (demo)", 1, 1, 0)
     assert m3.speedup_median.value is None and m3.verified.n == 0 and result.turns == 3
     assert any(w.startswith("CPU-only: no kernel was executed on a GPU") for w in result.provenance.warnings)
