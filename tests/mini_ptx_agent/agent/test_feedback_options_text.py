@@ -32,11 +32,13 @@ SOURCE = "#include <cuda_runtime.h>\n__global__ void k(float* z, long n) {\n  z[
 def fast_cuda(families: list[str] | None, target: str = "sm_90a", speedup: float = 1.5) -> KernelReport:
     """A CUDA kernel that passed on an H200 at ``speedup``, whose static verdict found ``families``."""
     fast = report(["PASSED"], speedups=[speedup], language="cuda")
+    opcodes = {"wgmma": "HGMMA", "TMA": "UTMALDG", "tcgen05": "UTCHMMA"}
     fast.static_analysis = StaticAnalysis(
         compiled=True,
         target=target,
         architecture_families=families,
-        sass_families=["SYNCS"] if families == [] else [],
+        sass_families=sorted(["SYNCS", *(opcodes[f] for f in families or [])]),
+        raw={"sass_tool": "/usr/local/cuda/bin/cuobjdump", "kernels": [{"name": "k"}]},
     )
     return fast
 
@@ -227,8 +229,8 @@ def test_a_family_the_binary_lacks_is_not_counted_whatever_the_profile_says(tmp_
         {"solution": CUDA_TASK.solution(SOURCE, name="t1"), "turn": 1}
     )
     ncu = out["extra"]["report"].ncu
-    assert (ncu.executed_families, ncu.not_compiled) == ([], ["wgmma"])
-    assert "Not counted: the profile claims wgmma executed, but the compiled SASS has none." in out["output"]
+    assert (ncu.executed_families, ncu.not_compiled, ncu.executed_opcodes) == ([], ["HGMMA"], {})
+    assert "Not counted: the profile claims HGMMA executed, but the compiled SASS has none." in out["output"]
     assert out["extra"]["submit"] is False
 
 
@@ -278,3 +280,16 @@ def test_the_families_come_from_the_services_architecture_verdict() -> None:
     assert read is not None and (read.target, read.architecture_families) == ("sm_90a", ["wgmma", "TMA"])
     bare = static_analysis_from(analysis.model_copy(update={"verdict": None}).model_dump(mode="json"))
     assert bare is not None and bare.architecture_families is None  # no verdict: no warning either way
+
+
+def test_the_per_turn_table_gets_the_executed_opcodes() -> None:
+    from mini_ptx_agent.runs.turns import _evaluated
+
+    fast = fast_cuda(["wgmma", "TMA"])
+    assert _evaluated(fast)["executed_families"] is None  # not profiled
+    fast.ncu = NcuResult(
+        workload="w0", kernel_hash="h", executed_opcodes={"HGMMA": 8, "IMAD": 90, "UTMALDG": 2}
+    )
+    assert _evaluated(fast)["executed_families"] == ["HGMMA", "UTMALDG"]
+    fast.ncu = NcuResult(workload="w0", kernel_hash="h", error="the candidate failed")
+    assert _evaluated(fast)["executed_families"] is None

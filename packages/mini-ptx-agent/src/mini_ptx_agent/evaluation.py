@@ -163,8 +163,9 @@ class NcuResult(_Model):
     executed_families: list[str] = Field(default_factory=list)
     """The target families those opcodes prove (``wgmma``, ``TMA``, ``tcgen05``; :mod:`mini_ptx_agent.architecture`)."""
     not_compiled: list[str] = Field(default_factory=list)
-    """Families the counts claim that the compiled SASS (the trusted static analysis) does not have: not counted
-    in ``executed_families`` (the candidate shares ncu's output, so such a claim is forged or misread)."""
+    """Notable opcodes the counts claim that the compiled SASS (the trusted static analysis) does not have: left
+    out of ``executed_opcodes`` and ``executed_families`` (the candidate shares ncu's output, so such a claim is
+    forged or misread)."""
     summary: dict[str, Any] | None = None
     """The short summary of the longest kernel (``profile_in_loop``), the service's ``NcuSummary`` as it sent it:
     ``kernel``, ``sol_compute_pct``, ``sol_memory_pct``, ``achieved_occupancy_pct``,

@@ -5,7 +5,7 @@ speedup (the one that decides the target), by the backend's ``profile`` (FIBServ
 ``digest``). The result is cached as ``<cache_dir>/<kernel_hash>.json``; a run directory's cache is
 ``exp_000/ncu/``, so a kernel the model sends again (it often does) and a resumed run are not profiled twice.
 The kernel hash is the sha256 of the solution's sources, entry point, language and target, and the workload;
-the solution's name is not part of it. An executed family the compiled SASS does not have is not counted
+the solution's name is not part of it. An executed opcode the compiled SASS does not have is not counted
 (:func:`checked`).
 """
 
@@ -68,19 +68,31 @@ def profile_correct_kernel(
     path = cache_dir / f"{digest}.json" if cache_dir is not None else None
     if path is not None and (hit := _cached(path)) is not None:
         return hit.model_copy(update={"cached": True})
-    result = checked(backend.profile(solution, task, workload, digest), report)
+    result = checked(backend.profile(solution, task, workload, digest), report, task.arch)
     if path is not None:
         write_json(path, result.model_dump(mode="json"))
     return result
 
 
-def checked(result: NcuResult, report: KernelReport) -> NcuResult:
-    """``result`` with the executed families the compiled SASS lacks moved to ``not_compiled``: an instruction
-    that is not in the binary cannot have run, whatever the profiler's output (which the candidate shares) says.
-    Unchanged when the static analysis has no verdict (Triton: its SASS is compiled at run time)."""
-    compiled = report.static_analysis.architecture_families if report.static_analysis else None
-    if compiled is None:
+def checked(result: NcuResult, report: KernelReport, target: str) -> NcuResult:
+    """``result`` without the notable opcodes the compiled SASS lacks (moved to ``not_compiled``, families
+    recomputed for ``target``): an instruction that is not in the binary cannot have run, whatever the
+    profiler's output (which the candidate shares) says. Unchanged when the service read no SASS (Triton, whose
+    SASS is compiled at run time, or no cuobjdump)."""
+    from .architecture import executed_families
+
+    analysis = report.static_analysis
+    if analysis is None or not analysis.raw.get("sass_tool") or not analysis.raw.get("kernels"):
         return result
-    kept = [name for name in result.executed_families if name in compiled]
-    dropped = [name for name in result.executed_families if name not in compiled]
-    return result.model_copy(update={"executed_families": kept, "not_compiled": dropped})
+    compiled = set(analysis.sass_families)
+    forged = [op for op in result.sass_families if op not in compiled]
+    if not forged:
+        return result
+    opcodes = {op: n for op, n in result.executed_opcodes.items() if op not in forged}
+    return result.model_copy(
+        update={
+            "executed_opcodes": opcodes,
+            "executed_families": executed_families(target, opcodes),
+            "not_compiled": forged,
+        }
+    )
