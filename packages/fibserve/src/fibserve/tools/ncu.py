@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .candidate_runs import CandidateJob, require_tool, run_each
-from .candidate_runs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
+from .jobs import CandidateJob, require_tool, run_each
+from .jobs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
 from .ncu_digest import DIGEST_FLAGS, DIGEST_METRICS, csv_rows, executed_opcodes, summary
 from .process import ToolRun, clip, runner_argv
 from .results import NcuSummary, ProfileRun
