@@ -21,6 +21,7 @@ from fastapi import FastAPI, Query, Response
 import fibserve
 from fibserve.tools.executables import ToolPaths
 from fibserve.trace import Definition, Workload
+from fibserve.trace.legacy import as_legacy
 
 from .admission import check_source_limits, check_tolerances
 from .catalog import Catalog, NotFound, WorkloadMismatch
@@ -306,6 +307,8 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
             raise ApiError(422, "workload_mismatch", str(exc)) from None
         name = normalize_solution_name(solution.name)
         body = request.model_dump(mode="json")
+        if state.settings.legacy:
+            body["solution"] = as_legacy(solution, catalog.definition(solution.definition)).model_dump(mode="json")
         body["solution"]["name"] = name
         body["workload_uuids"] = [w.uuid for w in chosen]
         record = store.submit(kind, solution.definition, name, body)
@@ -349,6 +352,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
             definition = catalog.definition(request.solution.definition)
         except NotFound as exc:
             raise _not_found(exc) from None
+        solution = as_legacy(request.solution, definition) if state.settings.legacy else request.solution
         from . import work
 
         assert state.compile_slots is not None
@@ -357,7 +361,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
                 analysis = await asyncio.wait_for(
                     asyncio.to_thread(
                         work.static_analysis,
-                        request.solution,
+                        solution,
                         definition,
                         request.arch,
                         state.settings.compile_timeout_s,
