@@ -38,6 +38,7 @@ from ._dtypes import poison_
 from .buffers import bitwise_equal, open_buffer
 from .compare import ComparisonResult, compare_outputs
 from .config import EvalConfig
+from .degenerate import Degeneracy
 from .failures import CandidateFailure, ReferenceTimingError, limit_failure
 from .sandbox import WorkerError, WorkerProcess
 from .sides import ReferencePlan, Side, check_side, comparison_extras, harness_fault, side_times
@@ -70,6 +71,8 @@ class WorkloadData:
     reference_call_ms: float | None = None
     """Wall time of one reference call in the trusted process (ms; the fastest input set), None when the
     outputs came from the cache without a time: sizes the reference's timing budget."""
+    degenerate: Degeneracy = field(default_factory=Degeneracy)
+    """Outputs the elementwise check cannot judge alone (:mod:`fibserve.bench.degenerate`)."""
 
 
 @dataclass
@@ -235,6 +238,8 @@ def _correctness_of(result: ComparisonResult, config: EvalConfig, extra: dict[st
             "max_relative_error": o.stats.max_relative_error,
             "matched_ratio": o.stats.matched_ratio,
             "nan_count": o.stats.nan_count,
+            "relative_l2_error": o.stats.relative_l2_error,
+            "decided_by": o.decided_by,
         }
         for o in result.outputs
         if o.stats
@@ -282,10 +287,11 @@ def judge(
         rtol=config.rtol,
         required_matched_ratio=config.required_matched_ratio,
         chunk=config.compare_chunk_elements,
+        norm_checked=data.degenerate.norm_checked,
     )
     if result.status is EvaluationStatus.PASSED:
         return result
-    extra: dict[str, Any] = {"phase": phase, "input_set": input_set}
+    extra: dict[str, Any] = {"phase": phase, "input_set": input_set, "degenerate": data.degenerate.as_dict()}
     untouched = _untouched(actual)
     message = f"{phase}, input set {input_set}: {result.message}"
     if untouched:

@@ -23,6 +23,7 @@ from . import candidate as cand
 from .buffers import BufferError
 from .comparators import Comparators
 from .config import EvalConfig
+from .degenerate import degeneracy
 from .device import library_versions, snapshot
 from .failures import limit_failure
 from .inputs import InputError, generate_inputs
@@ -300,7 +301,12 @@ class EvaluationRun:
         from .inputs import torch_dtype
 
         call_ms = [self.ev.references.call_ms(k) for k in keys]
+        degenerate = degeneracy(refs, atol=self.config.atol, rtol=self.config.rtol)
+        refusal = degenerate.refusal(list(definition.outputs), self.config.atol, self.config.rtol)
+        if refusal:
+            raise _TaskError(refusal)
         return WorkloadData(
+            degenerate=degenerate,
             inputs=sets,
             references=refs,
             reference_call_ms=min((ms for ms in call_ms if ms is not None), default=None),
@@ -332,7 +338,9 @@ class EvaluationRun:
             self._time("correctness", time.monotonic() - t0)
             from .run import _correctness_of
 
-            correctness = _correctness_of(result, self.config, {"input_sets": len(data.inputs)})
+            correctness = _correctness_of(
+                result, self.config, {"input_sets": len(data.inputs), "degenerate": data.degenerate.as_dict()}
+            )
             if self.ev.cpu_mode:
                 performance = untimed_performance("CPU mode: nothing is timed without a GPU", call_ms)
                 return self._evaluation(
