@@ -46,8 +46,12 @@ def test_a_2025_python_solution_on_the_public_2025_gemm_passes_with_legacy(tmp_p
         "name": "gemm_n_4096_k_4096_torch_dict",
         "definition": "gemm_n_4096_k_4096",
         "author": "fibserve tests",
-        "spec": {"language": "Python", "target_hardware": ["B200"], "dependencies": ["torch"],
-                 "entry_point": "main.py::run"},  # fmt: skip
+        "spec": {
+            "language": "Python",
+            "target_hardware": ["B200"],
+            "dependencies": ["torch"],
+            "entry_point": "main.py::run",
+        },
         "sources": [{"path": "main.py", "content": (KERNELS / "legacy_gemm_dict.py").read_text()}],
     }
     path = tmp_path / "solution.json"

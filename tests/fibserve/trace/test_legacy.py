@@ -135,7 +135,9 @@ def test_a_2025_solution_returning_a_dict_becomes_value_returning_with_outputs_r
     content = "def run(A, B):\n    return {'C': A @ B.T}\n"
     migrated = Solution.model_validate(migrator.solution(_legacy_solution(content)))
     assert migrated.spec.destination_passing_style is False
-    assert migrated.sources[0].content.startswith(content.rstrip("\n"))  # original text kept, adapter appended
+    assert migrated.sources[0].content.startswith(
+        content.rstrip("\n")
+    )  # original text kept, adapter appended
     run = _load_reference(migrated.sources[0].content)
     a, b = torch.randn(3, 4), torch.randn(8, 4)
     assert torch.equal(run(a, b), a @ b.T)

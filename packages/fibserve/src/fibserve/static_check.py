@@ -263,7 +263,11 @@ def _since(start: float) -> float:
 
 
 def solution_from_path(
-    path: Path, definition: str | None = None, *, legacy: bool = False, signature: tuple[int, list[str]] | None = None
+    path: Path,
+    definition: str | None = None,
+    *,
+    legacy: bool = False,
+    signature: tuple[int, list[str]] | None = None,
 ) -> Solution:
     """A Solution from ``kernel.cu``/``.cpp`` (cuda, tvm-ffi, ``<file>::run``), ``kernel.py`` (triton,
     ``<file>::run``) or a Solution JSON file.
@@ -302,7 +306,11 @@ def solution_from_path(
         language, binding = "triton", None
     else:
         raise ValueError(f"{path.name}: expected a .cu, .cpp, .py or solution .json file")
-    spec: dict = {"language": language, "target_hardware": ["NVIDIA_H100"], "entry_point": f"{path.name}::run"}
+    spec: dict = {
+        "language": language,
+        "target_hardware": ["NVIDIA_H100"],
+        "entry_point": f"{path.name}::run",
+    }
     if binding:
         spec["binding"] = binding
     raw = {

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-
-import torch
 from typing import Literal
 
+import torch
 from pydantic import BaseModel, ConfigDict
 
 from fibserve.trace import EvaluationStatus

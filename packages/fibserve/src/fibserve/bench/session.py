@@ -41,6 +41,7 @@ from .run import (
     untimed_performance,
 )
 from .sandbox import WorkerError, WorkerProcess
+from .twin_blame import interference_failure, solo_probe
 
 if TYPE_CHECKING:
     from .evaluator import Evaluator
@@ -52,6 +53,11 @@ phase), ``result`` (uuid, status)."""
 
 class _TaskError(Exception):
     """A harness failure for one workload (reported in ``workload_errors``)."""
+
+
+class _TwinFailed(Exception):
+    """A comparator's twin failed during the timing of one workload: whose fault is decided after the
+    candidate's buffers are released (:meth:`EvaluationRun._blame_twin_failure`)."""
 
 
 class EvaluationRun:
@@ -351,7 +357,7 @@ class EvaluationRun:
             try:
                 sides = self.twins.sides(data, slot_count, device, plan)
             except TwinError as exc:
-                raise _TaskError(str(exc)) from None
+                raise _TwinFailed(str(exc)) from None
             t0 = time.monotonic()
             before = snapshot(device)
             twin_failure: str | None = None
@@ -364,8 +370,7 @@ class EvaluationRun:
             finally:
                 del sides  # close the IPC mappings before a twin can be killed
             if twin_failure is not None:
-                self.twins.discard(twin_failure[:200])
-                raise _TaskError(twin_failure)
+                raise _TwinFailed(twin_failure)
             after = snapshot(device)
             self._time("timing", time.monotonic() - t0)
             stats = performance.extra or {}
@@ -413,12 +418,38 @@ class EvaluationRun:
             outcome = (failure.status, failure.log, failure.correctness, failure.worker_dead)
             if failure.limit is not None:
                 self.report.limits_hit[workload.uuid] = failure.limit.sentence()
+        except _TwinFailed as failed:
+            outcome, failed_twin = None, str(failed)
         finally:
             del slots
+        if outcome is None:  # the candidate's buffers are released: its worker can go before the probe
+            return self._blame_twin_failure(workload, data, slot_count, plan, failed_twin)
         status, log, failed_correctness, worker_dead = outcome
         if worker_dead:  # its buffers are released here, so the worker can be killed
             self._discard(f"{status.value} on workload {workload.uuid}")
         return self._evaluation(status, log, correctness=failed_correctness)
+
+    def _blame_twin_failure(
+        self, workload: Workload, data: WorkloadData, count: int, plan: Any, failure: str
+    ) -> Evaluation:
+        """A comparator's twin failed next to the candidate: kill the candidate's worker and try the twins
+        alone (:func:`fibserve.bench.twin_blame.solo_probe`). Working alone, the failure is the candidate's
+        (RUNTIME_ERROR); failing alone too, the harness's.
+
+        Raises:
+            _TaskError: the twins fail without the candidate too.
+        """
+        self._discard(f"a timing twin failed next to it on workload {workload.uuid}")
+        self.twins.discard(failure[:200])
+        problem = solo_probe(self.twins, data, count, self.ev.device, plan, self.config)
+        if problem is not None:
+            raise _TaskError(f"{failure}; alone, with the candidate's worker gone, it failed too: {problem}")
+        self.report.notes.append(
+            f"workload {workload.uuid}: a timing twin failed next to the candidate and worked alone; the "
+            "candidate is blamed (RUNTIME_ERROR)"
+        )
+        interference = interference_failure(failure)
+        return self._evaluation(interference.status, interference.log)
 
 
 def _static_analysis(solution: Solution, definition: Definition, arch: str, timeout: float) -> Any:

@@ -308,7 +308,9 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         name = normalize_solution_name(solution.name)
         body = request.model_dump(mode="json")
         if state.settings.legacy:
-            body["solution"] = as_legacy(solution, catalog.definition(solution.definition)).model_dump(mode="json")
+            body["solution"] = as_legacy(solution, catalog.definition(solution.definition)).model_dump(
+                mode="json"
+            )
         body["solution"]["name"] = name
         body["workload_uuids"] = [w.uuid for w in chosen]
         record = store.submit(kind, solution.definition, name, body)

@@ -162,9 +162,9 @@ class Migrator:
         ):
             out["reference"] = reference.rstrip("\n") + _dict_return_adapter(list(out["outputs"]))
             self.changes["dict_return"] += 1
-        if isinstance(out.get("name"), str) and isinstance(out.get("inputs"), dict):
-            if isinstance(out.get("outputs"), dict):
-                self._signatures[out["name"]] = (len(out["inputs"]), list(out["outputs"]))
+        name, inputs, outputs = out.get("name"), out.get("inputs"), out.get("outputs")
+        if isinstance(name, str) and isinstance(inputs, dict) and isinstance(outputs, dict):
+            self._signatures[name] = (len(inputs), list(outputs))
         return out
 
     def solution(
