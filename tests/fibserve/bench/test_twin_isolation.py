@@ -6,6 +6,7 @@ candidate holding the GPU's memory) is in test_gpu_hardening.py."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from fibserve.bench.comparators import Comparators
@@ -104,3 +105,35 @@ def _torch_add(_file, definition, **kw):
     from conftest import build_solution_json
 
     return build_solution_json("add_torch_returning.py", definition, **kw)
+
+
+def test_the_candidates_threads_are_stopped_while_a_comparator_is_timed(
+    pool, trace_set, make_solution, tmp_path
+):
+    from fibserve.bench import twin_guard
+    from fibserve.bench.run import _worker_call
+
+    _, worker, _, slots = setup_vector_add(pool, trace_set, make_solution, "add_background_thread.py",
+                                                       tmp_path)  # fmt: skip
+    beats = worker.host_path(worker.workdir / "beats")
+    try:
+        _worker_call(worker, {"slot": 0, "scalars": {}, "timed": False}, 60, "start the thread")
+
+        def count() -> int:
+            return int(beats.read_text() or 0)
+
+        deadline = time.monotonic() + 30
+        while (not beats.exists() or count() < 3) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with twin_guard.paused(twin_guard.sandbox_pids(worker.proc.pid)):
+            time.sleep(0.05)  # let a beat that was already under way land
+            frozen = count()
+            time.sleep(0.3)
+            still = count()
+        time.sleep(0.3)
+        resumed = count()
+    finally:
+        del slots
+        worker.kill()
+    assert frozen == still, "a host thread of the candidate ran while it was paused"
+    assert resumed > still

@@ -34,8 +34,17 @@ def _attack():
                     forged += 1
             except OSError:
                 continue
-    print("TWIN-ATTACK " + json.dumps({"visible": sorted(int(e) for e in os.listdir("/proc") if e.isdigit()),
-                                       "reached": reached, "forged": forged}), flush=True)
+    print(
+        "TWIN-ATTACK "
+        + json.dumps(
+            {
+                "visible": sorted(int(e) for e in os.listdir("/proc") if e.isdigit()),
+                "reached": reached,
+                "forged": forged,
+            }
+        ),
+        flush=True,
+    )
 
 
 def run(x, y, z):

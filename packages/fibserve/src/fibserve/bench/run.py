@@ -23,6 +23,7 @@ unexplained round trip must stay close to the twin's.
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -32,15 +33,15 @@ import torch
 
 from fibserve.trace import Correctness, EvaluationStatus, Performance
 
-from . import timing
+from . import timing, twin_guard
 from . import timing_checks as checks
 from ._dtypes import poison_
 from .buffers import bitwise_equal, open_buffer
 from .compare import ComparisonResult, compare_outputs
 from .config import EvalConfig
 from .degenerate import Degeneracy
-from .failures import CandidateFailure, ReferenceTimingError, limit_failure
-from .sandbox import WorkerError, WorkerProcess
+from .failures import CandidateFailure, DeviceShared, ReferenceTimingError, limit_failure
+from .sandbox import WorkerError, WorkerProcess, live_worker_pids
 from .sides import ReferencePlan, Side, check_side, comparison_extras, harness_fault, side_times
 
 __all__ = [
@@ -411,11 +412,15 @@ def measure(
         return result
 
     unchecked: set[int] = set()
+    probe = twin_guard.BusyProbe(device)
+    candidate_pids: list[int] = []
 
     def compared(side_index: int, slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
         side = sides[side_index]
-        with harness_fault(side):
+        # the candidate's sandbox is stopped while what it is compared with runs (twin_guard)
+        with twin_guard.paused(candidate_pids), harness_fault(side):
             _poison(side.slots, slot, device)
+            probe.measure()
             result = _worker_call(
                 side.slots.worker,  # type: ignore[arg-type]
                 request(slot, input_set, repeat),
@@ -432,6 +437,8 @@ def measure(
         return result
 
     for trial in range(config.trials):
+        if slots.worker is not None:  # once per trial: processes the candidate started since are paused too
+            candidate_pids[:] = twin_guard.sandbox_pids(slots.worker.proc.pid)
         holds = [(s + trial) % len(data.inputs) for s in range(count)]
         unchecked.update(i for i, side in enumerate(sides) if side.check)
         for s in range(count):
@@ -458,6 +465,11 @@ def measure(
             for s in range(min(count, config.iterations)) if config.iterations else ():
                 judge(slots, s, data, holds[s], config, f"timing trial {trial} (last timed call on slot {s})")
                 validated += 1
+    busy = twin_guard.busy_verdict(probe, device, candidate_pids, [os.getpid(), *live_worker_pids()])
+    if busy is not None and busy.startswith("environment: "):
+        raise DeviceShared(f"timing: {busy.removeprefix('environment: ')}")
+    if busy is not None:
+        raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"timing: {busy.removeprefix('candidate: ')}")
     primary = sides[0]
     cand_ms, cand_bound = [c.ms[0] for c in cand_calls], [c.bound[0] for c in cand_calls]
     ref_ms, ref_bound = side_times(primary, "events"), side_times(primary, "bound")
@@ -500,6 +512,8 @@ def measure(
             "l2_flush_bytes": timing.cold_l2_bytes(device) if config.cold_l2 else 0,
             "timed_outputs_validated": validated,
             "timed_outputs_checked_for_poison": checked,
+            "comparators_timed_with_candidate_paused": True,
+            "busy_probe_ms": timing.summarize(probe.samples).as_dict() if probe.samples else None,
         },
     )
     return performance, validated

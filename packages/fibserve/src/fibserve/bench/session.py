@@ -25,7 +25,7 @@ from .comparators import Comparators
 from .config import EvalConfig
 from .degenerate import degeneracy
 from .device import library_versions, snapshot
-from .failures import limit_failure
+from .failures import DeviceShared, limit_failure
 from .inputs import InputError, generate_inputs
 from .plausibility import check_plausibility, roofline_extra
 from .reference import ReferenceError, reference_key, run_reference
@@ -365,6 +365,8 @@ class EvaluationRun:
                 performance, validated = measure(
                     slots, sides, data, self.config, device, plan, self.definition.name
                 )
+            except DeviceShared as exc:
+                raise _TaskError(str(exc)) from None  # another tenant: nobody here is to blame
             except ReferenceTimingError as exc:
                 twin_failure = str(exc)  # only the text: the exception's traceback holds the twins' buffers
             finally:
