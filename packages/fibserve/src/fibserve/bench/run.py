@@ -41,6 +41,7 @@ from .compare import ComparisonResult, compare_outputs
 from .config import EvalConfig
 from .degenerate import Degeneracy
 from .failures import CandidateFailure, DeviceShared, ReferenceTimingError, limit_failure
+from .neighbour_bias import neighbour_bias
 from .sandbox import WorkerError, WorkerProcess, live_worker_pids
 from .sides import ReferencePlan, Side, check_side, comparison_extras, harness_fault, side_times
 
@@ -97,12 +98,14 @@ class Slots:
 
 class WorkerTimes(NamedTuple):
     """One call request's times (ms): the worker's ``ms``, ``bound_ms`` and ``overwrite_ms`` lists (one
-    entry per repeat; see :func:`fibserve.bench.timing.time_call`) and the round trip timed here."""
+    entry per repeat; see :func:`fibserve.bench.timing.time_call`) and the round trip timed here; and the
+    persisting-L2 carve-out (bytes) each call left (:mod:`fibserve.bench.l2_state`)."""
 
     ms: list[float]
     bound: list[float]
     wall_ms: float
     overwrite: list[float]
+    persisting_l2: tuple[int, ...] = ()
 
 
 def _worker_call(
@@ -153,8 +156,14 @@ def _worker_call(
     post = reply.get("post_ms")
     if discount_post and isinstance(post, (int, float)) and post > 0:
         wall_ms = max(sum(bound), wall_ms - float(post))
+    persisting = reply.get("persisting_l2_bytes") or []
+    kept = (
+        tuple(int(x) for x in persisting if isinstance(x, int) and x >= 0)
+        if isinstance(persisting, list)
+        else ()
+    )
     return WorkerTimes(
-        [float(x) for x in ms], [float(x) for x in bound], wall_ms, [float(x) for x in overwrite]
+        [float(x) for x in ms], [float(x) for x in bound], wall_ms, [float(x) for x in overwrite], kept
     )
 
 
@@ -383,13 +392,14 @@ def measure(
                 EvaluationStatus.TIMEOUT, f"timing: candidate calls exceeded the {budget:.0f} s limit"
             )
         _poison(slots, slot, device)
-        started = time.perf_counter()
-        result = _worker_call(
-            slots.worker,  # type: ignore[arg-type]
-            request(slot, input_set, repeat),
-            remaining,
-            f"timed call, input set {input_set}",
-        )
+        with twin_guard.paused(twin_pids):  # both sides reach their calls alike: each was paused before
+            started = time.perf_counter()
+            result = _worker_call(
+                slots.worker,  # type: ignore[arg-type]
+                request(slot, input_set, repeat),
+                remaining,
+                f"timed call, input set {input_set}",
+            )
         elapsed = time.perf_counter() - started
         used += elapsed
         wall_ms.append(elapsed * 1e3 / max(repeat, 1))
@@ -414,6 +424,7 @@ def measure(
     unchecked: set[int] = set()
     probe = twin_guard.BusyProbe(device)
     candidate_pids: list[int] = []
+    twin_pids: list[int] = []
 
     def compared(side_index: int, slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
         side = sides[side_index]
@@ -439,6 +450,12 @@ def measure(
     for trial in range(config.trials):
         if slots.worker is not None:  # once per trial: processes the candidate started since are paused too
             candidate_pids[:] = twin_guard.sandbox_pids(slots.worker.proc.pid)
+        twin_pids[:] = [
+            p
+            for side in sides
+            if side.slots.worker
+            for p in twin_guard.sandbox_pids(side.slots.worker.proc.pid)
+        ]
         holds = [(s + trial) % len(data.inputs) for s in range(count)]
         unchecked.update(i for i, side in enumerate(sides) if side.check)
         for s in range(count):
@@ -446,6 +463,7 @@ def measure(
             for side in sides:
                 with harness_fault(side):
                     _fill(side.slots, s, data.inputs[holds[s]], device)
+        previous: int | None = None  # who made the last timed call (-1: the candidate)
         if config.warmup:
             candidate(0, holds[0], repeat=config.warmup)
         for k, side in enumerate(sides):
@@ -461,6 +479,8 @@ def measure(
                 else:
                     sides[who].calls.append(compared(who, s, holds[s]))
                     sides[who].paired.append(index)
+                    sides[who].after_candidate.append(previous == -1)
+                previous = who
         if config.validate_timed_outputs:
             for s in range(min(count, config.iterations)) if config.iterations else ():
                 judge(slots, s, data, holds[s], config, f"timing trial {trial} (last timed call on slot {s})")
@@ -497,7 +517,15 @@ def measure(
             "timing_basis": basis,
             "hidden_work_ms": hidden_ms,
             "unexplained_round_trip_ms": unexplained_ms,
-            "l2_overwrite": {"passes": plan.passes, "solo_ms": plan.solo_ms, **overwrite} if plan else None,
+            "l2_overwrite": {"passes": plan.passes, "solo_ms": plan.solo_ms, "gate": plan.gate, **overwrite}
+            if plan
+            else None,
+            "persisting_l2": {
+                "reset_before_each_timed_call": True,
+                "candidate_max_bytes": max((b for c in cand_calls for b in c.persisting_l2), default=0),
+            }
+            if plan
+            else None,
             "candidate_ms": cand.as_dict(),
             "reference_ms": ref.as_dict(),
             "speedup_p10": timing.percentile(ratios, 10),
@@ -514,6 +542,9 @@ def measure(
             "timed_outputs_checked_for_poison": checked,
             "comparators_timed_with_candidate_paused": True,
             "busy_probe_ms": timing.summarize(probe.samples).as_dict() if probe.samples else None,
+            "neighbour_bias": neighbour_bias(
+                side_times(primary, basis), primary.after_candidate, [cand_ms[i] for i in primary.paired]
+            ),
         },
     )
     return performance, validated

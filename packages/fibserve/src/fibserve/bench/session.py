@@ -389,6 +389,21 @@ class EvaluationRun:
                     f"{stats.get('hidden_work_ms', 0):.3f} ms (work on another stream?); both sides were timed "
                     "by the device-synchronized bound instead"
                 )
+            bias = stats.get("neighbour_bias") or {}
+            if bias.get("flagged"):
+                self.report.notes.append(
+                    f"workload {workload.uuid}: the {stats.get('speedup_basis')} ran {bias['ratio']:.3f}x as long "
+                    f"right after the candidate's calls ({bias['after_candidate_ms']:.4f} ms) as after its own "
+                    f"({bias['after_itself_ms']:.4f} ms): the speedup may be overstated; from its calls after its "
+                    f"own alone it is {bias['speedup_after_itself']:.4g}"
+                )
+            persisting = (stats.get("persisting_l2") or {}).get("candidate_max_bytes") or 0
+            if persisting:
+                self.report.notes.append(
+                    f"workload {workload.uuid}: the candidate set aside {persisting} bytes of L2 for persisting "
+                    "accesses; the carve-out and its lines were reset before every timed call, so nothing of it "
+                    "survived the cold-L2 overwrite"
+                )
             overwrite = stats.get("l2_overwrite") or {}
             if overwrite.get("flagged"):
                 self.report.notes.append(

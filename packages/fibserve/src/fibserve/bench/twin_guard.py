@@ -7,7 +7,9 @@ the candidate's speedup. Three defences, applied by :func:`fibserve.bench.run.me
 
 - :func:`paused` (**candidate paused**): the candidate's sandbox (its worker and everything it started) is
   stopped with SIGSTOP for the whole of each comparator call and continued after it, so no host thread of the
-  candidate can launch anything while a twin is timed.
+  candidate can launch anything while a twin is timed. The twins are paused during the candidate's calls the
+  same way, so that both sides reach every call alike (a stopped process takes one more wake-up to answer:
+  on a loaded 2-core machine, pausing one side only left the candidate 8 ms of unexplained round trip).
 - :class:`BusyProbe` (**device idle**): right before each comparator call, with the candidate paused, the
   trusted process times a one-element kernel on its own stream (CUDA events). On an idle device it takes a
   few microseconds; work of another context (GPU work the candidate queued before its reply, on any stream)
