@@ -17,7 +17,7 @@ def _now():
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n", "value", "hold_ns"])  # one compiled kernel for every value and hold
 def gate(buf_ptr, n, value, hold_ns, BLOCK: tl.constexpr):
     """See the module docstring."""
     began = _now()

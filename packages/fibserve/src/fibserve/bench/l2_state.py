@@ -136,14 +136,14 @@ class Gate:
         )
 
 
-def warm_gate(device: torch.device) -> bool:
+def warm_gate(device: torch.device, hold_ms: float = 0.0) -> bool:
     """Compile the gate kernel now (a worker does it while it starts, off the critical path: Triton's JIT
     takes a second or so, and a worker's Triton cache is private), on a small buffer with the same
     specialization as the cold-L2 buffer; False when no gate can be built here."""
     if device.type != "cuda":
         return False
     try:
-        Gate(torch.empty(1 << 14, dtype=torch.int32, device=device), 0.0)
+        Gate(torch.empty(1 << 14, dtype=torch.int32, device=device), hold_ms)
     except Exception:
         return False
     return True

@@ -106,6 +106,8 @@ class WorkerTimes(NamedTuple):
     wall_ms: float
     overwrite: list[float]
     persisting_l2: tuple[int, ...] = ()
+    gated: bool | None = None
+    """Whether the worker's cold-L2 overwrite was the gate kernel (None: it did not say)."""
 
 
 def _worker_call(
@@ -162,8 +164,14 @@ def _worker_call(
         if isinstance(persisting, list)
         else ()
     )
+    gated = reply.get("l2_gate")
     return WorkerTimes(
-        [float(x) for x in ms], [float(x) for x in bound], wall_ms, [float(x) for x in overwrite], kept
+        [float(x) for x in ms],
+        [float(x) for x in bound],
+        wall_ms,
+        [float(x) for x in overwrite],
+        kept,
+        gated if isinstance(gated, bool) else None,
     )
 
 
@@ -401,6 +409,13 @@ def measure(
                 f"timed call, input set {input_set}",
             )
         elapsed = time.perf_counter() - started
+        if plan is not None and plan.gate and result.gated is False:
+            raise CandidateFailure(
+                EvaluationStatus.RUNTIME_ERROR,
+                f"timed call, input set {input_set}: the cold-L2 overwrite in the candidate's worker ran without "
+                "its gate kernel (built at the worker's start, before the candidate loaded), so work on another "
+                "stream could have finished inside it untimed; its timings cannot be trusted",
+            )
         used += elapsed
         wall_ms.append(elapsed * 1e3 / max(repeat, 1))
         nonlocal validated, checked
@@ -520,6 +535,7 @@ def measure(
             "l2_overwrite": {"passes": plan.passes, "solo_ms": plan.solo_ms, "gate": plan.gate, **overwrite}
             if plan
             else None,
+            "comparator_overwrite_ungated": any(c.gated is False for side in sides for c in side.calls),
             "persisting_l2": {
                 "reset_before_each_timed_call": True,
                 "candidate_max_bytes": max((b for c in cand_calls for b in c.persisting_l2), default=0),

@@ -28,7 +28,8 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
 * ``{"op": "exit"}``.
 
 Any error reply makes the trusted side discard this process. This module imports only the standard library,
-torch and :mod:`fibserve.bench.timing`/`_dtypes` (and tvm_ffi or the candidate when loading).
+torch and :mod:`fibserve.bench.timing`/`l2_state`/`_dtypes` (Triton for the gate kernel on a GPU, and tvm_ffi or
+the candidate when loading).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import torch
 
 from fibserve.bench._dtypes import TORCH_DTYPES
 from fibserve.bench.l2_state import persisting_l2_bytes, warm_gate
-from fibserve.bench.timing import ColdL2, OverwritePlan, time_call
+from fibserve.bench.timing import GATE_HOLD_MS, ColdL2, OverwritePlan, time_call
 
 
 def _b64(value: bytes | None) -> str | None:
@@ -87,7 +88,7 @@ class Worker:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
             torch.zeros(1, device=self.device)  # create the context now, off the critical path
-            warm_gate(self.device)  # and compile the gated cold-L2 overwrite (fibserve.bench.l2_state)
+            warm_gate(self.device, GATE_HOLD_MS)  # and compile the gated cold-L2 overwrite (l2_state)
         self.fn: Any = None
         self.dps = True
         self.cast_outputs = False
