@@ -11,8 +11,9 @@ import time
 import pytest
 from fibserve.bench.comparators import Comparators
 from fibserve.bench.config import resolve_config
+from fibserve.bench.correctness import check_correctness
 from fibserve.bench.failures import ReferenceTimingError
-from fibserve.bench.run import check_correctness, measure
+from fibserve.bench.measure import measure
 from fibserve.bench.sandbox import WorkerPool
 from fibserve.bench.twin_blame import interference_failure, solo_probe
 from fibserve.trace import EvaluationStatus
@@ -111,13 +112,13 @@ def test_the_candidates_threads_are_stopped_while_a_comparator_is_timed(
     pool, trace_set, make_solution, tmp_path
 ):
     from fibserve.bench import twin_guard
-    from fibserve.bench.run import _worker_call
+    from fibserve.bench.slots import worker_call
 
     _, worker, _, slots = setup_vector_add(pool, trace_set, make_solution, "add_background_thread.py",
                                                        tmp_path)  # fmt: skip
     beats = worker.host_path(worker.workdir / "beats")
     try:
-        _worker_call(worker, {"slot": 0, "scalars": {}, "timed": False}, 60, "start the thread")
+        worker_call(worker, {"slot": 0, "scalars": {}, "timed": False}, 60, "start the thread")
 
         def count() -> int:
             return int(beats.read_text() or 0)

@@ -210,7 +210,8 @@ def validate_command(
     """Load and validate trace-set roots together; print counts and every problem; exit 1 on any error."""
     import json
 
-    from fibserve.trace.validate import default_roots, validate_roots
+    from fibserve.datasets import default_roots
+    from fibserve.trace.validate import validate_roots
 
     report = validate_roots(roots or default_roots(), legacy=legacy)
     if as_json:
@@ -261,7 +262,8 @@ def definitions_command(
     """
     import json
 
-    from fibserve.trace.validate import default_roots, describe_definitions
+    from fibserve.datasets import default_roots
+    from fibserve.trace.validate import describe_definitions
 
     summaries, errors = describe_definitions(roots or default_roots(), legacy=legacy)
     if as_json:
@@ -471,9 +473,9 @@ def _load_definition(name_or_path: str, *, legacy: bool = False):
 
         return Definition.model_validate(Migrator().definition(json.loads(candidate.read_text())))
     from fibserve.bench.offline import find_definition
-    from fibserve.trace.trace_set import TraceSet
+    from fibserve.datasets import load_trace_set
 
-    return find_definition(TraceSet.from_env(migrate_legacy=legacy, strict=False), name_or_path)
+    return find_definition(load_trace_set(migrate_legacy=legacy, strict=False), name_or_path)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from fibserve.datasets import load_trace_set
 from fibserve.trace import Comparisons, Definition, Performance, Solution, TraceSet, Workload
 
 from .device import resolve_device
@@ -30,13 +31,13 @@ class LookupProblem(ValueError):
 def find_definition(trace_set: TraceSet, name: str) -> Definition:
     """The definition ``name`` of ``trace_set``, or a :class:`LookupProblem` a newcomer can act on.
 
-    The close matches come from the server's :class:`fibserve.serve.catalog.Catalog` (difflib, cutoff 0.6),
-    so ``fibserve check``, ``fibserve evaluate`` and ``POST /evaluate`` suggest the same names.
+    The close matches come from :class:`fibserve.datasets.catalog.Catalog`, the server's lookup (difflib,
+    cutoff 0.6), so ``fibserve check``, ``fibserve evaluate`` and ``POST /evaluate`` suggest the same names.
 
     Raises:
         LookupProblem: unknown name; the message suggests close matches and says how to list every name.
     """
-    from fibserve.serve.catalog import Catalog, NotFound
+    from fibserve.datasets.catalog import Catalog, NotFound
 
     try:
         return Catalog(trace_set).definition(name)
@@ -68,7 +69,7 @@ def select(
     ts = (
         TraceSet.load(list(roots), migrate_legacy=legacy, strict=False)
         if roots
-        else TraceSet.from_env(migrate_legacy=legacy, strict=False)
+        else load_trace_set(migrate_legacy=legacy, strict=False)
     )
     chosen_definition = find_definition(ts, definition)
     workloads = ts.workloads_for(definition)

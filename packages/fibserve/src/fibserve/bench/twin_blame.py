@@ -26,8 +26,8 @@ from .comparators import Comparators
 from .config import EvalConfig
 from .failures import CandidateFailure, ReferenceTimingError
 from .reference_twin import TwinError
-from .run import WorkloadData, _fill, _poison, _scalars, _worker_call
 from .sides import ReferencePlan, check_side, harness_fault
+from .slots import WorkloadData, fill, poison, scalars, worker_call
 from .timing import overwrite_plan
 
 
@@ -48,7 +48,7 @@ def solo_probe(
     l2_plan = overwrite_plan(str(device)) if config.cold_l2 and device.type == "cuda" else None
     request = {
         "slot": 0,
-        "scalars": _scalars(data, 0),
+        "scalars": scalars(data, 0),
         "timed": True,
         "cold_l2": config.cold_l2,
         "l2_plan": list(l2_plan) if l2_plan else None,
@@ -58,9 +58,9 @@ def solo_probe(
         sides = twins.sides(data, count, device, plan)
         for side in sides:
             with harness_fault(side):
-                _fill(side.slots, 0, data.inputs[0], device)
-                _poison(side.slots, 0, device)
-                _worker_call(side.slots.worker, request, config.timeouts.correctness, f"{side.role} alone")  # type: ignore[arg-type]
+                fill(side.slots, 0, data.inputs[0], device)
+                poison(side.slots, 0, device)
+                worker_call(side.slots.worker, request, config.timeouts.correctness, f"{side.role} alone")  # type: ignore[arg-type]
             check_side(side, 0, data.references[0], data.output_dtypes, 0, config)
         del sides  # close the IPC mappings while the twins are alive
     except (TwinError, ReferenceTimingError) as exc:

@@ -3,7 +3,7 @@ it is compared with.
 
 Anything the candidate's process keeps doing after its reply (a host thread that launches later, work on
 another stream, another CUDA context) runs while a comparator's twin is timed, slows the twin and so inflates
-the candidate's speedup. Three defences, applied by :func:`fibserve.bench.run.measure`:
+the candidate's speedup. Three defences, applied by :func:`fibserve.bench.measure.measure`:
 
 - :func:`paused` (**candidate paused**): the candidate's sandbox (its worker and everything it started) is
   stopped with SIGSTOP for the whole of each comparator call and continued after it, so no host thread of the

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fibserve.datasets.catalog import Catalog, NotFound, WorkloadMismatch
 from fibserve.sandbox import UNSAFE_NOTE, Redactor
 from fibserve.sandbox import status as sandbox_status
 from fibserve.tools.executables import ToolPaths
 from fibserve.trace import Definition, Solution
 
-from .catalog import Catalog, NotFound, WorkloadMismatch
 from .models import EvaluateRequest, ProfileRequest, SanitizeRequest
 from .scheduler import Outcome, ResourceFactory, RunContext
 from .settings import ServeSettings

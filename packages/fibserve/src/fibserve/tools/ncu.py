@@ -13,11 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fibserve.serve.models import ProfileRun
-
 from .candidate_runs import CandidateJob, require_tool, run_each
 from .candidate_runs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
 from .process import ToolRun, clip, runner_argv
+from .results import ProfileRun
 from .runner import DEFAULT_NVTX_RANGE, RESULT_PREFIX
 
 # "  kernel_name(args) (128, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"

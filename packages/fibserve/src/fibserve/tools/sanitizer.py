@@ -17,11 +17,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fibserve.serve.models import SanitizerRun
-
 from .candidate_runs import CandidateJob, require_tool, run_each
 from .candidate_runs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
 from .process import ToolRun, clip, runner_argv
+from .results import SanitizerRun
 from .runner import RESULT_PREFIX
 
 ERROR_EXIT_CODE = 86

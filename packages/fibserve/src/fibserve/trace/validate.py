@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -15,7 +14,7 @@ from .definition import Definition
 from .legacy import LegacyMigrationWarning
 from .problems import LoadProblem
 from .solution import Solution
-from .trace_set import DATASET_ROOTS_ENV, TraceSet
+from .trace_set import TraceSet
 
 
 @dataclass
@@ -193,16 +192,6 @@ def describe_definitions(
     ]
     errors = [p for p in map(_not_a_trace_set, map(Path, report_roots)) if p is not None]
     return summaries, errors + trace_set.errors
-
-
-def default_roots() -> list[str]:
-    """The roots ``fibserve`` uses when none are given: ``$DATASET_ROOTS``, else the bundled default set."""
-    value = os.environ.get(DATASET_ROOTS_ENV, "").strip()
-    if value:
-        return [value]
-    from fibserve.datasets import default_root
-
-    return [str(default_root())]
 
 
 def _split(root: str | Path) -> list[str]:

@@ -227,7 +227,7 @@ def _local_workloads(definition: str, where: str) -> list[str]:
     Raises:
         RunOptionError: the trace sets do not load, or the definition is not in them.
     """
-    from fibserve.serve.catalog import Catalog, NotFound
+    from fibserve.datasets.catalog import Catalog, NotFound
     from fibserve.trace.problems import TraceSetError
 
     try:
