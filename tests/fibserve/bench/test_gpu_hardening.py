@@ -29,11 +29,17 @@ def _python(name: str, source: str) -> Solution:
 
 
 @pytest.fixture(scope="module")
-def no_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An operator config without the source policy: the attacks use threads and ctypes."""
+def evaluator(tmp_path_factory: pytest.TempPathFactory):
+    """One Evaluator for the module, without the source policy (the attacks use threads and ctypes; only an
+    operator can switch it off)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    from fibserve.bench import Evaluator
+
     path = tmp_path_factory.mktemp("config") / "no-policy.yaml"
     path.write_text("defaults:\n  enforce_source_policy: false\n")
-    return path
+    with Evaluator("cuda:0", config_path=path) as ev:
+        yield ev
 
 
 @pytest.mark.nvcc
@@ -45,17 +51,16 @@ def test_the_memory_hog_builds(build_cache: Path) -> None:
 
 @gpu
 @needs_gpu
-def test_a_candidate_that_takes_the_gpus_memory_from_the_twin_is_blamed_not_the_harness(trace_set) -> None:
+def test_a_candidate_that_takes_the_gpus_memory_from_the_twin_is_blamed_not_the_harness(
+    trace_set, evaluator
+) -> None:
     """Item 1: the twin cannot allocate next to the hog, works once the hog's worker is gone: RUNTIME_ERROR."""
-    from fibserve.bench import Evaluator
-
     definition = trace_set.definition(VECTOR_ADD)
-    with Evaluator("cuda:0") as evaluator:
-        report = evaluator.evaluate(definition, _hog(), trace_set.workloads_for(VECTOR_ADD)[:1],
-                                    baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
-        again = evaluator.evaluate(definition, cuda_solution((KERNELS.parent.parent / "kernels" / "simt_add.cu")
-                                   .read_text(), name="simt_add", definition=VECTOR_ADD),
-                                   trace_set.workloads_for(VECTOR_ADD)[:1], baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
+    report = evaluator.evaluate(definition, _hog(), trace_set.workloads_for(VECTOR_ADD)[:1],
+                                baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
+    again = evaluator.evaluate(definition, cuda_solution((KERNELS.parent.parent / "kernels" / "simt_add.cu")
+                               .read_text(), name="simt_add", definition=VECTOR_ADD),
+                               trace_set.workloads_for(VECTOR_ADD)[:1], baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
     assert report.task_error is None, report.task_error
     evaluation = report.traces[0].evaluation
     assert evaluation.status is EvaluationStatus.RUNTIME_ERROR, evaluation.log[-2000:]
@@ -88,14 +93,11 @@ def run(x, y, z):
 
 @gpu
 @needs_gpu
-def test_gpu_work_left_running_after_the_reply_is_refused(trace_set, no_policy: Path) -> None:
+def test_gpu_work_left_running_after_the_reply_is_refused(trace_set, evaluator) -> None:
     """Item 2: a host thread keeps GPU work queued from another stream; the twin would be timed beside it."""
-    from fibserve.bench import Evaluator
-
     definition = trace_set.definition(VECTOR_ADD)
-    with Evaluator("cuda:0", config_path=no_policy) as evaluator:
-        report = evaluator.evaluate(definition, _python("burner", BURNER), trace_set.workloads_for(VECTOR_ADD)[:1],
-                                    baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
+    report = evaluator.evaluate(definition, _python("burner", BURNER), trace_set.workloads_for(VECTOR_ADD)[:1],
+                                baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
     evaluation = report.traces[0].evaluation
     assert report.task_error is None, report.task_error
     assert evaluation.status is EvaluationStatus.RUNTIME_ERROR, evaluation.log[-2000:]
@@ -104,15 +106,16 @@ def test_gpu_work_left_running_after_the_reply_is_refused(trace_set, no_policy: 
 
 @gpu
 @needs_gpu
-def test_the_probe_is_idle_on_an_idle_device_and_the_candidate_is_paused_for_honest_runs(trace_set) -> None:
+def test_the_probe_is_idle_on_an_idle_device_and_the_candidate_is_paused_for_honest_runs(
+    trace_set, evaluator
+) -> None:
     """Item 2's calibration: an honest evaluation's probes stay under BUSY_PROBE_MS."""
-    from fibserve.bench import Evaluator, twin_guard
+    from fibserve.bench import twin_guard
 
     source = (KERNELS.parent.parent / "kernels" / "simt_add.cu").read_text()
     definition = trace_set.definition(VECTOR_ADD)
-    with Evaluator("cuda:0") as evaluator:
-        report = evaluator.evaluate(definition, cuda_solution(source, name="simt_add", definition=VECTOR_ADD),
-                                    trace_set.workloads_for(VECTOR_ADD)[:1], baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
+    report = evaluator.evaluate(definition, cuda_solution(source, name="simt_add", definition=VECTOR_ADD),
+                                trace_set.workloads_for(VECTOR_ADD)[:1], baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
     extra = report.traces[0].evaluation.performance.extra
     print("busy probe", extra["busy_probe_ms"], "neighbour bias", extra["neighbour_bias"])
     assert extra["comparators_timed_with_candidate_paused"]
@@ -137,9 +140,8 @@ def run(x, y, z):
 
 @gpu
 @needs_gpu
-def test_persisting_l2_is_cleared_before_every_timed_call(trace_set, no_policy: Path) -> None:
+def test_persisting_l2_is_cleared_before_every_timed_call(trace_set, evaluator) -> None:
     """Item 3: the carve-out is reset and checked zero before each call; the result says the candidate set one."""
-    from fibserve.bench import Evaluator
     from fibserve.bench.l2_state import LIMIT_PERSISTING_L2, _cudart, persisting_l2_bytes
     from fibserve.bench.timing import ColdL2
 
@@ -150,9 +152,8 @@ def test_persisting_l2_is_cleared_before_every_timed_call(trace_set, no_policy: 
     flush.clear_persisting()
     assert persisting_l2_bytes(device) == 0
     definition = trace_set.definition(VECTOR_ADD)
-    with Evaluator("cuda:0", config_path=no_policy) as evaluator:
-        report = evaluator.evaluate(definition, _python("carveout", SETS_CARVEOUT),
-                                    trace_set.workloads_for(VECTOR_ADD)[:1], baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
+    report = evaluator.evaluate(definition, _python("carveout", SETS_CARVEOUT),
+                                trace_set.workloads_for(VECTOR_ADD)[:1], baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
     evaluation = report.traces[0].evaluation
     assert evaluation.status is EvaluationStatus.PASSED, evaluation.log[-2000:]
     assert evaluation.performance.extra["persisting_l2"]["candidate_max_bytes"] > 0
