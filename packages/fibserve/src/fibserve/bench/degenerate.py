@@ -12,9 +12,10 @@ value over all input sets and ``h`` half their distance:
   relative error is 1) and so does a constant unless the output really is one. A request that raises ``atol``
   above the outputs' spread (an unlocked server, ``atol: 1e308``) makes every output near-constant, so it meets
   the same check.
-- ``constant``: ``h <= rtol * |c|`` (integer and bool outputs: every element is the same value): writing ``c``
-  passes the relative-norm check too, and no comparison of outputs can tell such a kernel from a correct one
-  (softmax over an axis of length 1 is all ones).
+- ``constant``: near-constant, and the mean ``m`` passes both checks too (``max|y - m| <= atol + rtol *
+  |m|`` and ``||y - m||_2 <= rtol * ||y||_2``; integer and bool outputs: every element is the same value):
+  no comparison of outputs can tell a kernel that writes ``m`` from a correct one (softmax over an axis of
+  length 1 is all ones; a request's ``rtol`` of 1 or more makes zeros pass the norm check).
 
 A workload whose every output is constant is refused (a workload error that names it; the candidate is not
 judged on it); a constant output beside others that are not is recorded in the correctness record, and the
@@ -39,7 +40,7 @@ class Degeneracy:
     kinds: dict[str, Kind] = field(default_factory=dict)
     """Output name -> its kind; outputs that discriminate are absent."""
     values: dict[str, float] = field(default_factory=dict)
-    """Output name -> the constant of a ``constant`` output."""
+    """Output name -> the constant (its mean) of a ``constant`` output."""
 
     @property
     def norm_checked(self) -> frozenset[str]:
@@ -52,10 +53,10 @@ class Degeneracy:
             return None
         values = ", ".join(f"{name}={self.values[name]:g}" for name in outputs)
         return (
-            f"degenerate workload: on every input set each reference output is one constant ({values}) within "
-            f"rtol={rtol:g}*|value| (atol={atol:g}), so a kernel that writes those constants without reading its "
-            "inputs would pass every check; the workload is not evaluated (choose axes or inputs whose outputs "
-            "vary)"
+            f"degenerate workload: on every input set each reference output is matched by one constant "
+            f"({values}) under atol={atol:g} and rtol={rtol:g}, elementwise and in relative norm, so a kernel that "
+            "writes those constants without reading its inputs would pass every check; the workload is not "
+            "evaluated (choose axes or inputs whose outputs vary, or tighter tolerances)"
         )
 
     def as_dict(self) -> dict[str, str]:
@@ -66,31 +67,39 @@ class Degeneracy:
 def degeneracy(references: Sequence[Mapping[str, torch.Tensor]], *, atol: float, rtol: float) -> Degeneracy:
     """Classify every output of ``references`` (input set -> output name -> reference tensor, any dtype and
     device) as ``constant``, ``near_constant`` or neither (see the module docstring). Empty outputs and outputs
-    holding a NaN or an infinity are never degenerate. Costs one min and one max per output and input set."""
+    holding a NaN or an infinity are never degenerate. Costs a min, a max and two sums per output and input
+    set."""
     kinds: dict[str, Kind] = {}
     values: dict[str, float] = {}
     if not references:
         return Degeneracy()
     for name in references[0]:
-        extremes = [_extremes(refs[name]) for refs in references if name in refs]
-        if len(extremes) != len(references) or any(e is None for e in extremes):
+        stats = [_stats(refs[name]) for refs in references if name in refs]
+        if len(stats) != len(references) or any(st is None for st in stats):
             continue
-        lows = [e[0] for e in extremes if e is not None]
-        highs = [e[1] for e in extremes if e is not None]
-        low, high = min(lows), max(highs)
+        known = [st for st in stats if st is not None]
+        low, high = min(st[0] for st in known), max(st[1] for st in known)
         centre, half = (low + high) / 2, (high - low) / 2
         if not references[0][name].dtype.is_floating_point:
             if low == high:
                 kinds[name], values[name] = "constant", centre
-        elif half <= rtol * abs(centre):
-            kinds[name], values[name] = "constant", centre
-        elif half <= atol + rtol * abs(centre):
+            continue
+        if half > atol + rtol * abs(centre):
+            continue
+        n, total, squares = (sum(st[i] for st in known) for i in (2, 3, 4))
+        mean = total / n
+        spread = max(high - mean, mean - low)
+        deviation = max(0.0, squares - n * mean * mean)  # sum of (y - mean)^2
+        if spread <= atol + rtol * abs(mean) and deviation <= rtol * rtol * squares:
+            kinds[name], values[name] = "constant", mean
+        else:
             kinds[name] = "near_constant"
     return Degeneracy(kinds, values)
 
 
-def _extremes(tensor: torch.Tensor) -> tuple[float, float] | None:
-    """(min, max) of ``tensor`` as floats; None when it is empty or holds a NaN or an infinity."""
+def _stats(tensor: torch.Tensor) -> tuple[float, float, int, float, float] | None:
+    """(min, max, count, sum, sum of squares) of ``tensor`` as floats (sums in float64); None when it is
+    empty or holds a NaN or an infinity."""
     if tensor.numel() == 0:
         return None
     values = tensor if tensor.dtype != torch.bool else tensor.to(torch.uint8)
@@ -99,4 +108,7 @@ def _extremes(tensor: torch.Tensor) -> tuple[float, float] | None:
     low, high = float(values.min()), float(values.max())
     if not (abs(low) < float("inf") and abs(high) < float("inf")):
         return None
-    return low, high
+    flat = values.reshape(-1)
+    total = float(flat.sum(dtype=torch.float64))
+    squares = float(flat.float().square().sum(dtype=torch.float64))
+    return low, high, flat.numel(), total, squares
