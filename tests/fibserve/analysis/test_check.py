@@ -244,3 +244,15 @@ def test_an_entry_exported_under_another_cpp_name_is_not_an_abi_mismatch() -> No
         }
     )
     assert check_arity(solution, definition) == []
+
+
+def test_an_evaluation_reads_the_analysis_or_why_there_is_none() -> None:
+    from fibserve.static_check import AnalysisUnavailable, read_analysis
+    from pydantic import ValidationError
+
+    assert read_analysis({"error": "static analysis unavailable: boom"}) == AnalysisUnavailable(
+        error="static analysis unavailable: boom"
+    )
+    assert read_analysis(None) is None
+    with pytest.raises(ValidationError):
+        read_analysis({"status": "clean"})

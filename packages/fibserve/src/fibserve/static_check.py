@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
 
 from fibserve.analysis.binary import analyse_binaries
 from fibserve.analysis.verdict import KernelAnalysis, Verdict
@@ -92,6 +92,40 @@ class Analysis(BaseModel):
         """Clean policy, a successful build and (when a definition was given) an entry point that fits it; the
         verdict may still say the kernel uses nothing special."""
         return self.status == "clean"
+
+
+class AnalysisUnavailable(BaseModel):
+    """What an evaluation records instead of an :class:`Analysis` when the static analysis itself failed (the
+    toolchain broke, not the candidate); never fatal to the evaluation. On the wire: ``{"error": "..."}``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    error: str
+    """Why, e.g. ``static analysis unavailable: RuntimeError('...')``."""
+
+
+AnalysisOutcome = Analysis | AnalysisUnavailable
+"""The ``analysis`` of an evaluation (a task answer's ``analysis``): the analysis, or why there is none."""
+
+_OUTCOME: TypeAdapter[AnalysisOutcome] = TypeAdapter(AnalysisOutcome)
+
+
+def read_analysis(raw: object) -> AnalysisOutcome | None:
+    """Validate the JSON of an evaluation's ``analysis`` (None stays None): how a client reads it typed.
+
+    Raises:
+        pydantic.ValidationError: ``raw`` is neither an :class:`Analysis` nor an :class:`AnalysisUnavailable`.
+    """
+    return None if raw is None else _OUTCOME.validate_python(raw)
+
+
+def analyse(solution: Solution, definition: Definition, arch: str, timeout_s: float) -> AnalysisOutcome:
+    """:func:`check` for an evaluation: the analysis, or an :class:`AnalysisUnavailable` when the analysis
+    itself raised (an evaluation goes on without it)."""
+    try:
+        return check(solution, definition=definition, arch=arch, timeout_s=timeout_s)
+    except Exception as exc:
+        return AnalysisUnavailable(error=f"static analysis unavailable: {exc!r}")
 
 
 def check(

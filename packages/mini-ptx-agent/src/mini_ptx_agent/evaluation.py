@@ -15,7 +15,7 @@ import math
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from fibserve.trace import Comparisons, Definition, EvaluationStatus, Solution, Trace
+from fibserve.trace import Comparisons, Definition, EvaluationStatus, Solution, TimingFacts, Trace
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .task import TaskConfig
@@ -186,11 +186,11 @@ def executed_on_gpu(trace: Trace) -> bool:
     evaluation = trace.evaluation
     if evaluation is None:
         return False
-    extra = (evaluation.performance.extra or {}) if evaluation.performance else {}
-    if extra.get("timed") is False:
+    facts = TimingFacts.of(evaluation.performance)
+    if facts.timed is False:
         return False
-    if "measured_on" in extra:
-        return extra["measured_on"] == "gpu"
+    if facts.measured_on is not None:
+        return facts.measured_on == "gpu"
     hardware = evaluation.environment.hardware.strip().lower()
     return not (hardware.startswith("cpu") or "interpret" in hardware)
 
@@ -205,7 +205,7 @@ def workload_result(trace: Trace) -> WorkloadResult:
     if evaluation is None:
         raise ValueError(f"trace for workload {trace.workload.uuid} has no evaluation")
     perf, corr = evaluation.performance, evaluation.correctness
-    if perf is not None and (perf.extra or {}).get("timed") is False:
+    if perf is not None and TimingFacts.of(perf).timed is False:
         perf = None  # untimed (CPU mode): older FIBServe versions sent 0.0 here instead of null
     seen = Comparisons.of(perf)
     vs_reference = seen.vs_reference
@@ -322,18 +322,20 @@ def static_analysis_from(raw: dict[str, Any] | None) -> StaticAnalysis | None:
     change to the model shows here. ``compiled`` from ``build.ok`` (None when policy stopped the build before it
     started: then the violations say why); PTX families from ``ptx_families``; SASS families from the kernels'
     ``sass_notable`` opcodes (HGMMA, UTMALDG, ...); registers and shared memory are the maximum over kernels,
-    spills the sum of spill stores and loads over kernels. An analysis the model does not accept (the service's
-    ``{"error": ...}`` when its analysis failed) gives a :class:`StaticAnalysis` that knows nothing but ``raw``.
+    spills the sum of spill stores and loads over kernels. The service's
+    :class:`fibserve.static_check.AnalysisUnavailable` (``{"error": ...}``: its analysis failed), or anything
+    neither model accepts, gives a :class:`StaticAnalysis` that knows nothing but ``raw``.
     """
     if not raw:
         return None
-    from fibserve.static_check import (
-        Analysis,  # builds on fibserve.build and .analysis: only once it is needed
-    )
+    # builds on fibserve.build and .analysis: only once it is needed
+    from fibserve.static_check import AnalysisUnavailable, read_analysis
 
     try:
-        analysis = Analysis.model_validate(raw)
+        analysis = read_analysis(raw)
     except ValidationError:
+        return StaticAnalysis(raw=raw)
+    if analysis is None or isinstance(analysis, AnalysisUnavailable):
         return StaticAnalysis(raw=raw)
     resources = [kernel.resources for kernel in analysis.kernels if kernel.resources is not None]
     violations = [f"{v.file}:{v.line}: {v.message} ({v.rule})" for v in analysis.policy]

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from fibserve.trace import EvaluationStatus, Performance
+from fibserve.trace import EvaluationStatus, Performance, TimingFacts
 
 from . import timing, twin_guard
 from . import timing_checks as checks
@@ -279,11 +279,8 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
     cand = timing.summarize(cand_ms)
     ref = timing.summarize(ref_ms)
     ratios = sorted(r / c for c, r in zip(cand_ms, ref_ms, strict=True) if c > 0)
-    return Performance(
-        latency_ms=cand.median,
-        reference_latency_ms=ref.median,
-        speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
-        extra={
+    facts = TimingFacts.model_validate(
+        {
             "measured_on": "gpu" if device.type == "cuda" else "cpu",
             "method": "interleaved pairs, both sides in worker processes of the same construction, "
             f"speedup = median({primary.role}_ms / candidate_ms)",
@@ -322,14 +319,20 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             "neighbour_bias": neighbour_bias(
                 side_times(primary, basis), primary.after_candidate, [cand_ms[i] for i in primary.paired]
             ),
-        },
+        }
+    )
+    return Performance(
+        latency_ms=cand.median,
+        reference_latency_ms=ref.median,
+        speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
+        extra=facts.to_extra(),
     )
 
 
 def untimed_performance(reason: str, call_ms: float | None = None) -> Performance:
     """The Performance of a run without GPU timing: latencies and speedup null (not measured), marked
     ``measured_on: cpu``, ``timed: false`` with the reason."""
-    extra: dict[str, Any] = {"measured_on": "cpu", "timed": False, "reason": reason}
+    facts = TimingFacts(measured_on="cpu", timed=False, reason=reason)
     if call_ms is not None:
-        extra["cpu_call_wall_ms"] = call_ms
-    return Performance(extra=extra)
+        facts.cpu_call_wall_ms = call_ms
+    return Performance(extra=facts.to_extra())

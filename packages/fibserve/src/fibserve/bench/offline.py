@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from fibserve.datasets import load_trace_set
+from fibserve.static_check import AnalysisOutcome, AnalysisUnavailable
 from fibserve.trace import Comparisons, Definition, Performance, Solution, TraceSet, Workload
 
 from .device import resolve_device
@@ -229,16 +230,16 @@ def basis_lines(report: EvaluationReport) -> list[str]:
     return lines
 
 
-def _print_analysis(analysis: Any, console: Console) -> None:
-    """``report.analysis`` (the JSON of :class:`fibserve.static_check.Analysis`, or ``{"error": ...}``)."""
-    if not isinstance(analysis, dict):
+def _print_analysis(analysis: AnalysisOutcome | None, console: Console) -> None:
+    """``report.analysis`` as ``fibserve check`` prints it, or the one line saying why there is none."""
+    if isinstance(analysis, AnalysisUnavailable):
+        console.print(f"static analysis: {analysis.error}", markup=False, highlight=False)
         return
-    if "error" in analysis:
-        console.print(f"static analysis: {analysis['error']}", markup=False, highlight=False)
+    if analysis is None:
         return
-    from fibserve.static_check import Analysis, print_analysis
+    from fibserve.static_check import print_analysis
 
-    print_analysis(Analysis.model_validate(analysis), console)
+    print_analysis(analysis, console)
     console.print()
 
 

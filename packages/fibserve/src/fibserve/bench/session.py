@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import torch
 
+from fibserve.static_check import analyse
 from fibserve.trace import (
     Correctness,
     Definition,
@@ -27,7 +28,9 @@ from fibserve.trace import (
     Evaluation,
     EvaluationStatus,
     Performance,
+    Roofline,
     Solution,
+    TimingFacts,
     Trace,
     Workload,
 )
@@ -193,7 +196,7 @@ class EvaluationSession:
         COMPILE_ERROR) when the policy rejects it."""
         if self.compiled:
             t0 = time.monotonic()
-            self.report.analysis = _static_analysis(
+            self.report.analysis = analyse(
                 self.solution, self.definition, self.arch, self.config.timeouts.build
             )
             self._time("analysis", time.monotonic() - t0)
@@ -511,13 +514,13 @@ class EvaluationSession:
             raise _TwinFailed(twin_failure, plan)
         after = snapshot(device)
         self._time("timing", time.monotonic() - t0)
-        stats = performance.extra or {}
-        self._time("gpu_timed", stats["candidate_ms"]["mean"] * stats["candidate_ms"]["count"] / 1e3)
-        self._time(
-            "gpu_timed_reference", stats["reference_ms"]["mean"] * stats["reference_ms"]["count"] / 1e3
-        )
-        stats["device_start"] = before.model_dump()
-        stats["device_end"] = after.model_dump()
+        facts = TimingFacts.of(performance)
+        for key, side in (("gpu_timed", facts.candidate_ms), ("gpu_timed_reference", facts.reference_ms)):
+            if side is not None:
+                self._time(key, side.mean * side.count / 1e3)
+        facts.device_start = before.model_dump()
+        facts.device_end = after.model_dump()
+        performance.extra = facts.to_extra()
         return performance, validated
 
     def _annotate(
@@ -530,34 +533,32 @@ class EvaluationSession:
     ) -> None:
         """What a reader of a timed result must know: timed outputs validated, the timing basis, a suspect
         L2 overwrite and the roofline check (notes in the report, facts in ``extra``)."""
-        stats = performance.extra or {}
+        facts = TimingFacts.of(performance)
         correctness.extra["timed_outputs_validated"] = validated
-        if stats.get("timing_basis") != "events":
+        if facts.timing_basis != "events":
             self.report.notes.append(
                 f"workload {workload.uuid}: the candidate's work outlived its end event by "
-                f"{stats.get('hidden_work_ms', 0):.3f} ms (work on another stream?); both sides were timed "
+                f"{facts.hidden_work_ms or 0:.3f} ms (work on another stream?); both sides were timed "
                 "by the device-synchronized bound instead"
             )
-        bias = stats.get("neighbour_bias") or {}
-        if bias.get("flagged"):
+        bias = facts.neighbour_bias
+        if bias is not None and bias.flagged:
             self.report.notes.append(
-                f"workload {workload.uuid}: the {stats.get('speedup_basis')} ran {bias['ratio']:.3f}x as long "
-                f"right after the candidate's calls ({bias['after_candidate_ms']:.4f} ms) as after its own "
-                f"({bias['after_itself_ms']:.4f} ms): the speedup may be overstated; from its calls after its "
-                f"own alone it is {bias['speedup_after_itself']:.4g}"
+                f"workload {workload.uuid}: the {facts.speedup_basis} ran {bias.ratio:.3f}x as long right after "
+                f"the candidate's calls ({bias.after_candidate_ms:.4f} ms) as after its own "
+                f"({bias.after_itself_ms:.4f} ms): the speedup may be overstated; from its calls after its "
+                f"own alone it is {bias.speedup_after_itself:.4g}"
             )
-        persisting = (stats.get("persisting_l2") or {}).get("candidate_max_bytes") or 0
-        if persisting:
+        if facts.persisting_l2 is not None and facts.persisting_l2.candidate_max_bytes:
             self.report.notes.append(
-                f"workload {workload.uuid}: the candidate set aside {persisting} bytes of L2 for persisting "
-                "accesses; the carve-out and its lines were reset before every timed call, so nothing of it "
-                "survived the cold-L2 overwrite"
+                f"workload {workload.uuid}: the candidate set aside {facts.persisting_l2.candidate_max_bytes} "
+                "bytes of L2 for persisting accesses; the carve-out and its lines were reset before every timed "
+                "call, so nothing of it survived the cold-L2 overwrite"
             )
-        overwrite = stats.get("l2_overwrite") or {}
-        if overwrite.get("flagged"):
+        if facts.l2_overwrite is not None and facts.l2_overwrite.flagged:
             self.report.notes.append(
                 f"workload {workload.uuid}: the cold-L2 overwrite before each call ran "
-                f"{overwrite['excess_ms']:.4f} ms longer next to the candidate than next to the reference: "
+                f"{facts.l2_overwrite.excess_ms:.4f} ms longer next to the candidate than next to the reference: "
                 "work on another stream may have run before the start event and not been timed (launch on "
                 "the harness's stream)"
             )
@@ -570,7 +571,9 @@ class EvaluationSession:
             data.inputs[0],
             data.references[0],
         )
-        stats["roofline"] = roofline_extra(verdict)
+        roofline = roofline_extra(verdict)
+        facts.roofline = Roofline.model_validate(roofline) if roofline is not None else None
+        performance.extra = facts.to_extra()
         if self.config.plausibility and verdict is not None:
             correctness.extra["plausibility"] = verdict
             if verdict["flagged"]:
@@ -578,16 +581,3 @@ class EvaluationSession:
                     f"workload {workload.uuid}: {performance.latency_ms:.4g} ms is faster than the "
                     f"{verdict['device_model']} roofline floor {verdict['floor_ms']:.4g} ms: implausible, check the kernel"
                 )
-
-
-def _static_analysis(solution: Solution, definition: Definition, arch: str, timeout: float) -> Any:
-    """``fibserve.check`` (policy, build, PTX/SASS families, resources, ABI) as JSON-able data, or a dict with
-    ``error`` when the analysis package is unavailable or fails (never fatal to the evaluation)."""
-    try:
-        import fibserve
-
-        result = fibserve.check(solution, definition=definition, arch=arch, timeout_s=timeout)
-    except Exception as exc:
-        return {"error": f"static analysis unavailable: {exc!r}"}
-    dump = getattr(result, "model_dump", None)
-    return dump(mode="json") if dump else result

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 import fibserve
 from fibserve.datasets.catalog import NotFound, WorkloadMismatch
-from fibserve.static_check import Analysis
+from fibserve.static_check import Analysis, check
 from fibserve.trace import Definition, Workload
 from fibserve.trace.legacy import as_legacy
 
@@ -218,18 +218,16 @@ async def compile_(request: CompileRequest, state: State) -> Any:
     except NotFound as exc:
         raise _not_found(exc) from None
     solution = as_legacy(request.solution, definition) if state.settings.legacy else request.solution
-    from . import work
-
     assert state.compile_slots is not None
     async with state.compile_slots:
         try:
             analysis = await asyncio.wait_for(
                 asyncio.to_thread(
-                    work.static_analysis,
+                    check,
                     solution,
-                    definition,
-                    request.arch,
-                    state.settings.compile_timeout_s,
+                    definition=definition,
+                    arch=request.arch,
+                    timeout_s=state.settings.compile_timeout_s,
                 ),
                 timeout=state.settings.compile_timeout_s + 30,
             )

@@ -16,7 +16,7 @@ from fibserve.datasets.catalog import Catalog, NotFound, WorkloadMismatch
 from fibserve.sandbox import UNSAFE_NOTE, Redactor
 from fibserve.sandbox import status as sandbox_status
 from fibserve.tools.executables import ToolPaths
-from fibserve.trace import Definition, Solution
+from fibserve.trace import Definition
 
 from .models import EvaluateRequest, ProfileRequest, SanitizeRequest
 from .scheduler import Outcome, ResourceFactory, RunContext
@@ -45,16 +45,6 @@ def close_evaluator(evaluator: Any) -> None:
     close = getattr(evaluator, "close", None)
     if close is not None:
         close()
-
-
-def static_analysis(solution: Solution, definition: Definition, arch: str, timeout_s: float) -> Any:
-    """``fibserve.check``: policy, build, PTX/SASS families and resources, without running anything.
-
-    Returns a :class:`fibserve.static_check.Analysis`; ``timeout_s`` limits the compiler (seconds).
-    """
-    from fibserve.static_check import check
-
-    return check(solution, definition=definition, arch=arch, timeout_s=timeout_s)
 
 
 def _failed(code: str, message: str, **result: Any) -> Outcome:
