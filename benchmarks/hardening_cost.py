@@ -128,7 +128,8 @@ def evaluations(repeats: int) -> dict:
                 "timing_s": report.timings_s.get("timing"), "speedup": ev.performance.speedup_factor if extra else None,
                 "pairs": extra.get("pairs"), "reference_pairs": sides.get("pairs") if sides.get("timed") else 0,
                 "warmup": extra.get("warmup"), "trials": extra.get("trials"),
-                "busy_probe_ms": extra.get("busy_probe_ms"), "neighbour_bias": extra.get("neighbour_bias"),
+                "busy_probe_ms": extra.get("busy_probe_ms"),
+                "unexplained_round_trip_ms": extra.get("unexplained_round_trip_ms"), "neighbour_bias": extra.get("neighbour_bias"),
                 "l2_overwrite": extra.get("l2_overwrite"), "persisting_l2": extra.get("persisting_l2"),
                 "notes": report.notes,
             })  # fmt: skip

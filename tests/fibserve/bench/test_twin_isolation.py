@@ -6,7 +6,6 @@ candidate holding the GPU's memory) is in test_gpu_hardening.py."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from fibserve.bench.comparators import Comparators
@@ -88,53 +87,17 @@ def test_a_twin_harmed_next_to_the_candidate_that_works_alone_is_the_candidates_
     assert failure.log.startswith("interfered with the timing twin") and "could not be timed" in failure.log
 
 
-def test_a_twin_that_fails_alone_too_is_a_harness_error(pool, trace_set, tmp_path):
+def test_a_twin_that_fails_alone_too_is_a_harness_error(pool, trace_set, make_solution, tmp_path):
     definition = trace_set.definition("vector_add_f32")
     broken = definition.model_copy(
         update={"reference": "def run(x, y):\n    raise RuntimeError('reference broke')\n"}
     )
-    _, worker, data, slots = setup_vector_add(pool, trace_set, _torch_add, "unused", tmp_path, dps=False)
+    _, worker, data, slots = setup_vector_add(
+        pool, trace_set, make_solution, "add_torch_returning.py", tmp_path, dps=False
+    )
     del slots
     worker.kill()
     twins, config = _twins(pool, broken, tmp_path)
     problem = solo_probe(twins, data, 3, CPU, None, config)
     assert problem is not None and "reference broke" in problem
     assert twins.reference_twin.worker is None  # discarded after the failed probe
-
-
-def _torch_add(_file, definition, **kw):
-    from conftest import build_solution_json
-
-    return build_solution_json("add_torch_returning.py", definition, **kw)
-
-
-def test_the_candidates_threads_are_stopped_while_a_comparator_is_timed(
-    pool, trace_set, make_solution, tmp_path
-):
-    from fibserve.bench import twin_guard
-    from fibserve.bench.slots import worker_call
-
-    _, worker, _, slots = setup_vector_add(pool, trace_set, make_solution, "add_background_thread.py",
-                                                       tmp_path)  # fmt: skip
-    beats = worker.host_path(worker.workdir / "beats")
-    try:
-        worker_call(worker, {"slot": 0, "scalars": {}, "timed": False}, 60, "start the thread")
-
-        def count() -> int:
-            return int(beats.read_text() or 0)
-
-        deadline = time.monotonic() + 30
-        while (not beats.exists() or count() < 3) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        with twin_guard.paused(twin_guard.sandbox_pids(worker.proc.pid)):
-            time.sleep(0.05)  # let a beat that was already under way land
-            frozen = count()
-            time.sleep(0.3)
-            still = count()
-        time.sleep(0.3)
-        resumed = count()
-    finally:
-        del slots
-        worker.kill()
-    assert frozen == still, "a host thread of the candidate ran while it was paused"
-    assert resumed > still

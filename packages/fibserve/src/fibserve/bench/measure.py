@@ -168,15 +168,18 @@ class _TimingLoop:
     def trial(self, trial: int) -> None:
         """Rotate the inputs, warm up, time ``iterations`` interleaved pairs, validate the last outputs."""
         holds = self._rotate(trial)
-        # once per trial: processes started since are paused too
-        if self.slots.worker is not None:
-            self.candidate_pids[:] = twin_guard.sandbox_pids(self.slots.worker.proc.pid)
-        self.twin_pids[:] = [
-            pid
-            for side in self.sides
-            if side.slots.worker
-            for pid in twin_guard.sandbox_pids(side.slots.worker.proc.pid)
-        ]
+        # once per trial: processes started since are paused too. GPU only: pausing guards GPU time, and on a
+        # loaded 2-core CPU machine a continued Triton-interpreter worker took ~8 ms longer to answer than
+        # its twin, more than the CPU allowance of the round-trip check
+        if self.device.type == "cuda":
+            if self.slots.worker is not None:
+                self.candidate_pids[:] = twin_guard.sandbox_pids(self.slots.worker.proc.pid)
+            self.twin_pids[:] = [
+                pid
+                for side in self.sides
+                if side.slots.worker
+                for pid in twin_guard.sandbox_pids(side.slots.worker.proc.pid)
+            ]
         self.previous = None
         self._warm_up(trial, holds)
         self._interleave(holds)
@@ -312,7 +315,7 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             "l2_flush_bytes": timing.cold_l2_bytes(device) if config.cold_l2 else 0,
             "timed_outputs_validated": loop.validated,
             "timed_outputs_checked_for_poison": loop.checked,
-            "comparators_timed_with_candidate_paused": True,
+            "comparators_timed_with_candidate_paused": device.type == "cuda",
             "busy_probe_ms": timing.summarize(loop.probe.samples).as_dict()
             if loop.probe and loop.probe.samples
             else None,

@@ -8,8 +8,7 @@ the candidate's speedup. Three defences, applied by :func:`fibserve.bench.measur
 - :func:`paused` (**candidate paused**): the candidate's sandbox (its worker and everything it started) is
   stopped with SIGSTOP for the whole of each comparator call and continued after it, so no host thread of the
   candidate can launch anything while a twin is timed. The twins are paused during the candidate's calls the
-  same way, so that both sides reach every call alike (a stopped process takes one more wake-up to answer:
-  on a loaded 2-core machine, pausing one side only left the candidate 8 ms of unexplained round trip).
+  same way, so that both sides reach every call alike (a stopped process takes one more wake-up to answer).
 - :class:`BusyProbe` (**device idle**): right before each comparator call, with the candidate paused, the
   trusted process times a one-element kernel on its own stream (CUDA events). On an idle device it takes a
   few microseconds; work of another context (GPU work the candidate queued before its reply, on any stream)
@@ -21,7 +20,8 @@ the candidate's speedup. Three defences, applied by :func:`fibserve.bench.measur
   worker means the candidate started another context (RUNTIME_ERROR); one outside every sandbox of this
   service means another tenant shares the GPU (a note on the result: its timings are suspect).
 
-CPU: pausing works the same (the CPU timing tests use it); the probe and the process list are GPU-only.
+All three apply on a GPU only (``measure`` on CPU neither pauses nor probes: CPU timings are never reported as
+speedups); :func:`paused` itself works anywhere, and the CPU tests show it stopping a candidate's thread.
 """
 
 from __future__ import annotations
