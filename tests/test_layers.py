@@ -7,7 +7,7 @@ layers and says what flows between them.
 FIBServe, lowest first: ``sandbox``/``trace`` (foundations: process isolation, the FlashInfer Trace data model)
 -> ``datasets`` (the bundled trace sets, where trace sets come from when none are named, and the catalog
 that looks names up in them: data written in the trace format, so above ``trace``) -> ``build``,
-``analysis`` -> ``bench``, ``static_check`` -> ``tools`` -> ``serve`` -> ``client``, ``cli``. mini-ptx-agent
+``analysis`` -> ``bench``, ``static_analysis`` -> ``tools`` -> ``serve`` -> ``client``, ``cli``. mini-ptx-agent
 sits above all of it as a client: it may use fibserve's data model, bundled data, static analysis and HTTP
 client, never the evaluator, the tools or the server's internals; fibserve never imports mini_ptx_agent.
 """
@@ -30,7 +30,7 @@ FIBSERVE_LAYERS: list[set[str]] = [
     {"sandbox", "trace"},
     {"datasets"},
     {"build", "analysis"},
-    {"bench", "static_check"},
+    {"bench", "static_analysis"},
     {"tools"},
     {"serve"},
     {"client", "cli", "__main__"},
@@ -51,7 +51,7 @@ AGENT_LAYERS: list[set[str]] = [
 ``harbor`` and ``inspect`` are the places later issues fill (an experiment runs many trajectories through
 ``runs``; reports, data pipelines, Harbor and the inspector read what experiments wrote)."""
 
-AGENT_MAY_IMPORT = {"trace", "datasets", "sandbox", "build", "analysis", "static_check", "client"}
+AGENT_MAY_IMPORT = {"trace", "datasets", "sandbox", "build", "analysis", "static_analysis", "client"}
 """The parts of fibserve mini_ptx_agent may import: the data model, the bundled data and its catalog (the
 demo's reference kernels; `ptxbench run` looks a definition up in the catalog before a run starts), the static
 analysis's model (what the agent reads of an answer), the HTTP client and, for the

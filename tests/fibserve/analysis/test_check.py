@@ -211,7 +211,7 @@ def test_register_spills_are_reported(build_cache: Path) -> None:
 def test_an_entry_exported_under_another_cpp_name_is_not_an_abi_mismatch() -> None:
     """TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, host_fn) is a valid tvm-ffi entry; the evaluator rejects a candidate
     for any ABI problem, so not finding a C++ function named `run` must not be reported as one."""
-    from fibserve.static_check import check_arity
+    from fibserve.static_analysis import check_arity
     from fibserve.trace import Solution
 
     definition = Definition.model_validate(
@@ -247,7 +247,7 @@ def test_an_entry_exported_under_another_cpp_name_is_not_an_abi_mismatch() -> No
 
 
 def test_an_evaluation_reads_the_analysis_or_why_there_is_none() -> None:
-    from fibserve.static_check import AnalysisUnavailable, read_analysis
+    from fibserve.static_analysis import AnalysisUnavailable, read_analysis
     from pydantic import ValidationError
 
     assert read_analysis({"error": "static analysis unavailable: boom"}) == AnalysisUnavailable(

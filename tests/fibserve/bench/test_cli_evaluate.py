@@ -126,7 +126,7 @@ def test_a_narrow_terminal_folds_the_table_instead_of_cutting_values():
 def test_cuda_on_cpu_prints_the_static_analysis_as_check_does():
     from fibserve.bench.offline import find_definition
     from fibserve.datasets import load_trace_set
-    from fibserve.static_check import check, print_analysis, solution_from_path
+    from fibserve.static_analysis import check, print_analysis, solution_from_path
     from rich.console import Console
 
     kernel = KERNELS / "gemm_naive.cu"

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 from fibserve.datasets import default_root
-from fibserve.static_check import Analysis
+from fibserve.static_analysis import Analysis
 from fibserve.trace.trace_set import TraceSet
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.timeout(900)]  # nvcc + 2 x 5 workloads

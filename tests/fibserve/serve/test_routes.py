@@ -26,7 +26,7 @@ def state(tmp_path: Path):
         store=store,
         devices=["cpu"],
         tools=ToolPaths(),
-        runner=None,  # type: ignore[arg-type]
+        handler=None,  # type: ignore[arg-type]
         factory=None,  # type: ignore[arg-type]
         closer=None,
     )

@@ -331,7 +331,7 @@ def check_command(
 
     from pydantic import ValidationError
 
-    from fibserve.static_check import check, load_policy, print_analysis, solution_from_path
+    from fibserve.static_analysis import check, load_policy, print_analysis, solution_from_path
     from fibserve.trace.legacy import signature_of
 
     _allow_unsafe(unsafe_no_sandbox)
@@ -409,7 +409,7 @@ def evaluate_command(
         run_offline,
         select,
     )
-    from fibserve.static_check import solution_from_path
+    from fibserve.static_analysis import solution_from_path
     from fibserve.trace.legacy import signature_of
 
     _allow_unsafe(unsafe_no_sandbox)

@@ -28,7 +28,7 @@ from fibserve.serve.models import DefinitionSummary, HealthAnswer, SubmitAnswer,
 from fibserve.trace import Definition, Solution, Workload
 
 if TYPE_CHECKING:
-    from fibserve.static_check import Analysis
+    from fibserve.static_analysis import Analysis
 
 DEFAULT_URL = "http://127.0.0.1:10000"
 """Where ``fibserve serve`` listens by default."""
@@ -220,11 +220,11 @@ class FIBServeClient:
         return answer.task_id
 
     def compile(self, solution: Solution | dict[str, Any], arch: str = "sm_90a") -> Analysis:
-        """``POST /compile``: the static analysis (:class:`fibserve.static_check.Analysis`), answered directly."""
+        """``POST /compile``: the static analysis (:class:`fibserve.static_analysis.Analysis`), answered directly."""
         data = self._request(
             "POST", "/compile", json={"solution": _solution_json(solution), "arch": arch}, wait_s=600.0
         )
-        from fibserve.static_check import Analysis
+        from fibserve.static_analysis import Analysis
 
         return Analysis.model_validate(data)
 

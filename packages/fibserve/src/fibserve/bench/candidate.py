@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fibserve.static_check import Analysis, AnalysisOutcome
+from fibserve.static_analysis import Analysis, AnalysisOutcome
 from fibserve.trace import Definition, EvaluationStatus, Solution
 
 

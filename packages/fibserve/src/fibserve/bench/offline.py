@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from fibserve.datasets import load_trace_set
-from fibserve.static_check import AnalysisOutcome, AnalysisUnavailable
+from fibserve.static_analysis import AnalysisOutcome, AnalysisUnavailable
 from fibserve.trace import Comparisons, Definition, Performance, Solution, TraceSet, Workload
 
 from .device import resolve_device
@@ -237,7 +237,7 @@ def _print_analysis(analysis: AnalysisOutcome | None, console: Console) -> None:
         return
     if analysis is None:
         return
-    from fibserve.static_check import print_analysis
+    from fibserve.static_analysis import print_analysis
 
     print_analysis(analysis, console)
     console.print()

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fibserve.static_check import AnalysisOutcome
+from fibserve.static_analysis import AnalysisOutcome
 from fibserve.trace import EvaluationStatus, Trace
 
 from .config import EvalConfig

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import torch
 
-from fibserve.static_check import analyse
+from fibserve.static_analysis import analyse
 from fibserve.trace import (
     Correctness,
     Definition,

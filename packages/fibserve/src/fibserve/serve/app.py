@@ -24,7 +24,7 @@ from fibserve.tools.executables import ToolPaths
 from . import routes
 from .errors import GuardMiddleware, install_error_handlers
 from .models import ErrorBody
-from .scheduler import ResourceCloser, ResourceFactory, Scheduler, TaskRunner
+from .scheduler import ResourceCloser, ResourceFactory, Scheduler, TaskHandler
 from .settings import ServeSettings, resolve_devices
 from .state import ServerState
 from .store import TaskStore
@@ -44,7 +44,7 @@ def create_app(
     settings: ServeSettings,
     *,
     catalog: Catalog | None = None,
-    runner: TaskRunner | None = None,
+    handler: TaskHandler | None = None,
     factory: ResourceFactory | None = None,
     closer: ResourceCloser | None = None,
 ) -> FastAPI:
@@ -53,7 +53,7 @@ def create_app(
     Args:
         settings: server options.
         catalog: definitions and workloads (default: loaded from ``settings.roots``).
-        runner, factory, closer: how lanes run tasks and build/release their per-device Evaluator
+        handler, factory, closer: how lanes run tasks and build/release their per-device Evaluator
             (default: :mod:`fibserve.serve.work`, the real evaluator and tools).
 
     Raises:
@@ -81,7 +81,7 @@ def create_app(
         store=TaskStore(settings.db_path, ttl_s=settings.task_ttl_s, max_attempts=settings.max_attempts),
         devices=devices,
         tools=tools,
-        runner=runner or work.TaskWork(catalog, settings, tools),
+        handler=handler or work.TaskWork(catalog, settings, tools),
         factory=factory or work.evaluator_factory(settings, catalog.roots),
         closer=closer or work.close_evaluator,
     )
@@ -124,7 +124,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.scheduler = Scheduler(
         state.store,
         state.devices,
-        state.runner,
+        state.handler,
         state.factory,
         state.closer,
         on_finish=state.waiters.notify_threadsafe,

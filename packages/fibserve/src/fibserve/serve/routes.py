@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 import fibserve
 from fibserve.datasets.catalog import NotFound, WorkloadMismatch
-from fibserve.static_check import Analysis, check
+from fibserve.static_analysis import Analysis, check
 from fibserve.trace import Definition, Workload
 from fibserve.trace.legacy import as_legacy
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fibserve.datasets.catalog import Catalog
 from fibserve.tools.executables import ToolPaths
 
-from .scheduler import ResourceCloser, ResourceFactory, Scheduler, TaskRunner
+from .scheduler import ResourceCloser, ResourceFactory, Scheduler, TaskHandler
 from .settings import ServeSettings
 from .store import TaskStore
 from .waiters import TaskWaiters
@@ -27,7 +27,7 @@ class ServerState:
     store: TaskStore
     devices: list[str]
     tools: ToolPaths
-    runner: TaskRunner
+    handler: TaskHandler
     factory: ResourceFactory
     closer: ResourceCloser | None
     scheduler: Scheduler | None = None

@@ -52,7 +52,7 @@ def _failed(code: str, message: str, **result: Any) -> Outcome:
 
 
 class TaskWork:
-    """The default task runner: dispatches on ``task.kind``."""
+    """The default task handler: dispatches on ``task.kind``."""
 
     def __init__(self, catalog: Catalog, settings: ServeSettings, tools: ToolPaths) -> None:
         self.catalog = catalog
@@ -154,8 +154,8 @@ class TaskWork:
         definition: Definition,
         workloads: list,
     ) -> Any:
-        """The :class:`fibserve.tools.candidate_runs.CandidateJob` of a sanitize or profile task on this lane."""
-        from fibserve.tools.candidate_runs import CandidateJob
+        """The :class:`fibserve.tools.jobs.CandidateJob` of a sanitize or profile task on this lane."""
+        from fibserve.tools.jobs import CandidateJob
 
         return CandidateJob(
             solution=request.solution,
@@ -179,9 +179,9 @@ def _tool_outcome(
     """The outcome of a tool task: its runs under ``key`` and their logs, or why the service could not run it.
 
     ``unavailable`` (the tool is missing or the lane has no GPU) fails the task with ``tool_unavailable``,
-    :class:`fibserve.tools.candidate_runs.ToolInfrastructureError` with ``tool_infrastructure``.
+    :class:`fibserve.tools.jobs.ToolInfrastructureError` with ``tool_infrastructure``.
     """
-    from fibserve.tools.candidate_runs import ToolInfrastructureError
+    from fibserve.tools.jobs import ToolInfrastructureError
 
     try:
         runs = run()

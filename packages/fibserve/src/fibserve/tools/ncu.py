@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .candidate_runs import CandidateJob, require_tool, run_each
-from .candidate_runs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
+from .jobs import CandidateJob, require_tool, run_each
+from .jobs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
 from .process import ToolRun, clip, runner_argv
 from .results import ProfileRun
 from .runner import DEFAULT_NVTX_RANGE, RESULT_PREFIX
