@@ -256,3 +256,18 @@ def test_an_evaluation_reads_the_analysis_or_why_there_is_none() -> None:
     assert read_analysis(None) is None
     with pytest.raises(ValidationError):
         read_analysis({"status": "clean"})
+
+
+def test_an_analysis_that_raises_is_recorded_as_unavailable_not_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The evaluator goes on without the analysis when the toolchain itself breaks (never the candidate's fault)."""
+    from fibserve import static_analysis
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("cuobjdump vanished")
+
+    monkeypatch.setattr(static_analysis, "check", broken)
+    outcome = static_analysis.analyse(None, None, "sm_90a", 1.0)  # type: ignore[arg-type]
+    assert isinstance(outcome, static_analysis.AnalysisUnavailable)
+    assert outcome.error == "static analysis unavailable: RuntimeError('cuobjdump vanished')"
