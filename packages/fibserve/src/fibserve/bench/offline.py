@@ -54,7 +54,7 @@ def find_definition(trace_set: TraceSet, name: str) -> Definition:
 
 
 def select(
-    roots: Sequence[str | Path], definition: str, workload: str | None
+    roots: Sequence[str | Path], definition: str, workload: str | None, *, legacy: bool = False
 ) -> tuple[Definition, list[Workload], list[Path], Solution | None]:
     """The definition, the chosen workloads, the trace-set roots and the definition's baseline Solution.
 
@@ -62,11 +62,16 @@ def select(
         roots: trace-set roots; empty means ``$DATASET_ROOTS`` or the bundled default set.
         definition: definition name.
         workload: a workload uuid (a unique prefix is accepted), ``all`` or None (all).
+        legacy: load the roots through the 2025-format migration (:mod:`fibserve.trace.legacy`).
 
     Raises:
         LookupProblem: unknown definition or workload, or a definition without workloads.
     """
-    ts = TraceSet.load(list(roots), strict=False) if roots else load_trace_set(strict=False)
+    ts = (
+        TraceSet.load(list(roots), migrate_legacy=legacy, strict=False)
+        if roots
+        else load_trace_set(migrate_legacy=legacy, strict=False)
+    )
     chosen_definition = find_definition(ts, definition)
     workloads = ts.workloads_for(definition)
     if workload and workload != "all":

@@ -18,6 +18,7 @@ import fibserve
 from fibserve.datasets.catalog import NotFound, WorkloadMismatch
 from fibserve.static_analysis import Analysis, check
 from fibserve.trace import Definition, Workload
+from fibserve.trace.legacy import as_legacy
 
 from .admission import check_source_limits, check_tolerances
 from .errors import ApiError
@@ -168,6 +169,9 @@ def submit(
         raise ApiError(422, "workload_mismatch", str(exc)) from None
     name = normalize_solution_name(solution.name)
     body = request.model_dump(mode="json")
+    if state.settings.legacy:  # a 2025 solution is value-returning (fibserve.trace.legacy.as_legacy)
+        legacy = as_legacy(solution, state.catalog.definition(solution.definition))
+        body["solution"] = legacy.model_dump(mode="json")
     body["solution"]["name"] = name
     body["workload_uuids"] = [w.uuid for w in chosen]
     record = state.store.submit(kind, solution.definition, name, body)
@@ -213,13 +217,14 @@ async def compile_(request: CompileRequest, state: State) -> Any:
         definition = state.catalog.definition(request.solution.definition)
     except NotFound as exc:
         raise _not_found(exc) from None
+    solution = as_legacy(request.solution, definition) if state.settings.legacy else request.solution
     assert state.compile_slots is not None
     async with state.compile_slots:
         try:
             analysis = await asyncio.wait_for(
                 asyncio.to_thread(
                     check,
-                    request.solution,
+                    solution,
                     definition=definition,
                     arch=request.arch,
                     timeout_s=state.settings.compile_timeout_s,

@@ -53,6 +53,35 @@ class L2Overwrite(_Fact):
     """``candidate_ms - reference_ms`` (ms)."""
     flagged: bool
     """The excess is large enough to suggest work on another stream ran before the start event."""
+    gate: bool = False
+    """Each pass was the gate kernel that holds every SM until the overwrite ends (``fibserve.bench.l2_state``)."""
+
+
+class PersistingL2(_Fact):
+    """What was done about persisting-L2 lines before the timed calls (``fibserve.bench.l2_state``)."""
+
+    reset_before_each_timed_call: bool
+    """The carve-out was set to 0 and persisting lines reset before every timed call, on both sides."""
+    candidate_max_bytes: int
+    """The largest persisting-L2 carve-out the candidate's calls left set (bytes; 0 when it set none)."""
+
+
+class NeighbourBias(_Fact):
+    """How much the primary side's time depends on the candidate timed right before it
+    (``fibserve.bench.neighbour_bias``)."""
+
+    after_candidate_ms: float
+    """Median of the primary side's calls that came right after a candidate call (ms)."""
+    after_itself_ms: float
+    """Median of its calls that came right after one of its own (ms)."""
+    ratio: float
+    """``after_candidate_ms / after_itself_ms``."""
+    speedup_after_itself: float
+    """The speedup from the pairs whose primary call came after its own alone (the neighbour cannot have
+    inflated it)."""
+    pairs_after_itself: int
+    flagged: bool
+    """``ratio`` exceeds 1.05: the result carries a note."""
 
 
 class TimingFacts(Comparisons):
@@ -95,6 +124,14 @@ class TimingFacts(Comparisons):
     """Timed outputs compared in full with the reference."""
     timed_outputs_checked_for_poison: int | None = None
     """Timed calls whose outputs were checked for leftover poison right after the reply."""
+    comparator_overwrite_ungated: bool | None = None
+    """A comparator's worker ran the cold-L2 overwrite without its gate kernel."""
+    persisting_l2: PersistingL2 | None = None
+    comparators_timed_with_candidate_paused: bool | None = None
+    """The candidate's sandbox was stopped during every comparator call (``fibserve.bench.twin_guard``)."""
+    busy_probe_ms: LatencySummary | None = None
+    """The trusted process's device probe before each comparator call (ms; idle is a few microseconds)."""
+    neighbour_bias: NeighbourBias | None = None
     device_start: dict[str, Any] | None = None
     """Clocks, power and temperature before timing (``fibserve.bench.device.DeviceSnapshot``)."""
     device_end: dict[str, Any] | None = None
