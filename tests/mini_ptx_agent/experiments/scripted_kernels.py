@@ -1,5 +1,6 @@
 """Two scripted models for experiment tests and benchmarks: ``scripted/good`` answers each CI definition with
-a correct Triton kernel, ``scripted/broken`` first with prose and no code block, then with wrong kernels.
+a correct Triton kernel, ``scripted/broken`` first with prose and no code block, then with a kernel that does
+not compile (cheap to evaluate), then with wrong ones.
 
 Replies depend only on the request (the definition named in the task message, the turn = assistant messages
 so far), so a resumed trajectory gets the same reply for the same turn. The request's ``seed`` (the
@@ -12,25 +13,11 @@ import json
 import re
 from typing import Any
 
+from test_agent_loop import BAD as BROKEN_VECTOR_ADD
+from test_agent_loop import GOOD as VECTOR_ADD
+
 GOOD_MODEL = "scripted/good"
 BROKEN_MODEL = "scripted/broken"
-
-VECTOR_ADD = """\
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _add(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(z_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
-
-
-def run(x, y, z):
-    n = x.numel()
-    _add[(triton.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024)
-"""
 
 SOFTMAX = """\
 import triton
@@ -54,7 +41,7 @@ def run(x, y):
 
 GOOD = {"vector_add_f32": VECTOR_ADD, "softmax_rows_f32": SOFTMAX}
 BROKEN = {
-    "vector_add_f32": VECTOR_ADD.replace("+ tl.load(y_ptr", "- tl.load(y_ptr"),
+    "vector_add_f32": BROKEN_VECTOR_ADD,
     "softmax_rows_f32": SOFTMAX.replace("e / tl.sum(e, axis=0)", "e"),
 }
 NO_CODE = "Let me think about the memory layout first; the kernel follows next turn."
@@ -76,8 +63,11 @@ def good(body: dict[str, Any]) -> str:
 
 
 def broken(body: dict[str, Any]) -> str:
-    if turn_of(body) == 1:
+    turn = turn_of(body)
+    if turn == 1:
         return NO_CODE
+    if turn == 2:
+        return f"Draft.\n```python\n{GOOD[definition_of(body)].replace('def run(', 'def run((')}```\n"
     return f"Trying again.\n```python\n{BROKEN[definition_of(body)]}```\n"
 
 

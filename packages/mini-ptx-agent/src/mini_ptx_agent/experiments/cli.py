@@ -132,10 +132,15 @@ def run_command(
         raise _fail(str(exc)) from None
     except (EvaluationInfrastructureError, ServiceStartError) as exc:
         raise _fail(f"evaluation service unavailable: {exc}") from None
+    except KeyboardInterrupt:  # the second Ctrl-C: the turns in flight are lost, everything else is on disk
+        typer.secho("stopped at once; `--resume DIR` continues the experiment", err=True, fg=typer.colors.RED)
+        raise typer.Exit(130) from None
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
     else:
         typer.echo(f"experiment directory: {result.root}")
+        for tid, error in result.errors.items():
+            typer.secho(f"trajectory {tid} crashed: {error}", err=True, fg=typer.colors.RED)
         typer.echo(
             f"{result.finished}/{result.trajectories} trajectories finished"
             + (

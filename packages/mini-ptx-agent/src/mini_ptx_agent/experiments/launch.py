@@ -148,6 +148,7 @@ def run_experiment(
             finally:
                 record()
         result.interrupted = runner.stopping
+        result.errors = dict(runner.errors)
         states = {t.id: trajectory_state(layout.run_dir(t.id), plan.num_turns) for t in plan.trajectories}
         result.finished = sum(1 for s in states.values() if s == "finished")
         result.unfinished = [tid for tid, s in states.items() if s != "finished"]

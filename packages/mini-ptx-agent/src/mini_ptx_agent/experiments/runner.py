@@ -62,6 +62,10 @@ class ExperimentBackend(FIBServeBackend):
         with self.slots:
             return super().evaluate(solution, task)
 
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self.client.close()
+
     def _finished(self, what: str, task_id: str, timeout_s: float) -> Any:
         answer = super()._finished(what, task_id, timeout_s)
         if answer.device_info:
@@ -163,11 +167,14 @@ class ExperimentResult:
     unfinished: list[str] = field(default_factory=list)
     """Ids still to run (infrastructure failure, interrupted, crashed): `--resume` runs them."""
     interrupted: bool = False
+    errors: dict[str, str] = field(default_factory=dict)
+    """Trajectory id -> the exception that ended its run (a bug to report; `--resume` runs it again)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "experiment_dir": str(self.root), "trajectories": self.trajectories, "ran": self.ran,
             "finished": self.finished, "unfinished": self.unfinished, "interrupted": self.interrupted,
+            "errors": self.errors,
         }  # fmt: skip
 
 
@@ -198,6 +205,8 @@ class ExperimentRunner:
         self.checked = checked
         self._specs = {m.name: m for m in config.models}
         self._stop = threading.Event()
+        self.errors: dict[str, str] = {}
+        """Trajectory id -> the exception that ended its run (a bug, not a verdict)."""
 
     # -- one trajectory -------------------------------------------------------------------------------------
 
@@ -218,6 +227,18 @@ class ExperimentRunner:
             turn_timeout_s=config.turn_timeout_s, service=self.url, feedback=config.feedback,
         )  # fmt: skip
 
+    def make_model(self, t: PlannedTrajectory) -> Any:
+        """The model of trajectory ``t`` (:func:`make_model_for` with its seed).
+
+        Raises:
+            ModelUnavailableError: its API does not answer.
+        """
+        return make_model_for(self._specs[t.model], self.plan.config, self.model_host, t.seed)
+
+    def make_backend(self) -> ExperimentBackend:
+        """The evaluation backend of one trajectory (its own HTTP connection pool; the shared slots)."""
+        return ExperimentBackend(self.url, token=self.token, slots=self.slots, devices=self.devices)
+
     def run_one(self, t: PlannedTrajectory) -> RunSummary:
         """Run or resume trajectory ``t`` in ``runs/<id>/``; returns its summary (also in summary.json)."""
         from ..models import ModelUnavailableError
@@ -233,7 +254,7 @@ class ExperimentRunner:
         failure = self.checked.unavailable.get(t.model)
         if failure is None:
             try:
-                model = make_model_for(self._specs[t.model], self.plan.config, self.model_host, t.seed)
+                model = self.make_model(t)
             except ModelUnavailableError as exc:
                 failure = f"model API unavailable: {exc}"
         if failure is not None:
@@ -242,7 +263,7 @@ class ExperimentRunner:
             write_json(layout.plan_path, plan.model_dump(mode="json"))
             write_json(layout.summary_path, summary.model_dump(mode="json"))
             return summary
-        backend = ExperimentBackend(self.url, token=self.token, slots=self.slots, devices=self.devices)
+        backend = self.make_backend()
         on_turn = (lambda outcome: self.on_turn(t, outcome)) if self.on_turn else None
         try:
             return run_trajectory(
@@ -254,7 +275,7 @@ class ExperimentRunner:
                 on_turn=on_turn,
             )
         finally:
-            backend.client.close()
+            backend.close()
 
     # -- the whole plan -------------------------------------------------------------------------------------
 
@@ -288,13 +309,12 @@ class ExperimentRunner:
             summary = None
             try:
                 summary = self.run_one(t)
-            except (
-                Exception
-            ):  # recorded in the trajectory's summary by run_trajectory; the experiment goes on
-                summary = None
-            finally:
+            except Exception as exc:  # a bug; run_trajectory recorded it in summary.json when it got that far
+                self.errors[t.id] = f"{type(exc).__name__}: {exc}"
+            try:
                 if self.on_done is not None:
                     self.on_done(t, summary)
+            finally:
                 done.put(t.id)
 
         while pending or running:
