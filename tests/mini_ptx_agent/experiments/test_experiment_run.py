@@ -24,7 +24,7 @@ import pytest
 import yaml
 from mini_ptx_agent.experiments.directory import ExperimentLayout, load_experiment
 from mini_ptx_agent.experiments.launch import run_experiment
-from mini_ptx_agent.experiments.table import read_turns_csv
+from mini_ptx_agent.reports.inputs import read_turns_csv
 from mini_ptx_agent.runs.turns import turn_rows
 from mini_ptx_agent.service import EmbeddedService
 from mini_ptx_agent.trajectory import TrajectoryError, load_trajectory

@@ -236,6 +236,69 @@ def run_command(
     raise typer.Exit(2 if summary.exit_status == "InfrastructureError" else 0)
 
 
+@app.command("report")
+def report_command(
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RUN_DIR",
+            help="Run, quickstart or experiment directories (an experiment's turns.csv is preferred).",
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Where to write; default RUN_DIR/report for one input, else ./ptxbench-report."
+        ),
+    ] = None,
+    by: Annotated[
+        Literal["model", "definition", "tag", "language"],
+        typer.Option("--by", help="What the lines of the turn-limit figure and the table's rows group on."),
+    ] = "model",
+    turn_limits: Annotated[
+        str, typer.Option("--turn-limits", help="Turn limits T for the @T metrics, comma-separated.")
+    ] = "1,4,8",
+    include_demo: Annotated[
+        bool,
+        typer.Option(
+            "--include-demo", help="Count demo replays too (marked '(demo)'; never a model's result)."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print what was written and found as JSON.")
+    ] = False,
+) -> None:
+    """Write report.html (self-contained, opens offline), one PNG and one CSV per figure and metrics.csv:
+    correct@T, best speedup@T, verified@T per group with 95% intervals and n, and what ran them.
+    Exit 0 when written, 2 when an input cannot be used or holds no finished turn."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from mini_ptx_agent.reports.inputs import ReportError
+    from mini_ptx_agent.reports.report import build_report, parse_turn_limits, summary_table
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    target = out or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path("ptxbench-report"))
+    try:
+        limits = parse_turn_limits(turn_limits)
+        with err.status("report") as status:
+            result = build_report(
+                run_dirs, target, by=by, turn_limits=limits, include_demo=include_demo,
+                step=lambda text: status.update(f"report: {text}"),
+            )  # fmt: skip
+    except ReportError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+        return
+    out_console = Console(highlight=False)
+    out_console.print(summary_table(result))
+    for line in result.provenance.warnings:
+        out_console.print(f"[yellow]warning:[/] {escape(line)}")
+    out_console.print(f"wrote {escape(result.html)} and {len(result.files) - 1} figure and table files")
+
+
 def _yes_no_unknown(value: bool | None) -> str:
     """A summary verdict for people: None means no kernel was executed, so correctness is unknown."""
     return "unknown (no kernel executed)" if value is None else ("yes" if value else "no")

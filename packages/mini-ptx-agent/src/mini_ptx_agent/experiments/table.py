@@ -3,7 +3,8 @@
 
 Both hold the same rows in the same order (trajectory in plan order, then turn) and the columns of ``TurnRow``
 in its field order. Parquet keeps types (``speedups`` a map of workload uuid to speedup, the families lists of
-strings, nulls as nulls); CSV writes those three kinds of column as JSON and a null as an empty cell.
+strings, nulls as nulls); CSV writes those three kinds of column as JSON and a null as an empty cell
+(:func:`mini_ptx_agent.reports.inputs.read_turns_csv` reads it back).
 """
 
 from __future__ import annotations
@@ -87,13 +88,3 @@ def write_turns(rows: list[TurnRow], root: Path) -> tuple[Path, Path]:
     _replace(layout.turns_csv, csv_file)
     _replace(layout.turns_parquet, parquet_file)
     return layout.turns_csv, layout.turns_parquet
-
-
-def read_turns_csv(path: Path) -> list[TurnRow]:
-    """The rows of a ``turns.csv`` written by :func:`write_turns`, validated as :class:`TurnRow`."""
-    rows = []
-    with Path(path).open(newline="", encoding="utf-8") as handle:
-        for record in csv.DictReader(handle):
-            values = {k: (json.loads(v) if k in _JSON_COLUMNS else v) for k, v in record.items() if v != ""}
-            rows.append(TurnRow.model_validate(values))
-    return rows
