@@ -16,7 +16,7 @@ experiment of 64 trajectories (vector_add_f32, 1 workload, 2 turns) at concurren
 sampled every 50 ms; utilisation = busy lanes / lanes over the samples with tasks queued.
 
     uv run python benchmarks/experiment_runner.py overhead [--trajectories 16] [--turns 10] [--concurrency 1]
-    uv run python benchmarks/experiment_runner.py lanes [--trajectories 64] [--lanes 2] [--turns 2]
+    uv run python benchmarks/experiment_runner.py lanes [--trajectories 64] [--lanes 2] [--turns 2] [--service-url URL]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
@@ -121,7 +122,7 @@ def overhead(trajectories: int, turns: int, concurrency: int) -> None:
     )
 
 
-def lanes(trajectories: int, lane_count: int, turns: int) -> None:
+def lanes(trajectories: int, lane_count: int, turns: int, service_url: str | None) -> None:
     from fibserve.client import FIBServeClient
     from mini_ptx_agent.experiments.launch import run_experiment
     from mini_ptx_agent.service import EmbeddedService
@@ -134,13 +135,12 @@ def lanes(trajectories: int, lane_count: int, turns: int) -> None:
     })  # fmt: skip
     samples: list[tuple[int, int, int]] = []  # (busy lanes, lanes, queued)
     stop = threading.Event()
-    with (
-        EmbeddedService(devices=["cpu"] * lane_count) as service,
-        ScriptedOpenAIServer(respond=RESPOND) as models,
-    ):
+    embedded = EmbeddedService(devices=["cpu"] * lane_count) if service_url is None else None
+    with embedded or nullcontext(), ScriptedOpenAIServer(respond=RESPOND) as models:
+        url = service_url or embedded.url
 
         def sample() -> None:
-            with FIBServeClient(service.url, timeout=10) as client:
+            with FIBServeClient(url, timeout=10) as client:
                 while not stop.is_set():
                     health = client.health()
                     samples.append(
@@ -153,23 +153,25 @@ def lanes(trajectories: int, lane_count: int, turns: int) -> None:
             sampler.start()
             start = time.perf_counter()
             result = run_experiment(
-                config, output=Path(tmp) / "e", service_url=service.url, model_host=models.host_port
+                config, output=Path(tmp) / "e", service_url=url, model_host=models.host_port
             )
             wall = time.perf_counter() - start
             stop.set()
             sampler.join()
     queued = [s for s in samples if s[2] > 0]
-    busy = [s for s in samples if s[0] > 0 or s[2] > 0]
+    active = [i for i, s in enumerate(samples) if s[0] > 0]
+    busy = samples[active[0] : active[-1] + 1] if active else []  # first to last sample with a lane busy
     utilisation = sum(b for b, _, _ in queued) / max(1, sum(n for _, n, _ in queued))
     print(
-        f"{trajectories} trajectories x {turns} turns, {lane_count} CPU lanes: {result.finished} finished in {wall:.1f} s"
+        f"{trajectories} trajectories x {turns} turns, {service_url or f'{lane_count} CPU lanes'}: "
+        f"{result.finished} finished in {wall:.1f} s"
     )
     print(
         f"health samples: {len(samples)}; with tasks queued: {len(queued)}; max queued: {max(q for *_, q in samples)}"
     )
     print(f"lane utilisation while tasks are queued: {100 * utilisation:.1f}% (target >= 90%)")
     print(
-        f"lane utilisation over all samples with work: "
+        f"lane utilisation from the first to the last busy sample (the drain at the end included): "
         f"{100 * sum(b for b, _, _ in busy) / max(1, sum(n for _, n, _ in busy)):.1f}%"
     )
     print(f"median queued while queued: {statistics.median([q for *_, q in queued]) if queued else 0}")
@@ -188,11 +190,14 @@ def main() -> None:
     lane.add_argument("--trajectories", type=int, default=64)
     lane.add_argument("--lanes", type=int, default=2)
     lane.add_argument("--turns", type=int, default=2)
+    lane.add_argument(
+        "--service-url", help="a running FIBServe (e.g. GPU lanes) instead of an embedded CPU one"
+    )
     args = parser.parse_args()
     if args.what == "overhead":
         overhead(args.trajectories, args.turns, args.concurrency)
     else:
-        lanes(args.trajectories, args.lanes, args.turns)
+        lanes(args.trajectories, args.lanes, args.turns, args.service_url)
 
 
 if __name__ == "__main__":
