@@ -159,8 +159,7 @@ def lanes(trajectories: int, lane_count: int, turns: int, service_url: str | Non
             stop.set()
             sampler.join()
     queued = [s for s in samples if s[2] > 0]
-    active = [i for i, s in enumerate(samples) if s[0] > 0]
-    busy = samples[active[0] : active[-1] + 1] if active else []  # first to last sample with a lane busy
+    busy = [s for s in samples if s[0] > 0 or s[2] > 0]
     utilisation = sum(b for b, _, _ in queued) / max(1, sum(n for _, n, _ in queued))
     print(
         f"{trajectories} trajectories x {turns} turns, {service_url or f'{lane_count} CPU lanes'}: "
@@ -171,7 +170,7 @@ def lanes(trajectories: int, lane_count: int, turns: int, service_url: str | Non
     )
     print(f"lane utilisation while tasks are queued: {100 * utilisation:.1f}% (target >= 90%)")
     print(
-        f"lane utilisation from the first to the last busy sample (the drain at the end included): "
+        f"lane utilisation over the samples with a lane busy or a task queued: "
         f"{100 * sum(b for b, _, _ in busy) / max(1, sum(n for _, n, _ in busy)):.1f}%"
     )
     print(f"median queued while queued: {statistics.median([q for *_, q in queued]) if queued else 0}")
