@@ -54,10 +54,10 @@ class CatalogBackend(InstantBackend):
         self.catalog = catalog
 
     def definition(self, name: str):
-        return self.catalog.traces.definition(name)
+        return self.catalog.catalog.definition(name)
 
     def workloads(self, name: str) -> list:
-        return self.catalog.traces.workloads_for(name)
+        return self.catalog.catalog.workloads(name)
 
     def close(self) -> None:
         pass

@@ -155,7 +155,63 @@ def run_command(
     sanitizer: Annotated[
         bool | None,
         typer.Option(
-            "--sanitizer/--no-sanitizer", help="compute-sanitizer gate before timing (default off)."
+            "--sanitizer/--no-sanitizer",
+            help="compute-sanitizer gate before timing (memcheck unless --sanitizer-tools); a finding rejects "
+            "the kernel untimed, quoted with its source lines (default off).",
+        ),
+    ] = None,
+    sanitizer_tools: Annotated[
+        str | None,
+        typer.Option(
+            "--sanitizer-tools",
+            help="Comma-separated gate tools: memcheck, racecheck, synccheck, initcheck (turns the gate on).",
+        ),
+    ] = None,
+    context_policy: Annotated[
+        Literal["full", "latest-pair", "single-user"] | None,
+        typer.Option(
+            "--context-policy",
+            help="What each model call sees: full (every message), latest-pair (system, task, latest reply and "
+            "its feedback), single-user (system and one message: task, latest kernel, its feedback) (default full).",
+        ),
+    ] = None,
+    architecture_warning: Annotated[
+        bool | None,
+        typer.Option(
+            "--architecture-warning/--no-architecture-warning",
+            help="Warn when the kernel lacks its target's families (sm_90a: wgmma or TMA; sm_100a: tcgen05) "
+            "(default on).",
+        ),
+    ] = None,
+    require_architecture: Annotated[
+        bool | None,
+        typer.Option(
+            "--require-architecture/--no-require-architecture",
+            help="Submitted needs correct + target speedup + the target's families (default off).",
+        ),
+    ] = None,
+    instruction_evidence: Annotated[
+        bool | None,
+        typer.Option(
+            "--instruction-evidence/--no-instruction-evidence",
+            help="Profile each correct kernel with Nsight Compute and report which families executed "
+            "(default off; needs ncu on the service's GPU).",
+        ),
+    ] = None,
+    profile_in_loop: Annotated[
+        bool | None,
+        typer.Option(
+            "--profile/--no-profile",
+            help="Add a short Nsight Compute summary (SOL %, occupancy, top stalls) of each correct kernel "
+            "(default off).",
+        ),
+    ] = None,
+    notes_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--notes-dir",
+            help="Folder of fix notes (*.md), or 'bundled' for the shipped ones: the best BM25 hits are added "
+            "to failure feedback (default none).",
         ),
     ] = None,
     output_root: Annotated[
@@ -199,20 +255,25 @@ def run_command(
 
     With --resume, an option not given keeps the run's plan.json value.
 
-    --num-turns, --wall-time, --turn-timeout and --sanitizer given with --resume replace the plan's.
+    --num-turns, --wall-time, --turn-timeout, --sanitizer and --sanitizer-tools given with --resume replace
+    the plan's.
 
-    Definition, language, arch, workloads, target speedup, prompt tag and model cannot change on --resume.
+    Definition, language, arch, workloads, target speedup, prompt tag, model and the other feedback options
+    (docs/feedback-options.md) cannot change on --resume.
     """
     from rich.console import Console
 
     from mini_ptx_agent.runs.launch import run_agent
-    from mini_ptx_agent.runs.options import RunOptionError, parse_workloads, run_options
+    from mini_ptx_agent.runs.options import RunOptionError, parse_list, parse_workloads, run_options
 
     try:
         options = run_options(
             definition=definition, language=language, model=model, num_turns=num_turns,
             target_speedup=target_speedup, workloads=parse_workloads(workloads), arch=arch,
             prompt_tag=prompt_tag, sanitizer=sanitizer, turn_timeout_s=turn_timeout, wall_time_limit_s=wall_time,
+            sanitizer_tools=parse_list(sanitizer_tools), context_policy=context_policy,
+            architecture_warning=architecture_warning, require_architecture=require_architecture,
+            instruction_evidence=instruction_evidence, profile_in_loop=profile_in_loop, notes_dir=notes_dir,
         )  # fmt: skip
         progress = Console(stderr=as_json, highlight=False, soft_wrap=True)  # stdout stays JSON with --json
         run_dir, summary = run_agent(

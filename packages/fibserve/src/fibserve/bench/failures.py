@@ -1,5 +1,5 @@
 """Whose fault a failure during correctness or timing is: the candidate's (a status on its trace) or the
-harness's (a task-level error). Both sides of :mod:`fibserve.bench.run` and its checks raise these."""
+harness's (a task-level error). The correctness check, the timing loop and their checks raise these."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from fibserve.trace import Correctness, EvaluationStatus
 
 class ReferenceTimingError(RuntimeError):
     """The reference's timing worker failed (a harness problem, never the candidate's fault)."""
+
+
+class DeviceShared(ReferenceTimingError):
+    """Another process, outside this service, kept the GPU busy while the comparators were timed: the
+    timings mean nothing, and neither the candidate nor a twin is to blame (a task-level error)."""
 
 
 class CandidateFailure(Exception):

@@ -29,7 +29,7 @@ from .config import EvalConfig
 from .failures import CandidateFailure, ReferenceTimingError
 
 if TYPE_CHECKING:
-    from .run import Slots, WorkerTimes
+    from .slots import Slots, WorkerTimes
 
 
 @dataclass
@@ -51,6 +51,9 @@ class Side:
     calls: list[WorkerTimes] = field(default_factory=list)
     paired: list[int] = field(default_factory=list)
     """Index of the candidate call each of ``calls`` was timed next to."""
+    after_candidate: list[bool] = field(default_factory=list)
+    """For each of ``calls``: whether the timed call right before it was the candidate's
+    (:mod:`fibserve.bench.neighbour_bias`)."""
 
     def due(self, index: int) -> bool:
         """Whether this side is timed next to candidate call number ``index`` (counted over all trials)."""

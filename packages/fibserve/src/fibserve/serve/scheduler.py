@@ -97,7 +97,7 @@ def _kill_group(proc: subprocess.Popen[Any]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-class TaskRunner(Protocol):
+class TaskHandler(Protocol):
     """Runs one claimed task on a lane; must not raise for candidate failures (those are results)."""
 
     def __call__(self, task: TaskRecord, ctx: RunContext) -> Outcome: ...
@@ -200,7 +200,7 @@ class Lane:
             task.solution,
         )  # fmt: skip
         try:
-            outcome: Outcome | None = sched.runner(task, ctx)
+            outcome: Outcome | None = sched.handler(task, ctx)
         except TaskInterrupted:
             outcome = None
         except Exception as exc:
@@ -288,7 +288,7 @@ class Scheduler:
         store: the durable queue.
         devices: lane devices, e.g. ``["cuda:0", "cuda:1"]`` or ``["cpu"]``; a device may repeat (two lanes
             sharing it, e.g. ``cpu`` twice on a many-core host).
-        runner: runs one task.
+        handler: runs one task.
         factory: builds a lane's resources for its device (called in the lane thread).
         closer: releases them on stop.
         on_finish: called (from a lane thread) with a task id when its final answer is stored.
@@ -299,7 +299,7 @@ class Scheduler:
         self,
         store: TaskStore,
         devices: list[str],
-        runner: TaskRunner,
+        handler: TaskHandler,
         factory: ResourceFactory,
         closer: ResourceCloser | None = None,
         on_finish: Callable[[str], None] | None = None,
@@ -308,7 +308,7 @@ class Scheduler:
         if not devices:
             raise ValueError("the scheduler needs at least one device")
         self.store = store
-        self.runner = runner
+        self.handler = handler
         self.factory = factory
         self.closer = closer
         self.on_finish = on_finish

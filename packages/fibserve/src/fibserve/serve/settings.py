@@ -68,6 +68,11 @@ class ServeSettings(BaseModel):
     """Default limit on one compute-sanitizer or ncu run when the request gives none (seconds)."""
     unsafe_no_sandbox: bool = False
     """Run candidates without bubblewrap (``--unsafe-no-sandbox``): only where every candidate is trusted."""
+    legacy: bool = False
+    """Read request solutions in the 2025 FlashInfer Trace format (``--legacy``): a Python or Triton solution
+    that does not set ``destination_passing_style`` is value-returning, and a dict it returns is read by
+    output name (:func:`fibserve.trace.legacy.as_legacy`). Trace sets are always loaded through the legacy
+    migration."""
 
     @field_validator("devices")
     @classmethod

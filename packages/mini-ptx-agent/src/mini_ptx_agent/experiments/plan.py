@@ -48,29 +48,30 @@ class Catalog(Protocol):
 
 
 class LocalCatalog:
-    """The trace sets an embedded FIBServe would load: ``$DATASET_ROOTS``, else the bundled default set.
+    """The trace sets an embedded FIBServe would load: ``$DATASET_ROOTS``, else the bundled default set
+    (:class:`fibserve.datasets.catalog.Catalog`, as the service reads them).
 
     Raises (at construction):
         ExperimentConfigError: the trace sets do not load.
     """
 
     def __init__(self) -> None:
-        from fibserve.trace import TraceSet
+        from fibserve.datasets.catalog import Catalog as TraceCatalog
         from fibserve.trace.problems import TraceSetError
 
         try:
-            self.traces = TraceSet.from_env(migrate_legacy=True)
+            self.catalog = TraceCatalog.load(None)
         except TraceSetError as exc:
             raise ExperimentConfigError(f"the trace sets do not load: {exc}") from None
 
     def definitions(self) -> list[DefinitionInfo]:
-        found = self.traces.definitions
         return [
-            DefinitionInfo(name=n, op_type=found[n].op_type, tags=list(found[n].tags)) for n in sorted(found)
+            DefinitionInfo(name=d.name, op_type=d.op_type, tags=list(d.tags))
+            for d in self.catalog.definitions()
         ]
 
     def workloads(self, definition: str) -> list[str]:
-        return [w.uuid for w in self.traces.workloads_for(definition)]
+        return [w.uuid for w in self.catalog.workloads(definition)]
 
 
 class ServiceCatalog:

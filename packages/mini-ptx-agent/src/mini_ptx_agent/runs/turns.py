@@ -214,6 +214,7 @@ def _evaluated(report: KernelReport) -> dict[str, Any]:
         "latency_ms": slowest.latency_ms if slowest else None,
         "ptx_families": list(analysis.ptx_families) if analysis else [],
         "sass_families": list(analysis.sass_families) if analysis else [],
+        "executed_families": report.ncu.sass_families if report.ncu and not report.ncu.error else None,
     }
 
 
