@@ -196,8 +196,7 @@ def solution_summary(report: Any) -> str:
             + (" (cached)" if build.get("cached") else "")
             + (f" {total / 1e3:.1f} s" if total else "")
         )
-    analysis = report.analysis if isinstance(report.analysis, dict) else {}
-    sass = analysis.get("sass_opcodes") or {}
+    sass = getattr(report.analysis, "sass_opcodes", None) or {}  # None or AnalysisUnavailable: no SASS
     if sass:
         parts.append(
             ", ".join(f"{op} {sass.get(op, 0)}" for op in ("HGMMA", "UTMALDG", "USETMAXREG", "STSM"))

@@ -51,3 +51,14 @@ def test_a_cpu_worker_sees_a_private_dev_shm() -> None:
         (SHM / marker).unlink(missing_ok=True)
         worker.kill()
         pool.close()
+
+
+@pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm on this machine")
+def test_a_held_file_already_unlinked_is_not_listed() -> None:
+    """A POSIX semaphore (``sem.*``) is unlinked while held: /proc says ``(deleted)`` and nothing is left to remove
+    (a CI run listed one a multiprocessing test had left in the process)."""
+    gone = SHM / f"fibserve_test_unlinked_{os.getpid()}"
+    gone.write_bytes(b"x")
+    with open(gone, "rb"):
+        gone.unlink()
+        assert not any("fibserve_test_unlinked" in name for name in _shm_files([os.getpid()]))

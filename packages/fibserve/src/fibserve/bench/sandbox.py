@@ -65,19 +65,20 @@ def _shm_files(pids: list[int]) -> dict[str, int]:
     """``/dev/shm`` files that ``pids`` have mapped or open, with their inode numbers: torch's CUDA IPC
     reference counters (``torch_<pid>_*``) and the CUDA driver's interprocess segments (``cuda.shm.*``).
     Found by what the processes hold, not by the pid in the name: inside a PID namespace every worker has the
-    same pid."""
+    same pid. Files already unlinked (``... (deleted)``, e.g. a POSIX semaphore) are skipped: there is nothing
+    left to remove."""
     found: dict[str, int] = {}
     for pid in pids:
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
                 fields = line.split(maxsplit=5)
-                if len(fields) == 6 and fields[5].startswith("/dev/shm/"):
+                if len(fields) == 6 and fields[5].startswith("/dev/shm/") and not fields[5].endswith(" (deleted)"):
                     found[fields[5]] = int(fields[4])
         with contextlib.suppress(OSError):
             for fd in Path(f"/proc/{pid}/fd").iterdir():
                 with contextlib.suppress(OSError):
                     target = os.readlink(fd)
-                    if target.startswith("/dev/shm/"):
+                    if target.startswith("/dev/shm/") and not target.endswith(" (deleted)"):
                         found[target] = os.stat(fd).st_ino
     return found
 

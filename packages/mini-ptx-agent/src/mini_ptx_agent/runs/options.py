@@ -97,13 +97,13 @@ stop condition judged it), so a trajectory is one cell of a study from its first
 sanitizer gate is a check on the kernels and may change, like the limits."""
 
 DEFAULT_PROMPT_TAGS = {("cuda", "sm_90a"): "hopper-no-hint", ("triton", "sm_90a"): "triton-hopper",
-                       ("cuda", "sm_100a"): "blackwell-no-hint"}  # fmt: skip
-"""Prompt tag used when none is given, by (language, arch)."""
+                       ("cuda", "sm_100a"): "blackwell-no-hint", ("triton", "sm_100a"): "triton-blackwell"}  # fmt: skip
+"""Prompt tag used when none is given, by (language, arch): every pair a TaskConfig allows."""
 
 
 def default_prompt_tag(task: TaskConfig) -> str:
-    """The prompt tag for the task's language and architecture."""
-    return DEFAULT_PROMPT_TAGS.get((task.language, task.arch), "hopper-no-hint")
+    """The prompt tag for the task's language and architecture (the base tag of that target)."""
+    return DEFAULT_PROMPT_TAGS[(task.language, task.arch)]
 
 
 def parse_workloads(text: str | None) -> list[str] | Literal["all"] | None:
