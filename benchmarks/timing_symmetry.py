@@ -35,8 +35,8 @@ import torch
 from fibserve.bench import candidate as cand
 from fibserve.bench import timing
 from fibserve.bench.device import snapshot
-from fibserve.bench.run import WorkloadData, _fill, _poison, _worker_call, allocate_slots
 from fibserve.bench.sandbox import WorkerPool
+from fibserve.bench.slots import WorkloadData, allocate_slots, fill, poison, worker_call
 from fibserve.datasets import default_root
 from fibserve.trace import Solution, TraceSet
 
@@ -141,12 +141,12 @@ def main() -> int:
         worker.load(prepared.load or {}, 120)
         slots = allocate_slots(worker, data, sets, device, 120)
         for k in range(sets):
-            _fill(slots, k, inputs[k], device)
+            fill(slots, k, inputs[k], device)
 
         def call(k: int) -> float:
-            _poison(slots, k, device)
+            poison(slots, k, device)
             request = {"slot": k, "scalars": {}, "timed": True, "cold_l2": True, "repeat": 1}
-            return _worker_call(worker, request, 60, "timed call")[0][0]
+            return worker_call(worker, request, 60, "timed call")[0][0]
 
         call.worker = worker  # type: ignore[attr-defined]
         call.slots = slots  # type: ignore[attr-defined]

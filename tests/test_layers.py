@@ -69,16 +69,8 @@ KNOWN_UPWARD = {
 }
 """Upward edges on main today, ``(importer, imported)``: tolerated until issue 15's fibserve half removes them."""
 
-KNOWN_CYCLES = [
-    # Issue 15, the fibserve half (bench/session.py is split by phase there; build/ is being reworked by the
-    # sandbox of issue 14): the Python source check imports the policy config from the module that calls it,
-    # and an EvaluationRun holds the Evaluator that makes it (a TYPE_CHECKING import, a dependency all the same).
-    ["fibserve.build.policy", "fibserve.build.python_policy"],
-    ["fibserve.bench.evaluator", "fibserve.bench.session"],
-    # The timing sides (issue 17) annotate with the slot and call types that bench/run.py defines and uses.
-    ["fibserve.bench.run", "fibserve.bench.sides"],
-]
-"""Import circles on main today: tolerated until issue 15's fibserve half removes them."""
+KNOWN_CYCLES: list[list[str]] = []
+"""Import circles tolerated for now (none: issue 15 removed the last ones; a new one is fixed, not listed)."""
 
 
 @dataclass(frozen=True)

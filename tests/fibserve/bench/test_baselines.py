@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from fibserve.bench.comparators import Comparators
 from fibserve.bench.config import resolve_config
-from fibserve.bench.run import ReferenceTimingError, measure
+from fibserve.bench.failures import ReferenceTimingError
+from fibserve.bench.measure import measure
 from fibserve.bench.sandbox import WorkerPool
 from fibserve.bench.sides import ReferencePlan, reference_plan
 from fibserve.datasets.baselines import baseline_solution
@@ -101,8 +102,8 @@ def test_without_a_baseline_the_speedup_is_against_the_reference_and_says_so(
 
 
 def test_a_reference_over_its_budget_is_not_timed_and_the_result_says_why() -> None:
-    from fibserve.bench.run import WorkerTimes
     from fibserve.bench.sides import Side, comparison_extras
+    from fibserve.bench.slots import WorkerTimes
 
     baseline = Side("baseline", "b", slots=None, description="cuDNN")  # type: ignore[arg-type]
     baseline.calls = [WorkerTimes([2.0], [2.1], 2.5, [0.1]), WorkerTimes([4.0], [4.1], 4.5, [0.1])]

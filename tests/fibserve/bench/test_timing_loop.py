@@ -9,16 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 from fibserve.bench.config import resolve_config
+from fibserve.bench.correctness import check_correctness
+from fibserve.bench.failures import CandidateFailure, ReferenceTimingError
+from fibserve.bench.measure import measure
 from fibserve.bench.reference_twin import ReferenceTwin, TwinError
-from fibserve.bench.run import (
-    CandidateFailure,
-    ReferenceTimingError,
-    WorkloadData,
-    check_correctness,
-    measure,
-)
 from fibserve.bench.sandbox import WorkerPool
 from fibserve.bench.sides import Side
+from fibserve.bench.slots import WorkloadData
 from fibserve.trace import EvaluationStatus
 from timing_helpers import CPU, setup_vector_add
 

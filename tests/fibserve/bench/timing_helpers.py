@@ -6,7 +6,7 @@ import torch
 from fibserve.bench.candidate import prepare
 from fibserve.bench.inputs import generate_inputs, torch_dtype
 from fibserve.bench.reference import run_reference
-from fibserve.bench.run import WorkloadData, allocate_slots
+from fibserve.bench.slots import WorkloadData, allocate_slots
 
 CPU = torch.device("cpu")
 

@@ -102,7 +102,7 @@ def test_dry_run_reports_every_row_and_survives_a_build_failure(script, tmp_path
 
 
 def test_rows_from_a_passed_gpu_evaluation(script) -> None:
-    """The GPU branch of report_rows reads the Performance fields that fibserve.bench.run.measure writes."""
+    """The GPU branch of report_rows reads the Performance fields that fibserve.bench.measure.measure writes."""
     from fibserve.bench import EvaluationReport, resolve_config
     from fibserve.bench.report import DeviceInfo
     from fibserve.bench.timing import summarize

@@ -22,9 +22,9 @@ from fibserve.trace import Definition, Solution
 from .config import EvalConfig
 from .reference import reference_solution
 from .reference_twin import ReferenceTwin
-from .run import WorkloadData
 from .sandbox import WorkerPool
 from .sides import ReferencePlan, Side, reference_plan
+from .slots import WorkloadData
 
 
 class Comparators:

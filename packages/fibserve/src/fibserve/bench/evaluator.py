@@ -36,7 +36,7 @@ from .device import snapshot
 from .reference import ReferenceCache
 from .report import DeviceInfo, EvaluationReport
 from .sandbox import WorkerPool
-from .session import EvaluationRun, Progress
+from .session import EvaluationSession, Progress
 
 SECRET_ENV = "FIBSERVE_INPUT_SECRET"
 """Hex string used as the input-seed secret when none is passed (a random one per process otherwise)."""
@@ -105,8 +105,8 @@ class Evaluator:
         self._lock = threading.Lock()
         self.healthy = True
         """False once the trusted process's own CUDA context failed: the owner must replace this Evaluator."""
-        self._name = snapshot(self.device).name
-        self._capability = None if self.cpu_mode else torch.cuda.get_device_capability(self.device)
+        self.device_name = snapshot(self.device).name
+        self.capability = None if self.cpu_mode else torch.cuda.get_device_capability(self.device)
 
     def close(self) -> None:
         """Stop the spare worker and remove temporary files."""
@@ -168,7 +168,7 @@ class Evaluator:
                     # references may allocate on "the current device": make it ours in whatever thread calls us
                     scope = torch.cuda.device(self.device) if not self.cpu_mode else contextlib.nullcontext()
                     with scope:
-                        EvaluationRun(
+                        EvaluationSession(
                             self, report, definition, solution, list(workloads), progress, roots, baseline
                         ).execute()
             except Exception as exc:  # the serving process never dies from an evaluation

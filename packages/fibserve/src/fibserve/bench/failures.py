@@ -1,5 +1,5 @@
 """Whose fault a failure during correctness or timing is: the candidate's (a status on its trace) or the
-harness's (a task-level error). Both sides of :mod:`fibserve.bench.run` and its checks raise these."""
+harness's (a task-level error). The correctness check, the timing loop and their checks raise these."""
 
 from __future__ import annotations
 

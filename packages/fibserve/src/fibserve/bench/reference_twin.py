@@ -24,8 +24,8 @@ from . import candidate as cand
 from .buffers import BufferError
 from .config import EvalConfig
 from .reference import reference_solution
-from .run import Slots, WorkloadData, allocate_slots
 from .sandbox import WorkerError, WorkerPool, WorkerProcess
+from .slots import Slots, WorkloadData, allocate_slots
 
 
 class TwinError(RuntimeError):

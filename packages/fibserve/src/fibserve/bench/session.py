@@ -1,5 +1,8 @@
-"""One ``Evaluator.evaluate`` call, step by step (trusted side): checks, static analysis, build, then per
-workload inputs, references, correctness and timing in a sandbox worker.
+"""One ``Evaluator.evaluate`` call, phase by phase (trusted side), one method per phase of
+:class:`EvaluationSession`: **admit** (the sandbox is usable, the solution and workloads fit the definition),
+**analyse** (static analysis and source policy), **build**, then per workload its data (inputs, references), a
+worker with the candidate loaded, **correctness**, **timing** against the comparators' twins and **annotate**
+(the notes and plausibility facts a reader of the result needs).
 
 Whose fault is it: a problem with the request (solution for another definition, workloads that do not fit) or
 the harness (inputs that cannot be generated, a broken reference, a worker that does not start) is a
@@ -13,36 +16,37 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
-from fibserve.trace import Definition, Environment, Evaluation, EvaluationStatus, Solution, Trace, Workload
+from fibserve.trace import (
+    Correctness,
+    Definition,
+    Environment,
+    Evaluation,
+    EvaluationStatus,
+    Performance,
+    Solution,
+    Trace,
+    Workload,
+)
 
 from . import candidate as cand
 from .buffers import BufferError
 from .comparators import Comparators
 from .config import EvalConfig
+from .correctness import check_correctness, correctness_of
 from .device import library_versions, snapshot
-from .failures import limit_failure
-from .inputs import InputError, generate_inputs
+from .failures import CandidateFailure, ReferenceTimingError, limit_failure
+from .inputs import InputError, generate_inputs, torch_dtype
+from .measure import measure, untimed_performance
 from .plausibility import check_plausibility, roofline_extra
-from .reference import ReferenceError, reference_key, run_reference
+from .reference import ReferenceCache, ReferenceError, reference_key, run_reference
 from .reference_twin import TwinError
 from .report import EvaluationReport
-from .run import (
-    CandidateFailure,
-    ReferenceTimingError,
-    WorkloadData,
-    allocate_slots,
-    check_correctness,
-    measure,
-    untimed_performance,
-)
-from .sandbox import WorkerError, WorkerProcess
-
-if TYPE_CHECKING:
-    from .evaluator import Evaluator
+from .sandbox import WorkerError, WorkerPool, WorkerProcess
+from .slots import Slots, WorkloadData, allocate_slots
 
 Progress = Callable[[str, dict[str, Any]], None]
 """``progress(event, info)``; events: ``build``, ``workload`` (info: index, total, uuid), ``phase`` (uuid,
@@ -53,35 +57,58 @@ class _TaskError(Exception):
     """A harness failure for one workload (reported in ``workload_errors``)."""
 
 
-class EvaluationRun:
+class Lane(Protocol):
+    """What an evaluation uses of the lane it runs on (an :class:`fibserve.bench.evaluator.Evaluator`)."""
+
+    device: torch.device
+    cpu_mode: bool
+    """True without a GPU: nothing is timed, CUDA candidates are built but not run."""
+    device_name: str
+    """The device's name, e.g. ``NVIDIA H200`` (the trace's hardware, the roofline's device model)."""
+    capability: tuple[int, int] | None
+    """CUDA compute capability; None on CPU."""
+    pool: WorkerPool
+    references: ReferenceCache
+    secret: bytes
+    """Server-side secret mixed into input seeds."""
+    scratch: Path
+    roots: list[Path]
+    """Trace-set roots for safetensors inputs."""
+
+
+class EvaluationSession:
     """The state of one ``evaluate`` call (kept off the Evaluator so calls cannot leak into each other)."""
 
-    def __init__(self, ev: Evaluator, report: EvaluationReport, definition: Definition, solution: Solution,
+    def __init__(self, lane: Lane, report: EvaluationReport, definition: Definition, solution: Solution,
                  workloads: list[Workload], progress: Progress | None, roots: Sequence[Path] | None,
                  baseline: Solution | None = None):  # fmt: skip
-        self.ev = ev
+        self.lane = lane
         self.report = report
         self.config: EvalConfig = report.config
         self.definition = definition
         self.solution = solution
         self.workloads = workloads
         self.progress = progress or (lambda event, info: None)
-        self.roots = list(roots) if roots is not None else ev.roots
+        self.roots = list(roots) if roots is not None else lane.roots
+        self.language = solution.spec.language.value
+        self.compiled = self.language in ("cuda", "cpp")
+        """CUDA/C++: statically analysed, and built by nvcc."""
+        self.arch = cand.cuda_arch(lane.capability)
         self.worker: WorkerProcess | None = None
         self.load: dict[str, Any] | None = None
         self._current: str | None = None
         """The uuid of the workload being evaluated."""
         self.twins = Comparators(
-            ev.pool,
+            lane.pool,
             definition,
             baseline,
             self.config,
-            arch=cand.cuda_arch(ev._capability),
-            scratch=ev.scratch / "comparators",
+            arch=self.arch,
+            scratch=lane.scratch / "comparators",
             note=report.notes.append,
         )
         """The baseline's and the reference's timing twins (GPU only; started on first use)."""
-        self.environment = Environment(hardware=ev._name, libs=library_versions())
+        self.environment = Environment(hardware=lane.device_name, libs=library_versions())
 
     def _time(self, key: str, seconds: float) -> None:
         self.report.timings_s[key] = self.report.timings_s.get(key, 0.0) + seconds
@@ -115,14 +142,27 @@ class EvaluationRun:
             self._trace(workload, self._evaluation(status, log))
 
     def execute(self) -> None:
-        report, solution, definition = self.report, self.solution, self.definition
-        if not self.ev.pool.status.usable:  # nothing of a candidate is compiled or run unconfined
-            report.task_error = self.ev.pool.status.detail
+        """Run the phases in order (admit, analyse, build, then per workload correctness, timing and
+        annotate); each phase that ends the evaluation early has already written why into the report."""
+        if not self._admit() or not self._analyse() or not self._runs_here():
             return
-        problem = cand.check_solution(definition, solution)
+        load = self._build()
+        if load is None or not self._executes():
+            return
+        self.load = load
+        self._run_workloads()
+
+    def _admit(self) -> bool:
+        """Whether the request can be evaluated at all: the sandbox is usable, the solution is a candidate
+        for the definition and some workloads fit it (those that do not are reported and dropped)."""
+        report, definition = self.report, self.definition
+        if not self.lane.pool.status.usable:  # nothing of a candidate is compiled or run unconfined
+            report.task_error = self.lane.pool.status.detail
+            return False
+        problem = cand.check_solution(definition, self.solution)
         if problem:
             report.task_error = problem
-            return
+            return False
         bad = {w.uuid: "; ".join(p) for w in self.workloads if (p := definition.check_workload(w))}
         if bad:
             report.workload_errors.update(bad)
@@ -132,45 +172,64 @@ class EvaluationRun:
             self.workloads = [w for w in self.workloads if w.uuid not in bad]
         if not self.workloads and not bad:
             report.task_error = f"no workloads given for {definition.name!r}"
-            return
-        language = solution.spec.language.value
-        compiled = language in ("cuda", "cpp")
-        arch = cand.cuda_arch(self.ev._capability)
-        if compiled:
+            return False
+        return True
+
+    def _analyse(self) -> bool:
+        """Static analysis of a compiled candidate, then the source policy; False (every workload a
+        COMPILE_ERROR) when the policy rejects it."""
+        if self.compiled:
             t0 = time.monotonic()
-            report.analysis = _static_analysis(solution, definition, arch, self.config.timeouts.build)
+            self.report.analysis = _static_analysis(
+                self.solution, self.definition, self.arch, self.config.timeouts.build
+            )
             self._time("analysis", time.monotonic() - t0)
         rejected = (
-            cand.policy_problems(solution, report.analysis) if self.config.enforce_source_policy else []
+            cand.policy_problems(self.solution, self.report.analysis)
+            if self.config.enforce_source_policy
+            else []
         )
         if rejected:
             self._fail_all(
                 EvaluationStatus.COMPILE_ERROR, "source policy / ABI check failed:\n" + "\n".join(rejected)
             )
-            return
-        if self.ev.cpu_mode and language == "triton":
-            unsupported = sorted(
-                {
-                    s.dtype.value
-                    for s in [*definition.inputs.values(), *definition.outputs.values()]
-                    if s.dtype.is_floating_point and s.dtype.value != "float32"
-                }
-            )
-            if unsupported:
-                report.task_error = (
-                    f"CPU mode cannot evaluate this Triton candidate: the Triton interpreter computes only float32 "
-                    f"correctly (bfloat16 tl.dot gives wrong results) and {definition.name!r} uses {unsupported}; "
-                    "evaluate it on a GPU"
-                )
-                report.notes.append("not executed: unsupported dtype for the Triton CPU interpreter")
-                return
-        self.progress("build", {"language": language})
+            return False
+        return True
+
+    def _runs_here(self) -> bool:
+        """False (a task error) for a Triton candidate on CPU whose floating-point tensors are not all
+        float32: the Triton interpreter gets the others wrong."""
+        if not (self.lane.cpu_mode and self.language == "triton"):
+            return True
+        definition = self.definition
+        unsupported = sorted(
+            {
+                s.dtype.value
+                for s in [*definition.inputs.values(), *definition.outputs.values()]
+                if s.dtype.is_floating_point and s.dtype.value != "float32"
+            }
+        )
+        if not unsupported:
+            return True
+        self.report.task_error = (
+            f"CPU mode cannot evaluate this Triton candidate: the Triton interpreter computes only float32 "
+            f"correctly (bfloat16 tl.dot gives wrong results) and {definition.name!r} uses {unsupported}; "
+            "evaluate it on a GPU"
+        )
+        self.report.notes.append("not executed: unsupported dtype for the Triton CPU interpreter")
+        return False
+
+    def _build(self) -> dict[str, Any] | None:
+        """Build or package the candidate; the worker's load request, or None when the build failed (a
+        COMPILE_ERROR or TIMEOUT on every workload, or a task error when the build infrastructure failed)."""
+        report, solution = self.report, self.solution
+        self.progress("build", {"language": self.language})
         prepared = cand.prepare(
-            definition,
+            self.definition,
             solution,
-            arch=arch,
+            arch=self.arch,
             timeout=self.config.timeouts.build,
-            scratch=self.ev.scratch / solution.hash()[:16],
+            scratch=self.lane.scratch / solution.hash()[:16],
         )
         self._time("build", prepared.seconds)
         report.build = (
@@ -178,24 +237,32 @@ class EvaluationRun:
         )
         if prepared.task_error:
             report.task_error = prepared.task_error
-            return
+            return None
         if prepared.status is not None:
             self._fail_all(prepared.status, prepared.log)
-            return
-        if compiled and self.ev.cpu_mode:
-            report.executed = False
-            report.notes.append(
+            return None
+        return prepared.load
+
+    def _executes(self) -> bool:
+        """Whether the built candidate runs here: a CUDA/C++ candidate on CPU does not (null evaluations)."""
+        if self.compiled and self.lane.cpu_mode:
+            self.report.executed = False
+            self.report.notes.append(
                 "not executed: no GPU on this machine; the CUDA candidate was built and analysed statically only "
                 "(evaluation is null for every workload, and no status is claimed)"
             )
             for workload in self.workloads:
                 self._trace(workload, None)
-            return
-        if self.ev.cpu_mode:
-            report.notes.append(
+            return False
+        if self.lane.cpu_mode:
+            self.report.notes.append(
                 "CPU mode: correctness only (Triton under TRITON_INTERPRET=1); nothing is timed and no speedup is reported"
             )
-        self.load = prepared.load
+        return True
+
+    def _run_workloads(self) -> None:
+        """Evaluate each workload in turn (a harness failure on one is reported and the next goes on)."""
+        report = self.report
         try:
             for index, workload in enumerate(self.workloads):
                 self.progress(
@@ -240,7 +307,7 @@ class EvaluationRun:
         self._discard()
         t0 = time.monotonic()
         try:
-            worker = self.ev.pool.acquire(self.config.timeouts.load)
+            worker = self.lane.pool.acquire(self.config.timeouts.load)
         except WorkerError as exc:
             raise _TaskError(f"sandbox worker failed to start ({exc}): {exc.log[-2000:]}") from None
         self._time("worker_start", time.monotonic() - t0)
@@ -265,12 +332,12 @@ class EvaluationRun:
         return worker
 
     def _data(self, workload: Workload) -> WorkloadData:
-        definition, device = self.definition, self.ev.device
+        definition, device = self.definition, self.lane.device
         t0 = time.monotonic()
         try:
             sets = [
                 generate_inputs(
-                    definition, workload, k, secret=self.ev.secret, device=device, roots=self.roots
+                    definition, workload, k, secret=self.lane.secret, device=device, roots=self.roots
                 )
                 for k in range(self.config.num_input_sets)
             ]
@@ -283,9 +350,9 @@ class EvaluationRun:
         refs = []
         keys = []
         for k, inputs in enumerate(sets):
-            key = (reference_key(definition), workload.uuid, str(k), str(device), self.ev.secret.hex()[:8])
+            key = (reference_key(definition), workload.uuid, str(k), str(device), self.lane.secret.hex()[:8])
             keys.append(key)
-            cached = self.ev.references.get(key)
+            cached = self.lane.references.get(key)
             if cached is None:
                 started = time.perf_counter()
                 try:
@@ -294,12 +361,10 @@ class EvaluationRun:
                     raise _TaskError(str(exc)) from None
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)  # the call's time, not its launches'
-                self.ev.references.put(key, cached, call_ms=(time.perf_counter() - started) * 1e3)
+                self.lane.references.put(key, cached, call_ms=(time.perf_counter() - started) * 1e3)
             refs.append(cached)
         self._time("reference", time.monotonic() - t0)
-        from .inputs import torch_dtype
-
-        call_ms = [self.ev.references.call_ms(k) for k in keys]
+        call_ms = [self.lane.references.call_ms(k) for k in keys]
         return WorkloadData(
             inputs=sets,
             references=refs,
@@ -312,93 +377,32 @@ class EvaluationRun:
         )
 
     def _workload(self, workload: Workload) -> Evaluation:
+        """One workload: its data, a worker with the candidate, shared slots, then correctness, timing and
+        the notes on the result.
+
+        Raises:
+            _TaskError: a harness failure (inputs, reference, worker start, buffers, a comparator).
+        """
         self._current = workload.uuid
         data = self._data(workload)
         loaded = self._ensure_worker()
         if isinstance(loaded, Evaluation):
             return loaded
-        worker = loaded
-        device = self.ev.device
         slot_count = max(1, min(self.config.num_input_sets, len(data.inputs)))
         try:
-            slots = allocate_slots(worker, data, slot_count, device, self.config.timeouts.load)
+            slots = allocate_slots(loaded, data, slot_count, self.lane.device, self.config.timeouts.load)
         except (WorkerError, BufferError) as exc:
             self._discard(f"a buffer allocation failure ({exc})")
             raise _TaskError(f"could not share buffers with the worker: {exc}") from None
         try:
-            self.progress("phase", {"uuid": workload.uuid, "phase": "correctness"})
-            t0 = time.monotonic()
-            result, call_ms = check_correctness(worker, slots, data, self.config, device)
-            self._time("correctness", time.monotonic() - t0)
-            from .run import _correctness_of
-
-            correctness = _correctness_of(result, self.config, {"input_sets": len(data.inputs)})
-            if self.ev.cpu_mode:
+            correctness, call_ms = self._correctness(workload, loaded, slots, data)
+            if self.lane.cpu_mode:
                 performance = untimed_performance("CPU mode: nothing is timed without a GPU", call_ms)
                 return self._evaluation(
                     EvaluationStatus.PASSED, correctness=correctness, performance=performance
                 )
-            self.progress("phase", {"uuid": workload.uuid, "phase": "timing"})
-            plan = self.twins.plan(data.reference_call_ms)
-            try:
-                sides = self.twins.sides(data, slot_count, device, plan)
-            except TwinError as exc:
-                raise _TaskError(str(exc)) from None
-            t0 = time.monotonic()
-            before = snapshot(device)
-            twin_failure: str | None = None
-            try:
-                performance, validated = measure(
-                    slots, sides, data, self.config, device, plan, self.definition.name
-                )
-            except ReferenceTimingError as exc:
-                twin_failure = str(exc)  # only the text: the exception's traceback holds the twins' buffers
-            finally:
-                del sides  # close the IPC mappings before a twin can be killed
-            if twin_failure is not None:
-                self.twins.discard(twin_failure[:200])
-                raise _TaskError(twin_failure)
-            after = snapshot(device)
-            self._time("timing", time.monotonic() - t0)
-            stats = performance.extra or {}
-            self._time("gpu_timed", stats["candidate_ms"]["mean"] * stats["candidate_ms"]["count"] / 1e3)
-            self._time(
-                "gpu_timed_reference", stats["reference_ms"]["mean"] * stats["reference_ms"]["count"] / 1e3
-            )
-            stats["device_start"] = before.model_dump()
-            stats["device_end"] = after.model_dump()
-            correctness.extra["timed_outputs_validated"] = validated
-            if stats.get("timing_basis") != "events":
-                self.report.notes.append(
-                    f"workload {workload.uuid}: the candidate's work outlived its end event by "
-                    f"{stats.get('hidden_work_ms', 0):.3f} ms (work on another stream?); both sides were timed "
-                    "by the device-synchronized bound instead"
-                )
-            overwrite = stats.get("l2_overwrite") or {}
-            if overwrite.get("flagged"):
-                self.report.notes.append(
-                    f"workload {workload.uuid}: the cold-L2 overwrite before each call ran "
-                    f"{overwrite['excess_ms']:.4f} ms longer next to the candidate than next to the reference: "
-                    "work on another stream may have run before the start event and not been timed (launch on "
-                    "the harness's stream)"
-                )
-            axes = self.definition.axis_values(workload.axes)
-            verdict = check_plausibility(
-                self.ev._name,
-                performance.latency_ms,
-                self.definition,
-                axes,
-                data.inputs[0],
-                data.references[0],
-            )
-            stats["roofline"] = roofline_extra(verdict)
-            if self.config.plausibility and verdict is not None:
-                correctness.extra["plausibility"] = verdict
-                if verdict["flagged"]:
-                    self.report.notes.append(
-                        f"workload {workload.uuid}: {performance.latency_ms:.4g} ms is faster than the "
-                        f"{verdict['device_model']} roofline floor {verdict['floor_ms']:.4g} ms: implausible, check the kernel"
-                    )
+            performance, validated = self._timing(workload, slots, data, slot_count)
+            self._annotate(workload, data, performance, correctness, validated)
             return self._evaluation(EvaluationStatus.PASSED, correctness=correctness, performance=performance)
         except CandidateFailure as failure:
             # keep only the facts: the exception's traceback holds the worker's buffers (IPC mappings)
@@ -411,6 +415,106 @@ class EvaluationRun:
         if worker_dead:  # its buffers are released here, so the worker can be killed
             self._discard(f"{status.value} on workload {workload.uuid}")
         return self._evaluation(status, log, correctness=failed_correctness)
+
+    def _correctness(
+        self, workload: Workload, worker: WorkerProcess, slots: Slots, data: WorkloadData
+    ) -> tuple[Correctness, float]:
+        """Every input set through slot 0, judged; the Correctness and the last call's wall time (ms).
+
+        Raises:
+            CandidateFailure: the candidate failed or computed wrong values.
+        """
+        self.progress("phase", {"uuid": workload.uuid, "phase": "correctness"})
+        t0 = time.monotonic()
+        result, call_ms = check_correctness(worker, slots, data, self.config, self.lane.device)
+        self._time("correctness", time.monotonic() - t0)
+        return correctness_of(result, self.config, {"input_sets": len(data.inputs)}), call_ms
+
+    def _timing(
+        self, workload: Workload, slots: Slots, data: WorkloadData, slot_count: int
+    ) -> tuple[Performance, int]:
+        """Interleaved timing against the comparators' twins, with the device's state before and after in
+        ``performance.extra``; returns the performance and the number of timed outputs validated.
+
+        Raises:
+            CandidateFailure: the candidate failed while timed.
+            _TaskError: a comparator's twin did not start or failed (never the candidate's fault).
+        """
+        device = self.lane.device
+        self.progress("phase", {"uuid": workload.uuid, "phase": "timing"})
+        plan = self.twins.plan(data.reference_call_ms)
+        try:
+            sides = self.twins.sides(data, slot_count, device, plan)
+        except TwinError as exc:
+            raise _TaskError(str(exc)) from None
+        t0 = time.monotonic()
+        before = snapshot(device)
+        twin_failure: str | None = None
+        try:
+            performance, validated = measure(
+                slots, sides, data, self.config, device, plan, self.definition.name
+            )
+        except ReferenceTimingError as exc:
+            twin_failure = str(exc)  # only the text: the exception's traceback holds the twins' buffers
+        finally:
+            del sides  # close the IPC mappings before a twin can be killed
+        if twin_failure is not None:
+            self.twins.discard(twin_failure[:200])
+            raise _TaskError(twin_failure)
+        after = snapshot(device)
+        self._time("timing", time.monotonic() - t0)
+        stats = performance.extra or {}
+        self._time("gpu_timed", stats["candidate_ms"]["mean"] * stats["candidate_ms"]["count"] / 1e3)
+        self._time(
+            "gpu_timed_reference", stats["reference_ms"]["mean"] * stats["reference_ms"]["count"] / 1e3
+        )
+        stats["device_start"] = before.model_dump()
+        stats["device_end"] = after.model_dump()
+        return performance, validated
+
+    def _annotate(
+        self,
+        workload: Workload,
+        data: WorkloadData,
+        performance: Performance,
+        correctness: Correctness,
+        validated: int,
+    ) -> None:
+        """What a reader of a timed result must know: timed outputs validated, the timing basis, a suspect
+        L2 overwrite and the roofline check (notes in the report, facts in ``extra``)."""
+        stats = performance.extra or {}
+        correctness.extra["timed_outputs_validated"] = validated
+        if stats.get("timing_basis") != "events":
+            self.report.notes.append(
+                f"workload {workload.uuid}: the candidate's work outlived its end event by "
+                f"{stats.get('hidden_work_ms', 0):.3f} ms (work on another stream?); both sides were timed "
+                "by the device-synchronized bound instead"
+            )
+        overwrite = stats.get("l2_overwrite") or {}
+        if overwrite.get("flagged"):
+            self.report.notes.append(
+                f"workload {workload.uuid}: the cold-L2 overwrite before each call ran "
+                f"{overwrite['excess_ms']:.4f} ms longer next to the candidate than next to the reference: "
+                "work on another stream may have run before the start event and not been timed (launch on "
+                "the harness's stream)"
+            )
+        axes = self.definition.axis_values(workload.axes)
+        verdict = check_plausibility(
+            self.lane.device_name,
+            performance.latency_ms,
+            self.definition,
+            axes,
+            data.inputs[0],
+            data.references[0],
+        )
+        stats["roofline"] = roofline_extra(verdict)
+        if self.config.plausibility and verdict is not None:
+            correctness.extra["plausibility"] = verdict
+            if verdict["flagged"]:
+                self.report.notes.append(
+                    f"workload {workload.uuid}: {performance.latency_ms:.4g} ms is faster than the "
+                    f"{verdict['device_model']} roofline floor {verdict['floor_ms']:.4g} ms: implausible, check the kernel"
+                )
 
 
 def _static_analysis(solution: Solution, definition: Definition, arch: str, timeout: float) -> Any:

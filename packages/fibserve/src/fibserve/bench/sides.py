@@ -29,7 +29,7 @@ from .config import EvalConfig
 from .failures import CandidateFailure, ReferenceTimingError
 
 if TYPE_CHECKING:
-    from .run import Slots, WorkerTimes
+    from .slots import Slots, WorkerTimes
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The defences on timed calls (trusted side): each is a named function or constant here, with the cheat it
-stops, and :func:`fibserve.bench.run.measure` applies them.
+stops, and :func:`fibserve.bench.measure.measure` applies them.
 
 A worker reports its own times, and candidate code runs inside the candidate's worker, so nothing it
 reports is taken on trust alone: reported times must fit in the round trip timed here

@@ -8,7 +8,8 @@ Public API::
 """
 
 from .builder import build_solution
-from .policy import PolicyConfig, PolicyViolation, check_policy
+from .policy import check_policy
+from .policy_config import PolicyConfig, PolicyViolation
 from .python_build import load_python_entry, load_tvm_ffi_entry
 from .result import BuildResult, BuildStatus
 from .toolchain import DEFAULT_ARCH, resolve_arch

@@ -19,7 +19,8 @@ import struct
 from pathlib import Path
 
 from .elf_symbols import DynamicImports, read_dynamic_imports
-from .policy import LIBRARY_NAMES, PolicyConfig, PolicyViolation
+from .policy import LIBRARY_NAMES
+from .policy_config import PolicyConfig, PolicyViolation
 
 _SYMBOL = {"cublas": re.compile(r"^cublas", re.IGNORECASE), "cudnn": re.compile(r"^cudnn", re.IGNORECASE)}
 _LIBRARY = {

@@ -44,7 +44,7 @@ import ast
 from collections.abc import Collection, Iterator
 
 from . import python_names as names
-from .policy import PolicyConfig, PolicyViolation
+from .policy_config import PolicyConfig, PolicyViolation
 from .python_names import module_allowed
 
 

@@ -1,0 +1,132 @@
+"""Correctness of one workload (trusted side): every input set through the same slot, outputs judged.
+
+Every input set is copied into the *same* worker buffer slot (so a kernel that caches results keyed by
+pointer returns stale outputs for the second set), outputs are poisoned, the candidate is called, its outputs
+compared with the reference, and its inputs compared bitwise with a pristine copy. :func:`judge` is also how
+the timing loop (:mod:`fibserve.bench.measure`) validates timed outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from fibserve.trace import Correctness, EvaluationStatus
+
+from .buffers import bitwise_equal
+from .compare import ComparisonResult, compare_outputs
+from .config import EvalConfig
+from .failures import CandidateFailure
+from .sandbox import WorkerProcess
+from .slots import Slots, WorkloadData, fill, poison, scalars, worker_call
+
+
+def correctness_of(result: ComparisonResult, config: EvalConfig, extra: dict[str, Any]) -> Correctness:
+    """The Correctness of a comparison: the largest errors, and per output and overall ``extra`` facts
+    (matched ratio, the tolerances it was judged by) plus ``extra``."""
+    max_abs, max_rel = result.max_errors()
+    outputs = {
+        o.name: {
+            "max_absolute_error": o.stats.max_absolute_error,
+            "max_relative_error": o.stats.max_relative_error,
+            "matched_ratio": o.stats.matched_ratio,
+            "nan_count": o.stats.nan_count,
+        }
+        for o in result.outputs
+        if o.stats
+    }
+    return Correctness(
+        max_absolute_error=max_abs,
+        max_relative_error=max_rel,
+        extra={
+            "matched_ratio": result.min_matched_ratio(),
+            "atol": config.atol,
+            "rtol": config.rtol,
+            "required_matched_ratio": config.required_matched_ratio,
+            "outputs": outputs,
+            **extra,
+        },
+    )
+
+
+def _untouched(outputs: dict[str, torch.Tensor]) -> list[str]:
+    """Outputs still entirely holding the NaN/sentinel poison (the kernel wrote nothing there)."""
+    names = []
+    for name, t in outputs.items():
+        if t.numel() == 0:
+            continue
+        if (t.dtype.is_floating_point and t.dtype.itemsize > 1 and bool(torch.isnan(t.float()).all())) or (
+            not t.dtype.is_floating_point
+            and t.dtype != torch.bool
+            and bool((t == torch.iinfo(t.dtype).min).all())
+        ):
+            names.append(name)
+    return names
+
+
+def judge(
+    slots: Slots, slot: int, data: WorkloadData, input_set: int, config: EvalConfig, phase: str
+) -> ComparisonResult:
+    """Compare slot outputs with the reference of ``input_set``; raise CandidateFailure on a mismatch."""
+    slots.require_alive()
+    actual = {n: t.clone() for n, t in slots.outputs[slot].items()}
+    result = compare_outputs(
+        actual,
+        data.references[input_set],
+        data.output_dtypes,
+        atol=config.atol,
+        rtol=config.rtol,
+        required_matched_ratio=config.required_matched_ratio,
+        chunk=config.compare_chunk_elements,
+    )
+    if result.status is EvaluationStatus.PASSED:
+        return result
+    extra: dict[str, Any] = {"phase": phase, "input_set": input_set}
+    untouched = _untouched(actual)
+    message = f"{phase}, input set {input_set}: {result.message}"
+    if untouched:
+        extra["outputs_untouched"] = untouched
+        message += (
+            f"; outputs {untouched} still hold the poison written before the call (nothing was written)"
+        )
+    correctness = (
+        correctness_of(result, config, extra)
+        if result.status is EvaluationStatus.INCORRECT_NUMERICAL
+        else None
+    )
+    raise CandidateFailure(result.status, message, correctness, worker_dead=False)
+
+
+def check_correctness(
+    worker: WorkerProcess, slots: Slots, data: WorkloadData, config: EvalConfig, device: torch.device
+) -> tuple[ComparisonResult, float]:
+    """Run every input set through slot 0 and judge it; returns the last comparison and the call wall ms."""
+    result = None
+    wall_ms = 0.0
+    for k, inputs in enumerate(data.inputs):
+        fill(slots, 0, inputs, device)
+        poison(slots, 0, device)
+        started = time.perf_counter()
+        worker_call(
+            worker,
+            {"slot": 0, "scalars": scalars(data, k), "timed": False},
+            config.timeouts.correctness,
+            f"correctness call, input set {k}",
+        )
+        wall_ms = (time.perf_counter() - started) * 1e3
+        result = judge(slots, 0, data, k, config, "correctness")
+        if config.check_input_mutation:
+            mutated = [n for n, view in slots.inputs[0].items() if not bitwise_equal(view, inputs[n])]
+            if mutated:
+                correctness = correctness_of(
+                    result, config, {"phase": "correctness", "input_set": k, "input_mutated": mutated}
+                )
+                raise CandidateFailure(
+                    EvaluationStatus.INCORRECT_NUMERICAL,
+                    f"the candidate modified its inputs {mutated} (input set {k}); inputs are read-only",
+                    correctness,
+                    worker_dead=False,
+                )
+    return result, wall_ms

@@ -1,0 +1,272 @@
+"""Interleaved timing of one workload (trusted side), after its correctness check.
+
+On a GPU; the CPU tests run the same bookkeeping with ``perf_counter``. ``trials`` trials; in trial ``t`` slot
+``s`` holds input set ``(s + t) mod K`` (input rotation: the contents behind each pointer change between
+trials); ``warmup`` untimed calls, then ``iterations`` pairs of one candidate call and one call of what it is
+compared with (the baseline Solution, and the reference as often as its budget allows:
+:mod:`fibserve.bench.sides`), in alternating order, each with cold L2 and device-wide synchronisation. All
+sides are timed the same way, in worker processes of the same construction (the candidate's sandbox worker
+and one timing twin per comparator, :mod:`fibserve.bench.reference_twin`): before each call the trusted side
+poisons that side's outputs and sends one request. A twin's outputs are poisoned again after its call, so no
+comparator's output sits in exported memory while the candidate runs. ``speedup_factor`` is the median of
+the per-pair ratios ``primary / candidate`` (the baseline when the definition has one).
+
+The defences on the timed calls (:mod:`fibserve.bench.timing_checks`): right after every candidate reply its
+outputs must hold no poison, and a sample drawn then is compared in full; the last output of every slot in
+every trial is compared in full; reported times must fit in the round trip timed here, and the candidate's
+unexplained round trip must stay close to the twin's.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from fibserve.trace import EvaluationStatus, Performance
+
+from . import timing
+from . import timing_checks as checks
+from .config import EvalConfig
+from .correctness import judge
+from .failures import CandidateFailure
+from .sides import ReferencePlan, Side, check_side, comparison_extras, harness_fault, side_times
+from .slots import Slots, WorkerTimes, WorkloadData, fill, poison, scalars, worker_call
+
+
+@dataclass
+class _TimingLoop:
+    """The state of one :func:`measure` call: what is timed, the time limit spent so far, the calls timed and
+    the outputs checked (one object instead of counters shared by closures)."""
+
+    slots: Slots
+    sides: list[Side]
+    data: WorkloadData
+    config: EvalConfig
+    device: torch.device
+    l2_plan: timing.OverwritePlan | None
+    used_s: float = 0.0
+    """Wall time of the candidate's timed calls so far (s), against ``config.timeouts.timing``."""
+    validated: int = 0
+    """Timed outputs compared in full with the reference."""
+    checked: int = 0
+    """Timed candidate calls whose outputs were checked for poison right after the reply."""
+    candidate_calls: list[WorkerTimes] = field(default_factory=list)
+    candidate_wall_ms: list[float] = field(default_factory=list)
+    """Round trip of each candidate call request here, per repeat (ms)."""
+    unchecked: set[int] = field(default_factory=set)
+    """Sides whose outputs are still to be checked against the reference in this trial."""
+
+    @property
+    def budget_s(self) -> float:
+        return self.config.timeouts.timing
+
+    def request(self, slot: int, input_set: int, repeat: int) -> dict[str, Any]:
+        """The timed call request for ``slot`` holding ``input_set``, ``repeat`` calls in a row."""
+        return {
+            "slot": slot,
+            "scalars": scalars(self.data, input_set),
+            "timed": True,
+            "cold_l2": self.config.cold_l2,
+            "l2_plan": list(self.l2_plan) if self.l2_plan else None,
+            "repeat": repeat,
+        }
+
+    def candidate(self, slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
+        """One timed call request to the candidate's worker, then the poison check and a sampled comparison.
+
+        Raises:
+            CandidateFailure: the time limit is spent, the call failed, or its outputs are wrong.
+        """
+        remaining = self.budget_s - self.used_s
+        if remaining <= 0:
+            raise CandidateFailure(
+                EvaluationStatus.TIMEOUT, f"timing: candidate calls exceeded the {self.budget_s:.0f} s limit"
+            )
+        poison(self.slots, slot, self.device)
+        started = time.perf_counter()
+        result = worker_call(
+            self.slots.worker,  # type: ignore[arg-type]
+            self.request(slot, input_set, repeat),
+            remaining,
+            f"timed call, input set {input_set}",
+        )
+        elapsed = time.perf_counter() - started
+        self.used_s += elapsed
+        self.candidate_wall_ms.append(elapsed * 1e3 / max(repeat, 1))
+        # Right after the reply, before anything else runs: outputs still poisoned mean the call replied
+        # before its work was done (work hidden from the timer); a sample drawn only now, which the
+        # candidate cannot predict, is compared in full.
+        self.slots.require_alive()
+        left = checks.poison_left(self.slots.outputs[slot])
+        self.checked += 1
+        if left:
+            raise CandidateFailure(
+                EvaluationStatus.INCORRECT_NUMERICAL,
+                f"timed call, input set {input_set}: outputs {left} still held the poison when the worker "
+                "replied (work finished after the reply is not timed)",
+            )
+        if secrets.randbelow(checks.SAMPLE_DENOMINATOR) == 0:
+            judge(self.slots, slot, self.data, input_set, self.config, f"timed call on slot {slot} (sampled)")
+            self.validated += 1
+        return result
+
+    def compared(self, side_index: int, slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
+        """One timed call request to a comparator's twin; its first call of a trial is checked (baseline).
+
+        Raises:
+            ReferenceTimingError: the twin failed or disagrees with the reference (never the candidate's fault).
+        """
+        side = self.sides[side_index]
+        with harness_fault(side):
+            poison(side.slots, slot, self.device)
+            result = worker_call(
+                side.slots.worker,  # type: ignore[arg-type]
+                self.request(slot, input_set, repeat),
+                self.budget_s,
+                f"timed {side.role} call",
+                discount_post=True,
+            )
+        if side_index in self.unchecked:
+            self.unchecked.discard(side_index)
+            check_side(
+                side, slot, self.data.references[input_set], self.data.output_dtypes, input_set, self.config
+            )
+        # a twin's buffers are exported: never leave a comparator's output in them while a candidate runs
+        with harness_fault(side):
+            poison(side.slots, slot, self.device)
+        return result
+
+    def trial(self, trial: int) -> None:
+        """Rotate the inputs, warm up, time ``iterations`` interleaved pairs, validate the last outputs."""
+        holds = self._rotate(trial)
+        self._warm_up(trial, holds)
+        self._interleave(holds)
+        if self.config.validate_timed_outputs:
+            for s in range(min(len(holds), self.config.iterations)) if self.config.iterations else ():
+                judge(
+                    self.slots,
+                    s,
+                    self.data,
+                    holds[s],
+                    self.config,
+                    f"timing trial {trial} (last timed call on slot {s})",
+                )
+                self.validated += 1
+
+    def _rotate(self, trial: int) -> list[int]:
+        """Fill every slot of every side with the input set it holds in ``trial``; returns slot -> input set."""
+        count = len(self.slots.inputs)
+        holds = [(s + trial) % len(self.data.inputs) for s in range(count)]
+        self.unchecked.update(i for i, side in enumerate(self.sides) if side.check)
+        for s in range(count):
+            fill(self.slots, s, self.data.inputs[holds[s]], self.device)
+            for side in self.sides:
+                with harness_fault(side):
+                    fill(side.slots, s, self.data.inputs[holds[s]], self.device)
+        return holds
+
+    def _warm_up(self, trial: int, holds: list[int]) -> None:
+        if self.config.warmup:
+            self.candidate(0, holds[0], repeat=self.config.warmup)
+        for k, side in enumerate(self.sides):
+            if side.warmup(trial, self.config):
+                self.compared(k, 0, holds[0], repeat=side.warmup(trial, self.config))
+
+    def _interleave(self, holds: list[int]) -> None:
+        """``iterations`` pairs on rotating slots, candidate first on even iterations and last on odd ones."""
+        count = len(holds)
+        for i in range(self.config.iterations):
+            s = i % count
+            index = len(self.candidate_calls)
+            order = [-1] + [k for k, side in enumerate(self.sides) if side.due(index)]
+            for who in order if i % 2 == 0 else reversed(order):
+                if who < 0:
+                    self.candidate_calls.append(self.candidate(s, holds[s]))
+                else:
+                    self.sides[who].calls.append(self.compared(who, s, holds[s]))
+                    self.sides[who].paired.append(index)
+
+
+def measure(
+    slots: Slots, sides: list[Side], data: WorkloadData, config: EvalConfig, device: torch.device,
+    reference_plan: ReferencePlan | None = None, definition: str = "",
+) -> tuple[Performance, int]:  # fmt: skip
+    """Interleaved timing with input rotation and validation (GPU; on CPU the same bookkeeping runs with
+    ``perf_counter``). ``slots`` belong to the candidate's worker; each of ``sides`` (same slot layout) to a
+    twin worker running what the candidate is compared with (:mod:`fibserve.bench.sides`; the first is the
+    primary: the speedup and the timing checks are against it). ``reference_plan`` says why the reference is
+    sampled or missing. Returns the performance and the number of validated timed outputs.
+
+    Raises:
+        CandidateFailure: TIMEOUT, RUNTIME_ERROR or INCORRECT_* of the candidate.
+        ReferenceTimingError: a comparator's worker failed, or the baseline disagrees with the reference
+            (a harness problem).
+    """
+    l2_plan = timing.overwrite_plan(str(device)) if config.cold_l2 and device.type == "cuda" else None
+    loop = _TimingLoop(slots, sides, data, config, device, l2_plan)
+    for trial in range(config.trials):
+        loop.trial(trial)
+    return _performance(loop, reference_plan, definition), loop.validated
+
+
+def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, definition: str) -> Performance:
+    """The Performance of a finished timing loop: latencies and speedup on the basis the timing checks
+    allow, and the timing facts in ``extra``."""
+    config, device, primary, plan = loop.config, loop.device, loop.sides[0], loop.l2_plan
+    calls = loop.candidate_calls
+    cand_ms, cand_bound = [c.ms[0] for c in calls], [c.bound[0] for c in calls]
+    ref_ms, ref_bound = side_times(primary, "events"), side_times(primary, "bound")
+    unexplained_ms = checks.unexplained_round_trip(
+        [c.wall_ms for c in calls], cand_bound, [r.wall_ms for r in primary.calls], ref_bound, device
+    )
+    basis, hidden_ms = checks.timing_basis(cand_ms, cand_bound, ref_ms, ref_bound)
+    overwrite = checks.overwrite_excess(
+        [c.overwrite[0] for c in calls], [r.overwrite[0] for r in primary.calls]
+    )
+    if basis != "events":
+        cand_ms, ref_ms = cand_bound, ref_bound
+    cand = timing.summarize(cand_ms)
+    ref = timing.summarize(ref_ms)
+    ratios = sorted(r / c for c, r in zip(cand_ms, ref_ms, strict=True) if c > 0)
+    return Performance(
+        latency_ms=cand.median,
+        reference_latency_ms=ref.median,
+        speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
+        extra={
+            "measured_on": "gpu" if device.type == "cuda" else "cpu",
+            "method": "interleaved pairs, both sides in worker processes of the same construction, "
+            f"speedup = median({primary.role}_ms / candidate_ms)",
+            **comparison_extras(loop.sides, cand_ms, basis, reference_plan, definition),
+            "timing_basis": basis,
+            "hidden_work_ms": hidden_ms,
+            "unexplained_round_trip_ms": unexplained_ms,
+            "l2_overwrite": {"passes": plan.passes, "solo_ms": plan.solo_ms, **overwrite} if plan else None,
+            "candidate_ms": cand.as_dict(),
+            "reference_ms": ref.as_dict(),
+            "speedup_p10": timing.percentile(ratios, 10),
+            "speedup_p90": timing.percentile(ratios, 90),
+            "pairs": len(ratios),
+            "candidate_wall_ms_median": timing.summarize(loop.candidate_wall_ms).median,
+            "warmup": config.warmup,
+            "iterations": config.iterations,
+            "trials": config.trials,
+            "input_sets": len(loop.data.inputs),
+            "cold_l2": config.cold_l2,
+            "l2_flush_bytes": timing.cold_l2_bytes(device) if config.cold_l2 else 0,
+            "timed_outputs_validated": loop.validated,
+            "timed_outputs_checked_for_poison": loop.checked,
+        },
+    )
+
+
+def untimed_performance(reason: str, call_ms: float | None = None) -> Performance:
+    """The Performance of a run without GPU timing: latencies and speedup null (not measured), marked
+    ``measured_on: cpu``, ``timed: false`` with the reason."""
+    extra: dict[str, Any] = {"measured_on": "cpu", "timed": False, "reason": reason}
+    if call_ms is not None:
+        extra["cpu_call_wall_ms"] = call_ms
+    return Performance(extra=extra)
