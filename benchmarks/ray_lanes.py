@@ -46,6 +46,7 @@ def start(state: Path, args: list[str], lanes: int) -> tuple[subprocess.Popen, s
     """``fibserve serve`` with ``args`` on a free port; returns once ``lanes`` lanes are healthy."""
     port = free_port()
     cmd = [sys.executable, "-m", "fibserve", "serve", "--port", str(port), "--state-dir", str(state), *args]
+    state.parent.mkdir(parents=True, exist_ok=True)
     log = state.parent / f"server-{port}.log"
     proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
