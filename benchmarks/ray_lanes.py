@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     uv run python benchmarks/ray_lanes.py --lanes 1 2 4 --language broken --requests 200
     uv run python benchmarks/ray_lanes.py --lanes 2 --language python --requests 50   # real CPU evaluations
+    uv run python benchmarks/ray_lanes.py --gpu --lanes 1 --language cuda --requests 50   # on a GPU host
 
 For each lane count N it runs the same burst twice on 127.0.0.1: through a plain ``fibserve serve --devices
 cpu,...`` (N lane threads) and through ``fibserve serve --ray ADDRESS --devices cpu`` on a one-node local Ray
@@ -68,7 +69,7 @@ def start(state: Path, args: list[str], lanes: int) -> tuple[subprocess.Popen, s
 def burst(url: str, body: dict, requests: int) -> dict:
     """Submit ``requests`` evaluations at once from 16 threads and wait for all; the numbers and summaries."""
     with FIBServeClient(url, timeout=120) as client, ThreadPoolExecutor(max_workers=16) as pool:
-        ids = list(pool.map(lambda _: client.submit_evaluate(body, [WORKLOAD]).task_id, range(requests)))
+        ids = list(pool.map(lambda _: client.submit_evaluate(body, [WORKLOAD]), range(requests)))
         answers = client.batch(ids, timeout=60)
         while any(a.status not in ("completed", "failed") for a in answers):
             answers = client.batch(ids, timeout=60)
@@ -108,7 +109,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--lanes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--language", choices=["broken", "python", "triton"], default="broken")
+    parser.add_argument("--language", choices=["broken", "python", "triton", "cuda"], default="broken")
+    parser.add_argument(
+        "--gpu", action="store_true", help="GPU lanes: --devices cuda:0,... against a node offering N GPUs"
+    )
     parser.add_argument("--no-compare", action="store_true", help="do not require identical results")
     args = parser.parse_args()
     body = solution(args.language)
@@ -117,7 +121,8 @@ def main() -> None:
     ).stdout.strip()
     for lanes in args.lanes:
         with tempfile.TemporaryDirectory(prefix="fibserve-ray-bench-") as tmp:
-            proc, url = start(Path(tmp) / "plain" / "state", ["--devices", ",".join(["cpu"] * lanes)], lanes)
+            devices = [f"cuda:{i}" for i in range(lanes)] if args.gpu else ["cpu"] * lanes
+            proc, url = start(Path(tmp) / "plain" / "state", ["--devices", ",".join(devices)], lanes)
             try:
                 plain = burst(url, body, args.requests)
             finally:
@@ -125,10 +130,12 @@ def main() -> None:
             cluster = RayCluster()
             survivors: list[int] = []
             try:
-                cluster.add_node(cpus=lanes, resources={"fibserve_cpu_lane": lanes})
-                proc, url = start(
-                    Path(tmp) / "ray" / "state", ["--ray", cluster.address, "--devices", "cpu"], lanes
-                )
+                if args.gpu:
+                    cluster.add_node(cpus=lanes, resources={}, gpus=lanes)
+                else:
+                    cluster.add_node(cpus=lanes, resources={"fibserve_cpu_lane": lanes})
+                ray_args = ["--ray", cluster.address] + ([] if args.gpu else ["--devices", "cpu"])
+                proc, url = start(Path(tmp) / "ray" / "state", ray_args, lanes)
                 try:
                     through_ray = burst(url, body, args.requests)
                 finally:

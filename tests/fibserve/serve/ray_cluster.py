@@ -86,11 +86,12 @@ class RayCluster:
         return f"127.0.0.1:{self.port}"
 
     def add_node(
-        self, cpus: int, resources: dict[str, float], timeout_s: float = 120.0
+        self, cpus: int, resources: dict[str, float], timeout_s: float = 120.0, gpus: int = 0
     ) -> subprocess.Popen[bytes]:
-        """Start the head (first call) or a worker node and wait until it says it runs."""
+        """Start the head (first call) or a worker node with ``cpus`` CPUs, ``gpus`` GPUs and ``resources``,
+        and wait until it says it runs."""
         for attempt in range(1, START_ATTEMPTS + 1):
-            proc, log, started = self._start_node(cpus, resources, timeout_s)
+            proc, log, started = self._start_node(cpus, resources, timeout_s, gpus)
             self.seen |= started
             if "Ray runtime started" in log:
                 self.nodes.append(proc)
@@ -101,7 +102,7 @@ class RayCluster:
                 raise RuntimeError(f"ray start failed {attempt} times; last log:\n{log[-4000:]}")
         raise AssertionError("unreachable")
 
-    def _start_node(self, cpus: int, resources: dict[str, float], timeout_s: float) -> tuple:
+    def _start_node(self, cpus: int, resources: dict[str, float], timeout_s: float, gpus: int) -> tuple:
         """One ``ray start``: (process, its log, the pids of every process seen below it while it started)."""
         head = not self.nodes
         if head:
@@ -112,7 +113,7 @@ class RayCluster:
             else [f"--address={self.address}"]
         )
         cmd = [
-            RAY, "start", *where, "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}", "--num-gpus=0",
+            RAY, "start", *where, "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}", f"--num-gpus={gpus}",
             f"--resources={json.dumps(resources)}", "--object-store-memory=100000000", "--disable-usage-stats",
             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
             f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}", "--block",
