@@ -42,7 +42,7 @@ from fibserve.analysis.sass import find_cuobjdump, parse_sass
 from fibserve.analysis.verdict import decide, merge_kernels
 from fibserve.build import build_solution
 from fibserve.build.toolchain import find_nvcc, nvcc_version, tvm_ffi_paths, tvm_ffi_version
-from fibserve.static_check import solution_from_path
+from fibserve.static_analysis import solution_from_path
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,6 +27,7 @@
 #   overhead    benchmarks/eval_overhead.py: overhead, and memory over $OVERHEAD_EVALUATIONS (200) evaluations
 #   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
 #   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
+#   hardening   issue 20's GPU defences: tests/fibserve/bench/test_gpu_hardening.py, then benchmarks/hardening_cost.py
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -95,6 +96,12 @@ quickstart() {
     done
 }
 
+hardening() {
+    python3 -m pytest -o addopts="-ra --strict-markers" -m gpu -q -s -p no:cacheprovider \
+        tests/fibserve/bench/test_gpu_hardening.py || echo "hardening tests exit $?"
+    python3 benchmarks/hardening_cost.py --out "$OUT" || echo "hardening_cost exit $?"
+}
+
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(env sandbox pytest suite refgemm latency stability overhead serve quickstart)
 for item in "${steps[@]}"; do
@@ -120,6 +127,7 @@ for item in "${steps[@]}"; do
         serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py --devices cuda:0 --settle-s 3 \
             --requests "${SERVE_REQUESTS:-200}" --max-wall-s "$((limit - 60))" ;;
         quickstart) run_step quickstart "$limit" quickstart ;;
+        hardening) run_step hardening "$limit" hardening ;;
         *) echo "unknown step: $step" >&2; exit 2 ;;
     esac
 done

@@ -5,8 +5,9 @@ function (a lazy import is still a dependency) and under ``TYPE_CHECKING``. docs
 layers and says what flows between them.
 
 FIBServe, lowest first: ``sandbox``/``trace`` (foundations: process isolation, the FlashInfer Trace data model)
--> ``datasets`` (the bundled trace sets: data written in the trace format, so above ``trace``) -> ``build``,
-``analysis`` -> ``bench``, ``static_check`` -> ``tools`` -> ``serve`` -> ``client``, ``cli``. mini-ptx-agent
+-> ``datasets`` (the bundled trace sets, where trace sets come from when none are named, and the catalog
+that looks names up in them: data written in the trace format, so above ``trace``) -> ``build``,
+``analysis`` -> ``bench``, ``static_analysis`` -> ``tools`` -> ``serve`` -> ``client``, ``cli``. mini-ptx-agent
 sits above all of it as a client: it may use fibserve's data model, bundled data, static analysis and HTTP
 client, never the evaluator, the tools or the server's internals; fibserve never imports mini_ptx_agent.
 """
@@ -29,7 +30,7 @@ FIBSERVE_LAYERS: list[set[str]] = [
     {"sandbox", "trace"},
     {"datasets"},
     {"build", "analysis"},
-    {"bench", "static_check"},
+    {"bench", "static_analysis"},
     {"tools"},
     {"serve"},
     {"client", "cli", "__main__"},
@@ -38,8 +39,8 @@ FIBSERVE_LAYERS: list[set[str]] = [
 only re-exports ``check`` lazily). ``sandbox`` is listed before it exists on main (issue 14 adds it)."""
 
 AGENT_LAYERS: list[set[str]] = [
-    {"task", "feedback_options", "extraction", "trajectory", "prompts", "models", "demo"},
-    {"evaluation", "fibserve_backend", "feedback", "history", "service"},
+    {"task", "feedback_options", "architecture", "extraction", "trajectory", "prompts", "models", "demo"},
+    {"evaluation", "fibserve_backend", "feedback", "history", "notes", "profiling", "service"},
     {"agent"},
     {"runs"},
     {"quickstart", "experiments"},
@@ -50,24 +51,15 @@ AGENT_LAYERS: list[set[str]] = [
 ``harbor`` and ``inspect`` are the places later issues fill (an experiment runs many trajectories through
 ``runs``; reports, data pipelines, Harbor and the inspector read what experiments wrote)."""
 
-AGENT_MAY_IMPORT = {"trace", "datasets", "sandbox", "build", "analysis", "static_check", "client"}
-"""The parts of fibserve mini_ptx_agent may import: the data model, the bundled data (the demo's reference
-kernels), the static analysis's model (what the agent reads of an answer), the HTTP client and, for the
+AGENT_MAY_IMPORT = {"trace", "datasets", "sandbox", "build", "analysis", "static_analysis", "client"}
+"""The parts of fibserve mini_ptx_agent may import: the data model, the bundled data and its catalog (the
+demo's reference kernels; `ptxbench run` looks a definition up in the catalog before a run starts), the static
+analysis's model (what the agent reads of an answer), the HTTP client and, for the
 embedded service it starts, the sandbox's environment allowlist. The evaluator, the tools and the server run
 in FIBServe's own process, never in the agent's."""
 
-KNOWN_UPWARD = {
-    # Issue 15, the fibserve half: the result types move beside the tools, the catalog below bench and serve
-    # (the agent checks a definition against it before a run starts), and the trace layer stops reaching for
-    # the bundled data. Each pair leaves this table with its fix.
-    ("fibserve.tools.ncu", "fibserve.serve.models"),
-    ("fibserve.tools.sanitizer", "fibserve.serve.models"),
-    ("fibserve.bench.offline", "fibserve.serve.catalog"),
-    ("fibserve.trace.validate", "fibserve.datasets"),
-    ("fibserve.trace.trace_set", "fibserve.datasets"),
-    ("mini_ptx_agent.runs.options", "fibserve.serve.catalog"),
-}
-"""Upward edges on main today, ``(importer, imported)``: tolerated until issue 15's fibserve half removes them."""
+KNOWN_UPWARD: set[tuple[str, str]] = set()
+"""Upward edges tolerated for now, ``(importer, imported)`` (none: issue 15 removed the last ones)."""
 
 KNOWN_CYCLES: list[list[str]] = []
 """Import circles tolerated for now (none: issue 15 removed the last ones; a new one is fixed, not listed)."""

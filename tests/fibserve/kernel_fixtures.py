@@ -16,7 +16,7 @@ KERNELS = Path(__file__).resolve().parent / "kernels"
 
 def fixture_solution(file_name: str, *, entry_file: str | None = None) -> Solution:
     """Wrap tests/fibserve/kernels/<file_name> as a Solution the way `fibserve check FILE` does."""
-    from fibserve.static_check import solution_from_path
+    from fibserve.static_analysis import solution_from_path
 
     solution = solution_from_path(KERNELS / file_name, "test_definition")
     if entry_file is not None:

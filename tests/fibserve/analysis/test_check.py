@@ -211,7 +211,7 @@ def test_register_spills_are_reported(build_cache: Path) -> None:
 def test_an_entry_exported_under_another_cpp_name_is_not_an_abi_mismatch() -> None:
     """TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, host_fn) is a valid tvm-ffi entry; the evaluator rejects a candidate
     for any ABI problem, so not finding a C++ function named `run` must not be reported as one."""
-    from fibserve.static_check import check_arity
+    from fibserve.static_analysis import check_arity
     from fibserve.trace import Solution
 
     definition = Definition.model_validate(
@@ -244,3 +244,30 @@ def test_an_entry_exported_under_another_cpp_name_is_not_an_abi_mismatch() -> No
         }
     )
     assert check_arity(solution, definition) == []
+
+
+def test_an_evaluation_reads_the_analysis_or_why_there_is_none() -> None:
+    from fibserve.static_analysis import AnalysisUnavailable, read_analysis
+    from pydantic import ValidationError
+
+    assert read_analysis({"error": "static analysis unavailable: boom"}) == AnalysisUnavailable(
+        error="static analysis unavailable: boom"
+    )
+    assert read_analysis(None) is None
+    with pytest.raises(ValidationError):
+        read_analysis({"status": "clean"})
+
+
+def test_an_analysis_that_raises_is_recorded_as_unavailable_not_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The evaluator goes on without the analysis when the toolchain itself breaks (never the candidate's fault)."""
+    from fibserve import static_analysis
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("cuobjdump vanished")
+
+    monkeypatch.setattr(static_analysis, "check", broken)
+    outcome = static_analysis.analyse(None, None, "sm_90a", 1.0)  # type: ignore[arg-type]
+    assert isinstance(outcome, static_analysis.AnalysisUnavailable)
+    assert outcome.error == "static analysis unavailable: RuntimeError('cuobjdump vanished')"

@@ -125,8 +125,8 @@ def test_a_narrow_terminal_folds_the_table_instead_of_cutting_values():
 @pytest.mark.nvcc
 def test_cuda_on_cpu_prints_the_static_analysis_as_check_does():
     from fibserve.bench.offline import find_definition
-    from fibserve.static_check import check, print_analysis, solution_from_path
-    from fibserve.trace.trace_set import TraceSet
+    from fibserve.datasets import load_trace_set
+    from fibserve.static_analysis import check, print_analysis, solution_from_path
     from rich.console import Console
 
     kernel = KERNELS / "gemm_naive.cu"
@@ -136,7 +136,7 @@ def test_cuda_on_cpu_prints_the_static_analysis_as_check_does():
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
     assert "NOT EXECUTED" in result.stdout
 
-    definition = find_definition(TraceSet.from_env(strict=False), "gemm_n7168_k5120")
+    definition = find_definition(load_trace_set(strict=False), "gemm_n7168_k5120")
     analysis = check(solution_from_path(kernel, definition.name), definition=definition)
     console = Console(record=True, width=160)
     print_analysis(analysis, console)

@@ -163,3 +163,26 @@ def test_workload_of_another_definition_is_named(evaluator, vector_add, trace_se
     foreign = trace_set.workloads_for("rmsnorm_f32")[:1]
     report = evaluator.evaluate(definition, make_solution("add_correct.py", DEFINITION), foreign)
     assert foreign[0].uuid in report.task_error
+
+
+def test_a_kernel_writing_zeros_under_a_lax_atol_is_caught_by_the_relative_norm(
+    evaluator, vector_add, make_solution
+):
+    # atol 100 exceeds every output of x + y (randn inputs), so zeros pass elementwise: the workload is
+    # near-constant and the relative-norm check decides
+    report = _run(evaluator, vector_add, make_solution, "add_writes_zeros.py", overrides={"atol": 100.0})
+    assert report.task_error is None, report.task_error
+    ev = report.traces[0].evaluation
+    assert ev.status is EvaluationStatus.INCORRECT_NUMERICAL, ev.log
+    assert ev.correctness.extra["degenerate"] == {"z": "near_constant"}
+    assert ev.correctness.extra["outputs"]["z"]["decided_by"] == "elementwise+relative_norm"
+    assert "relative L2 error 1" in ev.log
+
+
+def test_a_workload_whose_outputs_are_all_constant_is_refused_before_the_candidate_runs(
+    evaluator, vector_add, make_solution
+):
+    report = _run(evaluator, vector_add, make_solution, "add_writes_zeros.py",
+                  overrides={"atol": 100.0, "rtol": 100.0})  # fmt: skip
+    assert not report.traces or all(t.evaluation is None for t in report.traces)
+    assert "degenerate workload" in report.task_error and not report.executed

@@ -62,7 +62,9 @@ def test_cuda_candidate_gets_static_analysis_and_an_explicit_not_executed(
     assert report.executed is False and not report.all_passed
     assert [t.evaluation for t in report.traces] == [None, None]
     assert any("not executed" in note for note in report.notes)
-    assert report.analysis["status"] == "clean" and report.analysis["arch"] == "sm_90a"
+    assert (
+        report.analysis is not None and report.analysis.status == "clean" and report.analysis.arch == "sm_90a"
+    )
     assert report.build["status"] == "OK"
 
 

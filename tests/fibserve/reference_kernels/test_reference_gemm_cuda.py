@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.nvcc, pytest.mark.slow]
 def analysis(gemm_dir: Path):
     """``fibserve.check`` of kernel.cu for sm_90a: the build and its SASS opcode counts."""
     import fibserve
-    from fibserve.static_check import solution_from_path
+    from fibserve.static_analysis import solution_from_path
 
     result = fibserve.check(solution_from_path(gemm_dir / "kernel.cu", "gemm_n7168_k5120"), arch="sm_90a")
     assert result.status == "clean" and result.build is not None, result.build.log if result.build else result

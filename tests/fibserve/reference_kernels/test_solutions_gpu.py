@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 from fibserve.datasets import default_root
+from fibserve.static_analysis import Analysis
 from fibserve.trace.trace_set import TraceSet
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.timeout(900)]  # nvcc + 2 x 5 workloads
@@ -82,9 +83,9 @@ def test_every_bundled_workload_passes(reports: dict, bundled: TraceSet, name: s
 
 def test_cuda_report_carries_hgmma_and_utmaldg(reports: dict) -> None:
     analysis = reports[CUDA_NAME].analysis
-    assert isinstance(analysis, dict) and analysis.get("status") == "clean", analysis
-    assert analysis["sass_opcodes"].get("HGMMA", 0) > 0
-    assert analysis["sass_opcodes"].get("UTMALDG", 0) > 0
+    assert isinstance(analysis, Analysis) and analysis.status == "clean", analysis
+    assert analysis.sass_opcodes.get("HGMMA", 0) > 0
+    assert analysis.sass_opcodes.get("UTMALDG", 0) > 0
 
 
 @pytest.mark.parametrize("name", [CUDA_NAME, TRITON_NAME])

@@ -117,7 +117,7 @@ def test_non_finite_errors_are_stored_as_standard_json_strings_and_read_back(tmp
     import json
     import math
 
-    from fibserve.serve.app import task_answer
+    from fibserve.serve.routes import task_answer
 
     store = TaskStore(tmp_path / "tasks.sqlite3")
     (task_id,) = _submit(store, 1)

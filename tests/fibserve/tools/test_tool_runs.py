@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fibserve.datasets import default_root
-from fibserve.tools.candidate_runs import CandidateJob
+from fibserve.tools.jobs import CandidateJob
 from fibserve.tools.ncu import ProfilerUnavailable, clean_report, kernel_names, ncu_argv, run_profile
 from fibserve.tools.process import (
     load_paths,

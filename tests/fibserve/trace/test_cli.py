@@ -37,6 +37,7 @@ def test_validate_legacy_snapshot_json() -> None:
         "warnings": 6,
     }
     assert len(report["migrations"]) == 6
+    assert report["suggestion"] is None
 
 
 def test_validate_snapshot_without_legacy_fails_with_files_and_lines() -> None:
@@ -45,6 +46,7 @@ def test_validate_snapshot_without_legacy_fails_with_files_and_lines() -> None:
     report = json.loads(result.stdout)
     assert report["ok"] is False and report["counts"]["errors"] > 0
     assert any(p["line"] == 1 and p["path"].endswith("gemm_n_4096_k_4096.jsonl") for p in report["problems"])
+    assert "validate it with --legacy" in report["suggestion"]  # the 2025 layout is recognised
 
 
 def test_validate_broken_root_exits_1_naming_file_and_line(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from fibserve.trace import Definition
-from fibserve.trace.legacy import LegacyMigrationWarning, Migrator, workload_uuid
+from fibserve.trace import Definition, Solution
+from fibserve.trace.legacy import LegacyMigrationWarning, Migrator, as_legacy, workload_uuid
 from fibserve.trace.trace_set import TraceSet
 from trace_helpers import GEMM_DEFINITION, make_root, shared
 
@@ -117,3 +117,52 @@ def test_trace_without_matching_workload_gets_uuid5_and_solution_languages_are_l
     assert loaded.workload.uuid == workload_uuid("gemm_small", trace["workload"])
     assert loaded.evaluation.log == "legacy log_file: x.log"
     assert loaded.evaluation.environment.hardware == "NVIDIA B200"
+
+
+def _legacy_solution(content: str, language: str = "Triton", **spec) -> dict:
+    return {
+        "name": "o3_gemm",
+        "definition": "gemm_small",
+        "author": "gpt-o3",
+        "spec": {"language": language, "target_hardware": ["B200"], "entry_point": "main.py::run", **spec},
+        "sources": [{"path": "main.py", "content": content}],
+    }
+
+
+def test_a_2025_solution_returning_a_dict_becomes_value_returning_with_outputs_read_by_name() -> None:
+    migrator = Migrator()
+    migrator.definition(dict(GEMM_DEFINITION))  # a trace set's definitions load first: its signature is known
+    content = "def run(A, B):\n    return {'C': A @ B.T}\n"
+    migrated = Solution.model_validate(migrator.solution(_legacy_solution(content)))
+    assert migrated.spec.destination_passing_style is False
+    assert migrated.sources[0].content.startswith(
+        content.rstrip("\n")
+    )  # original text kept, adapter appended
+    run = _load_reference(migrated.sources[0].content)
+    a, b = torch.randn(3, 4), torch.randn(8, 4)
+    assert torch.equal(run(a, b), a @ b.T)
+    assert migrator.changes["value_returning"] == 1
+    lacking = _load_reference(Migrator().solution(_legacy_solution("def run(A, B):\n    return {'D': A}\n"),
+                                                  signature=(2, ["C"]))["sources"][0]["content"])  # fmt: skip
+    with pytest.raises(KeyError, match=r"without the outputs \['C'\]"):
+        lacking(a, b)
+
+
+def test_a_2025_solution_that_takes_its_outputs_stays_destination_passing_and_cuda_is_untouched() -> None:
+    dps = _legacy_solution("def run(A, B, C):\n    C.copy_(A @ B.T)\n")
+    assert Migrator().solution(dps, signature=(2, ["C"]))["spec"] == {**dps["spec"], "language": "triton"}
+    set_explicitly = _legacy_solution("def run(A, B):\n    return A @ B.T\n", destination_passing_style=True)
+    assert Migrator().solution(set_explicitly, signature=(2, ["C"]))["spec"]["destination_passing_style"]
+    cuda = _legacy_solution("void run() {}", language="cuda", entry_point="kernel.cu::run")
+    cuda["sources"][0]["path"] = "kernel.cu"
+    migrator = Migrator()
+    assert migrator.solution(cuda, signature=(2, ["C"])) == cuda and not migrator.changes
+
+
+def test_a_request_solution_is_read_as_2025_only_when_it_did_not_choose_its_calling_style() -> None:
+    definition = Definition.model_validate(GEMM_DEFINITION)
+    body = _legacy_solution("def run(A, B):\n    return {'C': A @ B.T}\n", language="triton")
+    legacy = as_legacy(Solution.model_validate(body), definition)  # what `fibserve serve --legacy` stores
+    assert legacy.spec.destination_passing_style is False and "_legacy_run = run" in legacy.sources[0].content
+    chosen = Solution.model_validate({**body, "spec": {**body["spec"], "destination_passing_style": True}})
+    assert as_legacy(chosen, definition) is chosen

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fibserve.datasets import load_trace_set
 from fibserve.trace import EvaluationStatus
 from fibserve.trace.problems import TraceSetError
 from fibserve.trace.trace_set import TraceSet
@@ -278,14 +279,14 @@ def test_fast_path_matches_full_validation(tmp_path: Path) -> None:
     assert [p.line for p in ts.errors] == [51]
 
 
-def test_from_env_uses_dataset_roots_or_the_bundled_set(
+def test_load_trace_set_uses_dataset_roots_or_the_bundled_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = make_root(tmp_path / "r", definitions={"g.json": GEMM_DEFINITION})
     monkeypatch.setenv("DATASET_ROOTS", str(root))
-    assert list(TraceSet.from_env().definitions) == ["gemm_small"]
+    assert list(load_trace_set().definitions) == ["gemm_small"]
     monkeypatch.delenv("DATASET_ROOTS")
-    assert "gemm_n7168_k5120" in TraceSet.from_env().definitions
+    assert "gemm_n7168_k5120" in load_trace_set().definitions
 
 
 def test_a_line_with_two_objects_is_an_error_not_a_shift(tmp_path: Path) -> None:

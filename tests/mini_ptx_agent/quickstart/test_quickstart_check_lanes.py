@@ -37,7 +37,7 @@ def _serve(tmp_path: Path, factory):
     from fibserve.serve.settings import ServeSettings
 
     settings = ServeSettings(devices=["cpu"], state_dir=tmp_path / "state")
-    app = create_app(settings, runner=_never_runs, factory=factory, closer=lambda resources: None)
+    app = create_app(settings, handler=_never_runs, factory=factory, closer=lambda resources: None)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

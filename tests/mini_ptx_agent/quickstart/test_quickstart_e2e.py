@@ -136,6 +136,26 @@ def test_report_rebuilds_and_reprints_the_result(cuda_run):
         assert line in text.stdout
 
 
+@pytest.mark.nvcc
+def test_ptxbench_report_of_the_cpu_run_says_cpu_only_and_correctness_unknown(cuda_run, tmp_path):
+    """`ptxbench report` on the same run (in process): a demo, so counted only with --include-demo."""
+    from mini_ptx_agent.reports.inputs import ReportError
+    from mini_ptx_agent.reports.report import build_report
+
+    _, run = cuda_run
+    with pytest.raises(ReportError, match="only demo trajectories"):
+        build_report([run], tmp_path / "refused")
+    result = build_report([run], tmp_path / "report", turn_limits=[1, 3], include_demo=True)
+    m1, m3 = result.metrics
+    assert (m1.turn_limit, m1.unknown, m1.correct.n) == (1, 1, 0)
+    assert (m3.group, m3.trajectories, m3.unknown, m3.correct.n) == ("ptxbench-demo-replay (demo)", 1, 1, 0)
+    assert m3.speedup_median.value is None and m3.verified.n == 0 and result.turns == 3
+    assert any(w.startswith("CPU-only: no kernel was executed on a GPU") for w in result.provenance.warnings)
+    assert result.provenance.gpus == ["unknown"] and result.provenance.driver == "unknown"
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert "correctness is unknown" in page and "n/a (n=0)" in page
+
+
 def test_report_of_a_non_run_directory_is_a_clear_error(tmp_path):
     done = quickstart("--report", str(tmp_path), timeout=120)
     assert done.returncode == 2 and "plan.json is missing" in done.stderr

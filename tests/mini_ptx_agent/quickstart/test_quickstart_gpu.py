@@ -47,3 +47,19 @@ def test_demo_runs_on_the_gpu(tmp_path, language):
     assert again.returncode == 0
     for label in ("Runner completed:", "A kernel was correct:  yes: 3 of 3", "Target achieved:"):
         assert label in again.stdout
+    _assert_ptxbench_report(run, tmp_path / "report", speedups, language)
+
+
+def _assert_ptxbench_report(run, out, speedups: list[float], language: str) -> None:
+    """`ptxbench report` of the same GPU run: GPU-timed numbers, the GPU named, no CPU-only warning."""
+    from mini_ptx_agent.reports.report import build_report
+
+    result = build_report([run], out, turn_limits=[1, 3], include_demo=True)
+    at1, at3 = result.metrics
+    assert (at3.correct.value, at3.correct.n, at3.unknown) == (1.0, 1, 0)
+    assert at1.speedup_median.value == speedups[0] and at3.speedup_median.value == max(speedups)
+    if language == "cuda":
+        assert at3.verified.value == 1.0
+    assert not any("CPU-only" in w for w in result.provenance.warnings)
+    assert any("H200" in gpu or "H100" in gpu for gpu in result.provenance.gpus), result.provenance.gpus
+    assert result.provenance.baselines, "the bundled GEMM baseline should be named"

@@ -33,6 +33,18 @@ UnsafeNoSandbox = Annotated[
 ]
 
 
+Legacy = Annotated[
+    bool,
+    typer.Option(
+        "--legacy",
+        help="Read the 2025 FlashInfer Trace format: migrate trace sets while loading (definition 'type', "
+        "dict-returning references, workloads without uuid), and take a Python/Triton solution without "
+        "destination_passing_style as value-returning (it allocates its outputs; a returned dict is read by "
+        "output name).",
+    ),
+]
+
+
 def _allow_unsafe(unsafe: bool) -> None:
     if unsafe:
         from fibserve.sandbox import allow_unsafe
@@ -127,6 +139,7 @@ def serve_command(
             ),
         ),
     ] = None,
+    legacy: Legacy = False,
     unsafe_no_sandbox: UnsafeNoSandbox = False,
 ) -> None:
     """Run the FIBServe HTTP service: evaluate, sanitize and profile candidates; API docs at /docs.
@@ -150,6 +163,7 @@ def serve_command(
         "max_source_mb": max_source_mb,
         "task_ttl_s": task_ttl_s,
         "unsafe_no_sandbox": unsafe_no_sandbox,
+        "legacy": legacy,
     }
     if devices:
         options["devices"] = [d.strip() for d in devices.split(",") if d.strip()]
@@ -205,15 +219,14 @@ def validate_command(
             "else the bundled default trace set."
         ),
     ] = None,
-    legacy: Annotated[
-        bool, typer.Option("--legacy", help="Migrate the 2025 public snapshot format while loading.")
-    ] = False,
+    legacy: Legacy = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Load and validate trace-set roots together; print counts and every problem; exit 1 on any error."""
     import json
 
-    from fibserve.trace.validate import default_roots, validate_roots
+    from fibserve.datasets import default_roots
+    from fibserve.trace.validate import validate_roots
 
     report = validate_roots(roots or default_roots(), legacy=legacy)
     if as_json:
@@ -241,6 +254,8 @@ def validate_command(
             "[green]valid[/green]" if report.ok else f"[red]invalid: {report.counts['errors']} error(s)[/red]"
         )
         console.print(verdict, markup=True)
+        if report.suggestion:
+            console.print(f"hint: {report.suggestion}", style="yellow", markup=False)
     raise typer.Exit(0 if report.ok else 1)
 
 
@@ -250,9 +265,7 @@ def definitions_command(
         list[str] | None,
         typer.Argument(help="Trace-set roots; default: $DATASET_ROOTS, else the bundled default trace set."),
     ] = None,
-    legacy: Annotated[
-        bool, typer.Option("--legacy", help="Migrate the 2025 public snapshot format while loading.")
-    ] = False,
+    legacy: Legacy = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
     """List the definitions a candidate can implement: name, op_type, workloads, the run(...) signature and the
@@ -264,7 +277,8 @@ def definitions_command(
     """
     import json
 
-    from fibserve.trace.validate import default_roots, describe_definitions
+    from fibserve.datasets import default_roots
+    from fibserve.trace.validate import describe_definitions
 
     summaries, errors = describe_definitions(roots or default_roots(), legacy=legacy)
     if as_json:
@@ -319,6 +333,7 @@ def check_command(
         typer.Option("--policy", help="Benchmark source policy: a YAML/JSON file of PolicyConfig fields."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Analysis as JSON.")] = False,
+    legacy: Legacy = False,
     unsafe_no_sandbox: UnsafeNoSandbox = False,
 ) -> None:
     """Static check without a GPU: source policy, build, PTX/SASS instruction families, ptxas resources.
@@ -331,13 +346,15 @@ def check_command(
 
     from pydantic import ValidationError
 
-    from fibserve.static_check import check, load_policy, print_analysis, solution_from_path
+    from fibserve.static_analysis import check, load_policy, print_analysis, solution_from_path
+    from fibserve.trace.legacy import signature_of
 
     _allow_unsafe(unsafe_no_sandbox)
     try:
-        definition_model = _load_definition(definition) if definition else None
+        definition_model = _load_definition(definition, legacy=legacy) if definition else None
         definition_name = definition_model.name if definition_model is not None else None
-        solution = solution_from_path(Path(path), definition_name)
+        signature = signature_of(definition_model) if definition_model is not None else None
+        solution = solution_from_path(Path(path), definition_name, legacy=legacy, signature=signature)
         policy_config = load_policy(Path(policy)) if policy else None
         analysis = check(solution, definition=definition_model, arch=arch, policy=policy_config)
     except (OSError, ValueError, ValidationError, KeyError) as exc:
@@ -384,6 +401,7 @@ def evaluate_command(
         str | None, typer.Option("--config", help="Evaluation config YAML laid over the packaged defaults.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the EvaluationReport as JSON.")] = False,
+    legacy: Legacy = False,
     unsafe_no_sandbox: UnsafeNoSandbox = False,
 ) -> None:
     """Evaluate a candidate offline (no server): build, check correctness against the reference, time it.
@@ -406,7 +424,8 @@ def evaluate_command(
         run_offline,
         select,
     )
-    from fibserve.static_check import solution_from_path
+    from fibserve.static_analysis import solution_from_path
+    from fibserve.trace.legacy import signature_of
 
     _allow_unsafe(unsafe_no_sandbox)
     if (kernel is None) == (solution is None):
@@ -414,9 +433,11 @@ def evaluate_command(
         raise typer.Exit(2)
     roots = [part for value in local or [] for part in value.split(os.pathsep) if part]
     try:
-        definition_model, workloads, root_paths, baseline = select(roots, definition, workload)
+        definition_model, workloads, root_paths, baseline = select(roots, definition, workload, legacy=legacy)
         device = resolve_device(device)
-        candidate = solution_from_path(Path(solution or kernel), definition)
+        candidate = solution_from_path(
+            Path(solution or kernel), definition, legacy=legacy, signature=signature_of(definition_model)
+        )
         if kernel and language:
             # Re-validate rather than model_copy(update=...): the str must become a Language enum.
             spec = {**candidate.spec.model_dump(), "language": language}
@@ -446,8 +467,9 @@ def evaluate_command(
     raise typer.Exit(exit_code(report))
 
 
-def _load_definition(name_or_path: str):
-    """A Definition from a JSON file path, or by name from DATASET_ROOTS / the bundled trace set.
+def _load_definition(name_or_path: str, *, legacy: bool = False):
+    """A Definition from a JSON file path, or by name from DATASET_ROOTS / the bundled trace set (through the
+    2025-format migration with ``legacy``).
 
     Raises:
         fibserve.bench.offline.LookupProblem: unknown name (the message suggests close matches).
@@ -458,11 +480,17 @@ def _load_definition(name_or_path: str):
 
     candidate = Path(name_or_path)
     if candidate.suffix == ".json" and candidate.is_file():
-        return Definition.model_validate_json(candidate.read_text())
-    from fibserve.bench.offline import find_definition
-    from fibserve.trace.trace_set import TraceSet
+        if not legacy:
+            return Definition.model_validate_json(candidate.read_text())
+        import json
 
-    return find_definition(TraceSet.from_env(strict=False), name_or_path)
+        from fibserve.trace.legacy import Migrator
+
+        return Definition.model_validate(Migrator().definition(json.loads(candidate.read_text())))
+    from fibserve.bench.offline import find_definition
+    from fibserve.datasets import load_trace_set
+
+    return find_definition(load_trace_set(migrate_legacy=legacy, strict=False), name_or_path)
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from fibserve.serve.models import DefinitionSummary, HealthAnswer, SubmitAnswer,
 from fibserve.trace import Definition, Solution, Workload
 
 if TYPE_CHECKING:
-    from fibserve.static_check import Analysis
+    from fibserve.static_analysis import Analysis
 
 DEFAULT_URL = "http://127.0.0.1:10000"
 """Where ``fibserve serve`` listens by default."""
@@ -205,8 +205,10 @@ class FIBServeClient:
         metrics: list[str] | None = None,
         page: str | None = None,
         timeout: float | None = None,
+        digest: bool | None = None,
     ) -> str:
-        """Queue an Nsight Compute profile; returns the task id."""
+        """Queue an Nsight Compute profile; returns the task id. ``digest``: also executed instructions per SASS
+        opcode and a short summary in each run (``ProfileRun.executed_opcodes``, ``summary``)."""
         answer = self.submit(
             "profile",
             solution,
@@ -216,15 +218,16 @@ class FIBServeClient:
             metrics=metrics,
             page=page,
             timeout=timeout,
+            digest=digest,
         )
         return answer.task_id
 
     def compile(self, solution: Solution | dict[str, Any], arch: str = "sm_90a") -> Analysis:
-        """``POST /compile``: the static analysis (:class:`fibserve.static_check.Analysis`), answered directly."""
+        """``POST /compile``: the static analysis (:class:`fibserve.static_analysis.Analysis`), answered directly."""
         data = self._request(
             "POST", "/compile", json={"solution": _solution_json(solution), "arch": arch}, wait_s=600.0
         )
-        from fibserve.static_check import Analysis
+        from fibserve.static_analysis import Analysis
 
         return Analysis.model_validate(data)
 

@@ -9,7 +9,8 @@ what kernels need:
   the evaluation service), writes the kernel, the evaluator result and each correct version, and appends the
   deterministic feedback; it raises ``Submitted`` when the target is met on a GPU;
 - the model is wrapped in :class:`~mini_ptx_agent.models.bounded.BoundedModel`: each call is bounded by ``turn_timeout_s`` and by the wall-time
-  limit, earlier replies are resent bounded (:mod:`mini_ptx_agent.history`), and a failing model API becomes
+  limit, it is sent what the run's context policy shows of the conversation, earlier replies bounded
+  (:mod:`mini_ptx_agent.history`; the trajectory keeps every message), and a failing model API becomes
   :class:`InfrastructureError` (exit status ``InfrastructureError``), never a kernel failure;
   an evaluation service failure ends the run the same way;
 - ``save`` writes the trajectory atomically with secrets scrubbed (:mod:`mini_ptx_agent.trajectory`);
@@ -33,10 +34,11 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a ba
 from minisweagent.agents.default import AgentConfig, DefaultAgent
 from minisweagent.exceptions import FormatError, Submitted
 
-from .evaluation import EvaluationBackend, EvaluationInfrastructureError, KernelReport
+from .evaluation import EvaluationBackend, EvaluationInfrastructureError, KernelReport, NotEvaluated, submits
 from .extraction import extract_kernel, format_error_message
 from .feedback import format_feedback
-from .history import bounded_history
+from .feedback_options import FeedbackOptions
+from .history import context_messages
 from .models.base import is_demo_model
 from .models.bounded import BoundedModel, InfrastructureError, exit_message
 from .task import TaskConfig
@@ -110,25 +112,60 @@ class TrajectoryFiles:
 
 
 class EvaluationEnvironment:
-    """mini-swe-agent ``Environment`` whose action is "evaluate this kernel" (through an EvaluationBackend)."""
+    """mini-swe-agent ``Environment`` whose action is "evaluate this kernel" (through an EvaluationBackend),
+    with the run's feedback options: a correct kernel profiled with Nsight Compute when they ask (cached in
+    ``ncu_cache_dir``, :mod:`mini_ptx_agent.profiling`), fix notes searched for a failure (``notes_dir``)."""
 
-    def __init__(self, backend: EvaluationBackend, task: TaskConfig):
+    def __init__(
+        self,
+        backend: EvaluationBackend,
+        task: TaskConfig,
+        feedback: FeedbackOptions | None = None,
+        *,
+        ncu_cache_dir: Path | None = None,
+    ):
+        """Raises FixNotesError: ``feedback.notes_dir`` names no folder of notes."""
         self.backend = backend
         self.task = task
         self.config = task
+        self.feedback = feedback or FeedbackOptions()
+        self.ncu_cache_dir = ncu_cache_dir
+        self.notes = None
+        if self.feedback.notes_dir is not None:
+            from .notes import FixNoteIndex
+
+            self.notes = FixNoteIndex.load(self.feedback.notes_dir)
 
     def execute(self, action: dict, cwd: str = "") -> dict[str, Any]:
-        """Evaluate ``action["solution"]``; returns ``{"output": feedback, "returncode", "extra": {"report"}}``.
+        """Evaluate ``action["solution"]``; returns ``{"output": feedback, "returncode", "extra": {"report",
+        "submit"}}`` (``submit``: the run ends ``Submitted``, :func:`mini_ptx_agent.evaluation.submits`).
 
         Raises:
-            EvaluationInfrastructureError: the service failed.
+            EvaluationInfrastructureError: the service (or, when the options ask for it, its profiler) failed.
         """
-        report = self.backend.evaluate(action["solution"], self.task)
+        solution = action["solution"]
+        report = self.backend.evaluate(solution, self.task)
+        if self.feedback.needs_profile:
+            from .profiling import profile_correct_kernel
+
+            ncu = profile_correct_kernel(self.backend, solution, self.task, report, self.ncu_cache_dir)
+            report = report.model_copy(update={"ncu": ncu})
+        not_a_failure = (NotEvaluated.INFRASTRUCTURE_ERROR, NotEvaluated.NOT_EXECUTED)
+        if self.notes is not None and not report.all_passed and report.status not in not_a_failure:
+            from .notes import failure_query
+
+            report = report.model_copy(update={"fix_notes": self.notes.search(failure_query(report))})
         # Candidate code wrote parts of the report (its log, its errors): no secret of this process may pass
         # from there into the feedback, the next prompt or any file, not even encoded.
         report = type(report).model_validate(redact_strings(report.model_dump(mode="json")))
-        feedback = format_feedback(report, turn=action.get("turn"))
-        return {"output": feedback, "returncode": 0 if report.all_passed else 1, "extra": {"report": report}}
+        feedback = format_feedback(
+            report, turn=action.get("turn"), options=self.feedback, arch=self.task.arch
+        )
+        return {
+            "output": feedback,
+            "returncode": 0 if report.all_passed else 1,
+            "extra": {"report": report, "submit": submits(report, self.feedback, self.task.arch)},
+        }
 
     def get_template_vars(self, **kwargs) -> dict[str, Any]:
         return {"definition": self.task.definition, "language": self.task.language} | kwargs
@@ -161,8 +198,11 @@ class KernelAgent(DefaultAgent):
         self.on_turn = on_turn
         self._turn_started = time.monotonic()
         language = self.config.task.language
+        policy = env.feedback.context_policy
         self.model = BoundedModel(
-            model, self.config.turn_timeout_s, prepare=lambda messages: bounded_history(messages, language)
+            model,
+            self.config.turn_timeout_s,
+            prepare=lambda messages: context_messages(messages, policy, language),
         )
         self.config: KernelAgentConfig
         self.env: EvaluationEnvironment
@@ -220,6 +260,7 @@ class KernelAgent(DefaultAgent):
                     "all_passed": report.all_passed,
                     "min_speedup": report.min_speedup,
                     "target_met": report.target_met,
+                    "submitted": output["extra"]["submit"],
                     "executed_on_gpu": report.executed_on_gpu,
                     "version": version,
                     "report": report.model_dump(mode="json"),
@@ -235,7 +276,7 @@ class KernelAgent(DefaultAgent):
                 tuple(analysis.sass_families) if analysis else (),
             )
         )  # fmt: skip
-        if report.target_met:
+        if output["extra"]["submit"]:
             raise Submitted(
                 feedback,
                 exit_message(

@@ -153,7 +153,63 @@ def run_command(
     sanitizer: Annotated[
         bool | None,
         typer.Option(
-            "--sanitizer/--no-sanitizer", help="compute-sanitizer gate before timing (default off)."
+            "--sanitizer/--no-sanitizer",
+            help="compute-sanitizer gate before timing (memcheck unless --sanitizer-tools); a finding rejects "
+            "the kernel untimed, quoted with its source lines (default off).",
+        ),
+    ] = None,
+    sanitizer_tools: Annotated[
+        str | None,
+        typer.Option(
+            "--sanitizer-tools",
+            help="Comma-separated gate tools: memcheck, racecheck, synccheck, initcheck (turns the gate on).",
+        ),
+    ] = None,
+    context_policy: Annotated[
+        Literal["full", "latest-pair", "single-user"] | None,
+        typer.Option(
+            "--context-policy",
+            help="What each model call sees: full (every message), latest-pair (system, task, latest reply and "
+            "its feedback), single-user (system and one message: task, latest kernel, its feedback) (default full).",
+        ),
+    ] = None,
+    architecture_warning: Annotated[
+        bool | None,
+        typer.Option(
+            "--architecture-warning/--no-architecture-warning",
+            help="Warn when the kernel lacks its target's families (sm_90a: wgmma or TMA; sm_100a: tcgen05) "
+            "(default on).",
+        ),
+    ] = None,
+    require_architecture: Annotated[
+        bool | None,
+        typer.Option(
+            "--require-architecture/--no-require-architecture",
+            help="Submitted needs correct + target speedup + the target's families (default off).",
+        ),
+    ] = None,
+    instruction_evidence: Annotated[
+        bool | None,
+        typer.Option(
+            "--instruction-evidence/--no-instruction-evidence",
+            help="Profile each correct kernel with Nsight Compute and report which families executed "
+            "(default off; needs ncu on the service's GPU).",
+        ),
+    ] = None,
+    profile_in_loop: Annotated[
+        bool | None,
+        typer.Option(
+            "--profile/--no-profile",
+            help="Add a short Nsight Compute summary (SOL %, occupancy, top stalls) of each correct kernel "
+            "(default off).",
+        ),
+    ] = None,
+    notes_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--notes-dir",
+            help="Folder of fix notes (*.md), or 'bundled' for the shipped ones: the best BM25 hits are added "
+            "to failure feedback (default none).",
         ),
     ] = None,
     output_root: Annotated[
@@ -197,20 +253,25 @@ def run_command(
 
     With --resume, an option not given keeps the run's plan.json value.
 
-    --num-turns, --wall-time, --turn-timeout and --sanitizer given with --resume replace the plan's.
+    --num-turns, --wall-time, --turn-timeout, --sanitizer and --sanitizer-tools given with --resume replace
+    the plan's.
 
-    Definition, language, arch, workloads, target speedup, prompt tag and model cannot change on --resume.
+    Definition, language, arch, workloads, target speedup, prompt tag, model and the other feedback options
+    (docs/feedback-options.md) cannot change on --resume.
     """
     from rich.console import Console
 
     from mini_ptx_agent.runs.launch import run_agent
-    from mini_ptx_agent.runs.options import RunOptionError, parse_workloads, run_options
+    from mini_ptx_agent.runs.options import RunOptionError, parse_list, parse_workloads, run_options
 
     try:
         options = run_options(
             definition=definition, language=language, model=model, num_turns=num_turns,
             target_speedup=target_speedup, workloads=parse_workloads(workloads), arch=arch,
             prompt_tag=prompt_tag, sanitizer=sanitizer, turn_timeout_s=turn_timeout, wall_time_limit_s=wall_time,
+            sanitizer_tools=parse_list(sanitizer_tools), context_policy=context_policy,
+            architecture_warning=architecture_warning, require_architecture=require_architecture,
+            instruction_evidence=instruction_evidence, profile_in_loop=profile_in_loop, notes_dir=notes_dir,
         )  # fmt: skip
         progress = Console(stderr=as_json, highlight=False, soft_wrap=True)  # stdout stays JSON with --json
         run_dir, summary = run_agent(
@@ -232,6 +293,69 @@ def run_command(
                 f"infrastructure error: {summary.infrastructure_error}", err=True, fg=typer.colors.RED
             )
     raise typer.Exit(2 if summary.exit_status == "InfrastructureError" else 0)
+
+
+@app.command("report")
+def report_command(
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RUN_DIR",
+            help="Run, quickstart or experiment directories (an experiment's turns.csv is preferred).",
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Where to write; default RUN_DIR/report for one input, else ./ptxbench-report."
+        ),
+    ] = None,
+    by: Annotated[
+        Literal["model", "definition", "tag", "language"],
+        typer.Option("--by", help="What the lines of the turn-limit figure and the table's rows group on."),
+    ] = "model",
+    turn_limits: Annotated[
+        str, typer.Option("--turn-limits", help="Turn limits T for the @T metrics, comma-separated.")
+    ] = "1,4,8",
+    include_demo: Annotated[
+        bool,
+        typer.Option(
+            "--include-demo", help="Count demo replays too (marked '(demo)'; never a model's result)."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print what was written and found as JSON.")
+    ] = False,
+) -> None:
+    """Write report.html (self-contained, opens offline), one PNG and one CSV per figure and metrics.csv:
+    correct@T, best speedup@T, verified@T per group with 95% intervals and n, and what ran them.
+    Exit 0 when written, 2 when an input cannot be used or holds no finished turn."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from mini_ptx_agent.reports.inputs import ReportError
+    from mini_ptx_agent.reports.report import build_report, parse_turn_limits, summary_table
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    target = out or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path("ptxbench-report"))
+    try:
+        limits = parse_turn_limits(turn_limits)
+        with err.status("report") as status:
+            result = build_report(
+                run_dirs, target, by=by, turn_limits=limits, include_demo=include_demo,
+                step=lambda text: status.update(f"report: {text}"),
+            )  # fmt: skip
+    except ReportError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+        return
+    out_console = Console(highlight=False)
+    out_console.print(summary_table(result))
+    for line in result.provenance.warnings:
+        out_console.print(f"[yellow]warning:[/] {escape(line)}")
+    out_console.print(f"wrote {escape(result.html)} and {len(result.files) - 1} figure and table files")
 
 
 def _yes_no_unknown(value: bool | None) -> str:

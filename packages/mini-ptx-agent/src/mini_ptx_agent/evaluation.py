@@ -15,9 +15,11 @@ import math
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from fibserve.trace import Comparisons, Definition, EvaluationStatus, Solution, Trace
+from fibserve.trace import Comparisons, Definition, EvaluationStatus, Solution, TimingFacts, Trace
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .architecture import has_target_families
+from .feedback_options import FeedbackOptions
 from .task import TaskConfig
 
 SCHEMA_VERSION = "ptxbench.eval/1"
@@ -107,8 +109,30 @@ class StaticAnalysis(_Model):
     """Static shared memory per block (bytes, max over kernels)."""
     spill_bytes: int | None = None
     """Spill stores plus spill loads (bytes, sum over kernels)."""
+    target: str | None = None
+    """The build's target architecture (``sm_90a``, ``sm_100a``); None for Triton and Python."""
+    architecture_families: list[str] | None = None
+    """The target families the service's architecture verdict found (``wgmma``, ``TMA``, ``tcgen05``; see
+    :mod:`mini_ptx_agent.architecture`); None when there was no verdict (nothing compiled, or Triton)."""
     raw: dict[str, Any] = Field(default_factory=dict)
     """The service's analysis object as sent."""
+
+
+class SanitizerFinding(_Model):
+    """One distinct error a compute-sanitizer run reported, flattened for feedback."""
+
+    tool: str
+    workload: str
+    message: str
+    """The tool's headline, e.g. ``Invalid __global__ write of size 4 bytes``."""
+    count: int = 1
+    """Identical reports (other threads) counted into this one."""
+    places: list[str] = Field(default_factory=list)
+    """``kernel.cu:17 (vector_add_kernel): z[i] = x[i] + y[i];``: each source line the finding names, quoted."""
+    thread: str | None = None
+    """The first reporting thread and block."""
+    details: list[str] = Field(default_factory=list)
+    """Address and allocation lines of the first report."""
 
 
 class SanitizerVerdict(_Model):
@@ -118,6 +142,58 @@ class SanitizerVerdict(_Model):
     tools: list[str] = Field(default_factory=list)
     summary: str = ""
     """The first failing run's report (or empty when clean)."""
+    findings: list[SanitizerFinding] = Field(default_factory=list)
+    """The errors of every failing run, with the source lines they name."""
+
+
+class NcuResult(_Model):
+    """What one Nsight Compute run of a correct kernel showed (``instruction_evidence``, ``profile_in_loop``)."""
+
+    workload: str
+    """The workload profiled: the one with the lowest speedup."""
+    kernel_hash: str
+    """sha256 of the solution's sources, entry point, target and the workload: the cache key."""
+    cached: bool = False
+    """Read from the run's cache (``exp_000/ncu/<kernel_hash>.json``) instead of profiled again."""
+    hardware: str | None = None
+    error: str | None = None
+    """Why the kernel could not be profiled (it failed under ncu, no kernel ran); None when it was."""
+    executed_opcodes: dict[str, int] = Field(default_factory=dict)
+    """Warp-level instructions executed per base SASS opcode (``sass__inst_executed_per_opcode``)."""
+    executed_families: list[str] = Field(default_factory=list)
+    """The target families those opcodes prove (``wgmma``, ``TMA``, ``tcgen05``; :mod:`mini_ptx_agent.architecture`)."""
+    not_compiled: list[str] = Field(default_factory=list)
+    """Notable opcodes the counts claim that the compiled SASS (the trusted static analysis) does not have: left
+    out of ``executed_opcodes`` and ``executed_families`` (the candidate shares ncu's output, so such a claim is
+    forged or misread)."""
+    summary: dict[str, Any] | None = None
+    """The short summary of the longest kernel (``profile_in_loop``), the service's ``NcuSummary`` as it sent it:
+    ``kernel``, ``sol_compute_pct``, ``sol_memory_pct``, ``achieved_occupancy_pct``,
+    ``theoretical_occupancy_pct`` (%), ``top_stalls`` (``[reason, warps stalled per issued instruction]``)."""
+
+    @property
+    def sass_families(self) -> list[str]:
+        """The notable opcodes that executed (``HGMMA``, ``UTMALDG``, ``SYNCS``, ``UTC*``...), sorted: the same
+        rule as the static analysis's :attr:`StaticAnalysis.sass_families` (fibserve's ``SASS_NOTABLE``)."""
+        from fibserve.analysis.families import SASS_NOTABLE
+
+        return sorted(
+            op
+            for op, n in self.executed_opcodes.items()
+            if n > 0 and (op in SASS_NOTABLE or op.startswith("UTC"))
+        )
+
+
+class FixNote(_Model):
+    """A fix note the BM25 search found for a failure (``notes_dir``)."""
+
+    name: str
+    """File name of the note."""
+    title: str
+    text: str
+    """The note's body (bounded)."""
+    score: float
+    """BM25 score against the failure's text."""
 
 
 class KernelReport(_Model):
@@ -146,6 +222,10 @@ class KernelReport(_Model):
     static_analysis: StaticAnalysis | None = None
     sanitizer: SanitizerVerdict | None = None
     """None when the sanitizer gate was off."""
+    ncu: NcuResult | None = None
+    """The Nsight Compute run of a correct kernel, when ``instruction_evidence`` or ``profile_in_loop`` is on."""
+    fix_notes: list[FixNote] = Field(default_factory=list)
+    """Fix notes found for a failure, when ``notes_dir`` is set."""
     notes: str = ""
     """Service notes for people (e.g. why a CUDA kernel was not executed)."""
     error: str | None = None
@@ -168,6 +248,11 @@ class EvaluationBackend(Protocol):
         """Evaluate ``solution`` on the task's workloads (with the sanitizer gate when the task asks)."""
         ...
 
+    def profile(self, solution: Solution, task: TaskConfig, workload: str, kernel_hash: str) -> NcuResult:
+        """Profile ``solution`` on ``workload`` with Nsight Compute (executed opcodes and a summary). Called
+        only when a run's feedback options ask for it, so a backend without a profiler need not have it."""
+        ...
+
     def describe(self) -> dict[str, Any]:
         """What to record about the backend in a trajectory (never a token)."""
         ...
@@ -186,11 +271,11 @@ def executed_on_gpu(trace: Trace) -> bool:
     evaluation = trace.evaluation
     if evaluation is None:
         return False
-    extra = (evaluation.performance.extra or {}) if evaluation.performance else {}
-    if extra.get("timed") is False:
+    facts = TimingFacts.of(evaluation.performance)
+    if facts.timed is False:
         return False
-    if "measured_on" in extra:
-        return extra["measured_on"] == "gpu"
+    if facts.measured_on is not None:
+        return facts.measured_on == "gpu"
     hardware = evaluation.environment.hardware.strip().lower()
     return not (hardware.startswith("cpu") or "interpret" in hardware)
 
@@ -205,7 +290,7 @@ def workload_result(trace: Trace) -> WorkloadResult:
     if evaluation is None:
         raise ValueError(f"trace for workload {trace.workload.uuid} has no evaluation")
     perf, corr = evaluation.performance, evaluation.correctness
-    if perf is not None and (perf.extra or {}).get("timed") is False:
+    if perf is not None and TimingFacts.of(perf).timed is False:
         perf = None  # untimed (CPU mode): older FIBServe versions sent 0.0 here instead of null
     seen = Comparisons.of(perf)
     vs_reference = seen.vs_reference
@@ -317,23 +402,25 @@ def _positive(counts: dict[str, int]) -> list[str]:
 def static_analysis_from(raw: dict[str, Any] | None) -> StaticAnalysis | None:
     """Read the service's static analysis into :class:`StaticAnalysis`: the one place the agent reads it.
 
-    ``raw`` is the JSON of :class:`fibserve.static_check.Analysis` (``fibserve.check``, the ``analysis`` of a task
+    ``raw`` is the JSON of :class:`fibserve.static_analysis.Analysis` (``fibserve.check``, the ``analysis`` of a task
     answer), validated against that model, so the agent reads the fields the service wrote by their types, and a
     change to the model shows here. ``compiled`` from ``build.ok`` (None when policy stopped the build before it
     started: then the violations say why); PTX families from ``ptx_families``; SASS families from the kernels'
     ``sass_notable`` opcodes (HGMMA, UTMALDG, ...); registers and shared memory are the maximum over kernels,
-    spills the sum of spill stores and loads over kernels. An analysis the model does not accept (the service's
-    ``{"error": ...}`` when its analysis failed) gives a :class:`StaticAnalysis` that knows nothing but ``raw``.
+    spills the sum of spill stores and loads over kernels. The service's
+    :class:`fibserve.static_analysis.AnalysisUnavailable` (``{"error": ...}``: its analysis failed), or anything
+    neither model accepts, gives a :class:`StaticAnalysis` that knows nothing but ``raw``.
     """
     if not raw:
         return None
-    from fibserve.static_check import (
-        Analysis,  # builds on fibserve.build and .analysis: only once it is needed
-    )
+    # builds on fibserve.build and .analysis: only once it is needed
+    from fibserve.static_analysis import AnalysisUnavailable, read_analysis
 
     try:
-        analysis = Analysis.model_validate(raw)
+        analysis = read_analysis(raw)
     except ValidationError:
+        return StaticAnalysis(raw=raw)
+    if analysis is None or isinstance(analysis, AnalysisUnavailable):
         return StaticAnalysis(raw=raw)
     resources = [kernel.resources for kernel in analysis.kernels if kernel.resources is not None]
     violations = [f"{v.file}:{v.line}: {v.message} ({v.rule})" for v in analysis.policy]
@@ -342,6 +429,8 @@ def static_analysis_from(raw: dict[str, Any] | None) -> StaticAnalysis | None:
     else:
         compiled = False if violations else None
     registers = [r.registers for r in resources if r.registers is not None]
+    from .architecture import verdict_families
+
     return StaticAnalysis(
         compiled=compiled,
         compile_log=analysis.build.log if analysis.build is not None else "",
@@ -353,14 +442,38 @@ def static_analysis_from(raw: dict[str, Any] | None) -> StaticAnalysis | None:
         registers=max(registers) if registers else None,
         shared_memory_bytes=max(r.shared_bytes for r in resources) if resources else None,
         spill_bytes=sum(r.spill_store_bytes + r.spill_load_bytes for r in resources) if resources else None,
+        target=analysis.arch,
+        architecture_families=verdict_families(analysis.verdict) if analysis.verdict is not None else None,
         raw=raw,
     )
 
 
+def _places(finding: dict[str, Any]) -> list[str]:
+    places = []
+    for where in finding.get("locations") or []:
+        text = f"{where.get('file')}:{where.get('line')}"
+        if where.get("function"):
+            text += f" ({where['function']})"
+        if where.get("source"):
+            text += f": {where['source']}"
+        places.append(text)
+    return places
+
+
 def sanitizer_verdict_from(runs: list[Any]) -> SanitizerVerdict:
-    """Summarize compute-sanitizer runs (one per tool and workload): passed when every run passed."""
+    """Summarize compute-sanitizer runs (one per tool and workload): passed when every run passed; the findings
+    of the failing runs flattened with their source lines (:class:`SanitizerFinding`)."""
     rows = [r.model_dump() if hasattr(r, "model_dump") else dict(r) for r in runs]
     failed = [r for r in rows if not r.get("passed")]
+    findings = [
+        SanitizerFinding(
+            tool=str(run.get("tool")), workload=str(run.get("workload")), message=str(f.get("message", "")),
+            count=int(f.get("count") or 1), places=_places(f), thread=f.get("thread"),
+            details=[str(d) for d in f.get("details") or []],
+        )
+        for run in failed
+        for f in run.get("findings") or []
+    ]  # fmt: skip
     summary = ""
     if failed:
         first = failed[0]
@@ -369,5 +482,57 @@ def sanitizer_verdict_from(runs: list[Any]) -> SanitizerVerdict:
             f"{first.get('tool')} on workload {first.get('workload')} ({why}):\n{first.get('output', '')}"
         )
     return SanitizerVerdict(
-        passed=not failed, tools=sorted({str(r.get("tool")) for r in rows}), summary=summary
+        passed=not failed,
+        tools=sorted({str(r.get("tool")) for r in rows}),
+        summary=summary,
+        findings=findings,
+    )
+
+
+def ncu_result_from(run: Any, *, workload: str, kernel_hash: str, target: str) -> NcuResult:
+    """Read one ``digest`` Nsight Compute run (the service's ``ProfileRun`` or its JSON) into :class:`NcuResult`;
+    the executed families follow from its opcode counts (:func:`mini_ptx_agent.architecture.executed_families`)."""
+    from .architecture import executed_families
+
+    row = run.model_dump() if hasattr(run, "model_dump") else dict(run)
+    if not row.get("ok"):
+        note = row.get("note") or f"ncu exited with status {row.get('exit_code')}"
+        return NcuResult(workload=workload, kernel_hash=kernel_hash, error=str(note))
+    opcodes = {str(k): int(v) for k, v in (row.get("executed_opcodes") or {}).items()}
+    summary = row.get("summary")
+    return NcuResult(
+        workload=workload,
+        kernel_hash=kernel_hash,
+        executed_opcodes=opcodes,
+        executed_families=executed_families(target, opcodes),
+        summary=dict(summary) if summary else None,
+    )
+
+
+# -- the stop decision ------------------------------------------------------------------------------------
+
+
+def shown_families(report: KernelReport, *, executed: bool) -> list[str] | None:
+    """The kernel's target families: the executed ones (``executed``: from its Nsight Compute run) or the
+    compiled ones (the static analysis); None when unknown (no analysis verdict, no successful profile)."""
+    if executed:
+        ncu = report.ncu
+        return None if ncu is None or ncu.error else list(ncu.executed_families)
+    analysis = report.static_analysis
+    return None if analysis is None else analysis.architecture_families
+
+
+def architecture_met(report: KernelReport, options: FeedbackOptions, target: str) -> bool:
+    """Whether the kernel has the families ``target`` calls for, as ``options`` judge it (executed families with
+    ``instruction_evidence``, else compiled ones). Unknown counts as not met: a Triton kernel has no static
+    verdict (its SASS is compiled at run time), so only its executed instructions can show the families."""
+    families = shown_families(report, executed=options.instruction_evidence)
+    return families is not None and has_target_families(target, families)
+
+
+def submits(report: KernelReport, options: FeedbackOptions, target: str) -> bool:
+    """Whether the run ends ``Submitted``: the target speedup is met, and with ``require_architecture`` the
+    families ``target`` (the task's architecture) calls for too."""
+    return report.target_met and (
+        not options.require_architecture or architecture_met(report, options, target)
     )

@@ -6,13 +6,25 @@ kernel and comparator times (ms), the speedup against the reference and the frac
 roofline when measured; the error and compile log when failing (trimmed, head and tail kept);
 the architecture instructions found (PTX and SASS families); ptxas resources; and one final ``VERDICT:`` line.
 The verdict is chosen from structured fields only (status, all_passed, target_met, executed_on_gpu).
+
+The run's :class:`~mini_ptx_agent.feedback_options.FeedbackOptions` add sections (docs/feedback-options.md
+shows each): the architecture warning, the sanitizer findings with their source lines, the executed
+instructions and the profile summary from Nsight Compute, and the fix notes found for a failure; with
+``require_architecture`` a fast kernel without the target's families gets its own verdict.
 """
 
 from __future__ import annotations
 
 from fibserve.trace import EvaluationStatus
 
-from .evaluation import KernelReport, NotEvaluated, WorkloadResult
+from .architecture import TARGET_FAMILIES, describe, has_target_families
+from .evaluation import KernelReport, NotEvaluated, WorkloadResult, architecture_met
+from .feedback_options import FeedbackOptions
+
+MAX_FINDINGS = 6
+"""Sanitizer findings listed one by one; further ones are counted."""
+NOTE_CHARS = 900
+"""Longest fix note quoted in feedback (characters)."""
 
 MAX_LOG_CHARS = 3000
 """Longest error or compile log quoted in feedback (characters); longer logs keep their head and tail."""
@@ -142,10 +154,121 @@ def _analysis_section(report: KernelReport) -> list[str]:
     return lines
 
 
-def verdict_line(report: KernelReport) -> str:
-    """The final line, decided from structured fields only."""
+def _architecture_warning(report: KernelReport, options: FeedbackOptions) -> list[str]:
+    """A warning when the compiled kernel lacks every family its target calls for (from the static verdict)."""
+    analysis = report.static_analysis
+    if not options.architecture_warning or analysis is None or analysis.architecture_families is None:
+        return []
+    wanted = TARGET_FAMILIES.get(analysis.target or "")
+    if not wanted or has_target_families(analysis.target, analysis.architecture_families):
+        return []
+    text = (
+        f"ARCHITECTURE WARNING: the target {analysis.target} calls for {describe(wanted)}, and this kernel's "
+        "SASS has none of them, so it does not use the architecture's tensor-core or bulk-copy hardware."
+    )
+    if options.require_architecture:
+        text += " This run requires them: it does not end as Submitted without them."
+    return [text]
+
+
+def _sanitizer_section(report: KernelReport) -> list[str]:
+    """Clean, or each finding with the source lines it names (the raw report when none could be parsed)."""
+    sanitizer = report.sanitizer
+    if sanitizer is None:
+        return []
+    tools = ", ".join(sanitizer.tools) or "compute-sanitizer"
+    if sanitizer.passed:
+        return [f"Sanitizer ({tools}): clean."]
+    lines = [f"Sanitizer ({tools}): errors found:"]
+    if not sanitizer.findings:
+        return [*lines, trim(sanitizer.summary)]
+    for finding in sanitizer.findings[:MAX_FINDINGS]:
+        reports = f" ({finding.count} reports)" if finding.count > 1 else ""
+        lines.append(f"  - {finding.tool}, workload {finding.workload[:12]}: {finding.message}{reports}")
+        lines += [f"      at {place}" for place in finding.places]
+        if finding.thread:
+            lines.append(f"      first by {finding.thread}")
+        lines += [f"      {detail}" for detail in finding.details[:2]]
+    rest = len(sanitizer.findings) - MAX_FINDINGS
+    if rest > 0:
+        lines.append(f"  ... {rest} more findings")
+    return lines
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def _ncu_section(report: KernelReport, options: FeedbackOptions) -> list[str]:
+    """Executed families (``instruction_evidence``) and the profile summary (``profile_in_loop``)."""
+    ncu = report.ncu
+    if ncu is None:
+        return []
+    where = f"workload {ncu.workload[:12]}" + (", cached result" if ncu.cached else "")
+    if ncu.error:
+        return [f"Nsight Compute ({where}): no profile: {ncu.error}"]
+    lines = []
+    if options.instruction_evidence:
+        counted = ", ".join(f"{op} {ncu.executed_opcodes[op]:,}" for op in ncu.sass_families)
+        counted = counted or "none of the tracked opcodes"
+        ran = ", ".join(ncu.executed_families) or "none"
+        lines.append(
+            f"Executed instructions (Nsight Compute, {where}; warp instructions): {counted}. "
+            f"Target families that executed: {ran}."
+        )
+        if ncu.not_compiled:
+            lines.append(
+                f"Not counted: the profile claims {', '.join(ncu.not_compiled)} executed, but the compiled SASS has none."
+            )
+        compiled = report.static_analysis.architecture_families if report.static_analysis else None
+        idle = [name for name in compiled or [] if name not in ncu.executed_families]
+        if idle:
+            lines.append(f"Compiled in but never executed: {', '.join(idle)}.")
+    summary = ncu.summary
+    if options.profile_in_loop and summary:
+        stalls = (
+            ", ".join(f"{reason} {value:.2f}" for reason, value in summary.get("top_stalls") or []) or "n/a"
+        )
+        kernel = str(summary.get("kernel", ""))
+        kernel = kernel if len(kernel) <= 60 else kernel[:57] + "..."
+        lines.append(
+            f"Profile (Nsight Compute, {where}, kernel {kernel}): SOL compute {_pct(summary.get('sol_compute_pct'))}, "
+            f"memory {_pct(summary.get('sol_memory_pct'))}; achieved occupancy "
+            f"{_pct(summary.get('achieved_occupancy_pct'))} (theoretical "
+            f"{_pct(summary.get('theoretical_occupancy_pct'))}); top stalls (warps per issued instruction): {stalls}."
+        )
+    return lines
+
+
+def _fix_notes_section(report: KernelReport) -> list[str]:
+    if not report.fix_notes:
+        return []
+    lines = ["Fix notes that may apply (BM25 search of the notes folder):"]
+    for note in report.fix_notes:
+        lines.append(f"--- {note.title} ({note.name})")
+        lines.append(trim(note.text, NOTE_CHARS))
+    return lines
+
+
+def verdict_line(
+    report: KernelReport, options: FeedbackOptions | None = None, arch: str | None = None
+) -> str:
+    """The final line, decided from structured fields only (``options.require_architecture``: also the
+    families ``arch`` calls for; ``arch`` defaults to the static analysis's target)."""
     status = report.status
     target = f"{report.target_speedup:.2f}x"
+    options = options or FeedbackOptions()
+    arch = arch or (report.static_analysis.target if report.static_analysis else None)
+    if (
+        report.target_met and options.require_architecture and arch in TARGET_FAMILIES
+        and not architecture_met(report, options, arch)
+    ):  # fmt: skip
+        how = "executed" if options.instruction_evidence else "compiled in"
+        return (
+            f"VERDICT: FAST ENOUGH, ARCHITECTURE MISSING: minimum speedup {report.min_speedup:.3f}x >= target "
+            f"{target}, but no {describe(TARGET_FAMILIES[arch])} was {how}; this run requires it. Use the "
+            "architecture's instructions."
+        )
     if status is EvaluationStatus.PASSED:
         if report.implausible:
             return (
@@ -180,22 +303,28 @@ def verdict_line(report: KernelReport) -> str:
     )
 
 
-def format_feedback(report: KernelReport, *, turn: int | None = None) -> str:
-    """The feedback message for the model: header, workloads, analysis, sanitizer, notes, verdict line."""
+def format_feedback(
+    report: KernelReport,
+    *,
+    turn: int | None = None,
+    options: FeedbackOptions | None = None,
+    arch: str | None = None,
+) -> str:
+    """The feedback message for the model: header, workloads, analysis, architecture warning, sanitizer,
+    Nsight Compute, service notes, fix notes, verdict line. ``options``: the run's feedback options (default
+    :class:`FeedbackOptions`); ``arch``: the task's target (default: the static analysis's)."""
+    options = options or FeedbackOptions()
     header = f"Evaluation of your kernel ({report.language}, definition {report.definition})"
     if turn is not None:
         header += f", turn {turn}"
     lines = [header + f": {report.status.value}"]
     lines += _workload_section(report)
     lines += _analysis_section(report)
-    if report.sanitizer is not None:
-        tools = ", ".join(report.sanitizer.tools) or "compute-sanitizer"
-        if report.sanitizer.passed:
-            lines.append(f"Sanitizer ({tools}): clean.")
-        else:
-            lines.append(f"Sanitizer ({tools}): errors found:")
-            lines.append(trim(report.sanitizer.summary))
+    lines += _architecture_warning(report, options)
+    lines += _sanitizer_section(report)
+    lines += _ncu_section(report, options)
     if report.notes.strip():
         lines.append("Notes: " + trim(report.notes, 600))
-    lines.append(verdict_line(report))
+    lines += _fix_notes_section(report)
+    lines.append(verdict_line(report, options, arch))
     return "\n".join(lines)

@@ -18,8 +18,10 @@ from pydantic import ValidationError
 from .evaluation import (
     EvaluationInfrastructureError,
     KernelReport,
+    NcuResult,
     build_report,
     infrastructure_report,
+    ncu_result_from,
     sanitizer_verdict_from,
     static_analysis_from,
 )
@@ -33,7 +35,8 @@ class UnknownDefinition(LookupError):
 class FIBServeBackend:
     """:class:`EvaluationBackend` over :class:`fibserve.client.FIBServeClient`.
 
-    One evaluation = optional ``POST /sanitize`` (the gate: any finding rejects the kernel before timing), then
+    One evaluation = optional ``POST /sanitize`` (the gate: any finding rejects the kernel before timing; a
+    kernel that did not build goes on to the evaluation, which reports the compile error), then
     ``POST /evaluate`` on the task's workloads, each waited for up to ``task.timeout_s`` plus ``wait_margin_s``.
     An unreachable service, an error answer, a task that ``failed`` at the task level, or a wait that ran out
     raise :class:`EvaluationInfrastructureError`; an unknown definition raises :class:`UnknownDefinition`.
@@ -109,9 +112,13 @@ class FIBServeBackend:
                 timeout=task.timeout_s,
             )
             answer = self._finished("sanitize", task_id, wait_s)
-            sanitizer = sanitizer_verdict_from(answer.sanitizer or [])
-            if not sanitizer.passed:
-                return build_report(task, solution_name=answer.solution, traces=[], sanitizer=sanitizer)
+            runs = answer.sanitizer or []
+            if runs and all(run.verdict == "not_built" for run in runs):
+                sanitizer = None  # it did not build: the evaluation reports the compile error and its log
+            else:
+                sanitizer = sanitizer_verdict_from(runs)
+                if not sanitizer.passed:
+                    return build_report(task, solution_name=answer.solution, traces=[], sanitizer=sanitizer)
         task_id = self._call(
             "POST /evaluate",
             self.client.submit_evaluate,
@@ -131,6 +138,25 @@ class FIBServeBackend:
             sanitizer=sanitizer,
             notes=answer.logs or "",
         )
+
+    def profile(self, solution: Solution, task: TaskConfig, workload: str, kernel_hash: str) -> NcuResult:
+        """``POST /profile`` with ``digest`` on one workload: executed instructions per SASS opcode and the
+        short summary. A candidate that fails under ncu is an :class:`NcuResult` with ``error``; a service or
+        profiler that is not there raises :class:`EvaluationInfrastructureError`."""
+        task_id = self._call(
+            "POST /profile",
+            self.client.submit_profile,
+            solution,
+            [workload],
+            digest=True,
+            timeout=task.timeout_s,
+        )
+        answer = self._finished("profile", task_id, task.timeout_s + self.wait_margin_s)
+        runs = answer.profile or []
+        if not runs:
+            raise EvaluationInfrastructureError(f"FIBServe profile task {task_id} answered without a run")
+        result = ncu_result_from(runs[0], workload=workload, kernel_hash=kernel_hash, target=task.arch)
+        return result.model_copy(update={"hardware": (answer.device_info or {}).get("name") or answer.device})
 
 
 # -- `ptxbench eval` --------------------------------------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""What the model is sent of its earlier replies: bounded, however long a reply was.
+"""What the model is sent of the conversation: the run's context policy, earlier replies bounded.
+
+:func:`context_messages` is what one model call is sent; the trajectory keeps every message whatever the
+policy. ``full`` sends every message; ``latest-pair`` the system prompt, the task message, the latest reply
+and its feedback; ``single-user`` the system prompt and one user message that holds the task, the kernel of
+the latest reply and its feedback (a model that sees no conversation at all, only a task with a draft).
 
 The trajectory keeps every reply whole, once. When the model is asked for the next turn, an earlier reply
 whose prose (the text outside the kernel's fenced block) is longer than :data:`RESENT_PROSE_CHARS`, or whose
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 from .extraction import LANGUAGE_TAGS, extract_kernel, fenced, fenced_blocks
 from .feedback import trim
+from .feedback_options import ContextPolicy
 
 RESENT_PROSE_CHARS = 4_000
 """Longest prose of an earlier reply resent to the model (characters; the head is kept)."""
@@ -56,3 +62,52 @@ def bounded_history(messages: list[dict], language: str) -> list[dict]:
         else m
         for m in messages
     ]
+
+
+def _latest_pair(messages: list[dict]) -> tuple[dict, dict | None] | None:
+    """The latest assistant reply after the task and the message that answered it (None: no reply yet)."""
+    for index in range(len(messages) - 1, 1, -1):
+        if messages[index].get("role") == "assistant":
+            answer = messages[index + 1] if index + 1 < len(messages) else None
+            return messages[index], answer
+    return None
+
+
+def single_user_message(task: str, reply: str, feedback: str | None, language: str) -> str:
+    """The one user message of ``single-user``: the task, the latest reply's kernel and its feedback."""
+    source = extract_kernel(reply, language).source
+    if source is None:
+        draft = "Your previous reply had no kernel block."
+    else:
+        kernel = source if len(source) <= RESENT_KERNEL_CHARS else trim(source, RESENT_KERNEL_CHARS)
+        draft = "Your previous kernel:\n" + fenced(kernel, _FENCE_TAG[language])
+    parts = [task, draft]
+    if feedback:
+        parts.append("Its evaluation:\n" + feedback)
+    parts.append("Write the next version of the kernel.")
+    return "\n\n".join(parts)
+
+
+def context_messages(messages: list[dict], policy: ContextPolicy, language: str) -> list[dict]:
+    """What one model call is sent of ``messages`` (system, task, then the turns) under ``policy``.
+
+    Raises:
+        KeyError: ``language`` is not one of :data:`mini_ptx_agent.extraction.LANGUAGE_TAGS`.
+        ValueError: an unknown ``policy``.
+    """
+    bounded = bounded_history(messages, language)
+    if policy == "full" or len(bounded) <= 2:
+        return bounded
+    head = bounded[:2]
+    pair = _latest_pair(bounded)
+    if policy == "latest-pair":
+        return head if pair is None else [*head, *(m for m in pair if m is not None)]
+    if policy == "single-user":
+        if pair is None:
+            return head
+        reply, answer = pair
+        content = single_user_message(
+            head[1].get("content") or "", reply.get("content") or "", (answer or {}).get("content"), language
+        )
+        return [head[0], {"role": "user", "content": content}]
+    raise ValueError(f"unknown context policy {policy!r}: use full, latest-pair or single-user")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fibserve.static_analysis import Analysis, AnalysisOutcome
 from fibserve.trace import Definition, EvaluationStatus, Solution
 
 
@@ -50,15 +51,14 @@ def check_solution(definition: Definition, solution: Solution) -> str | None:
     return None
 
 
-def policy_problems(solution: Solution, analysis: Any) -> list[str]:
+def policy_problems(solution: Solution, analysis: AnalysisOutcome | None) -> list[str]:
     """Source-policy violations (CUDA: from ``analysis``; Triton and Python: the AST check with the module
     allowlist of their language) and, for CUDA, entry-point ABI problems found statically; each is one line
     naming the rule, file and line. The trusted side's own references never come through here."""
     problems: list[str] = []
-    if isinstance(analysis, dict) and "error" not in analysis:
-        for v in analysis.get("policy") or []:
-            problems.append(f"{v.get('file')}:{v.get('line')}: [{v.get('rule')}] {v.get('message')}")
-        problems.extend(f"ABI: {message}" for message in analysis.get("abi") or [])
+    if isinstance(analysis, Analysis):
+        problems.extend(f"{v.file}:{v.line}: [{v.rule}] {v.message}" for v in analysis.policy)
+        problems.extend(f"ABI: {message}" for message in analysis.abi)
         return problems
     if solution.spec.language.value in ("triton", "python"):
         from fibserve.build import check_policy

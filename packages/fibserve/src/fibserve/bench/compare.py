@@ -7,16 +7,21 @@ Rules, applied to each output in order:
 3. floating outputs: element ``x`` matches reference ``y`` when ``|x - y| <= atol + rtol * |y|``, computed in
    fp32 in chunks of ``chunk`` elements; NaN (in either) never matches; +inf/-inf match only the same inf.
    Integer and bool outputs match only when equal. An output passes when its matched ratio is at least
-   ``required_matched_ratio``, else ``INCORRECT_NUMERICAL``.
+   ``required_matched_ratio``, else ``INCORRECT_NUMERICAL``;
+4. outputs named in ``norm_checked`` (a workload's near-constant outputs, :mod:`fibserve.bench.degenerate`) must also
+   meet ``||x - y||_2 <= rtol * ||y||_2``, else ``INCORRECT_NUMERICAL``. Each output records which checks
+   decided it (``decided_by``).
 
 Reported errors: ``max_absolute_error = max |x - y|`` and ``max_relative_error = max |x - y| / |y|`` (with
-``|y|`` floored at 1e-12), both NaN when a NaN took part, inf when an infinity was missed.
+``|y|`` floored at 1e-12), both NaN when a NaN took part, inf when an infinity was missed; and
+``relative_l2_error = ||x - y||_2 / ||y||_2`` (0 when both norms are 0, inf when only ``||y||`` is).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -42,6 +47,8 @@ class TensorComparison(BaseModel):
     """Largest ``|x - y|`` (NaN when a NaN took part, inf when an infinity was missed)."""
     max_relative_error: float
     """Largest ``|x - y| / max(|y|, 1e-12)`` (same conventions)."""
+    relative_l2_error: float = 0.0
+    """``||x - y||_2 / ||y||_2`` over matched-or-not finite elements (NaN when a NaN took part)."""
 
     @property
     def matched_ratio(self) -> float:
@@ -62,6 +69,8 @@ class OutputCheck(BaseModel):
     """Why it failed, for people."""
     stats: TensorComparison | None = None
     """Numerical statistics (absent for shape and dtype failures)."""
+    decided_by: Literal["shape", "dtype", "elementwise", "elementwise+relative_norm"] = "elementwise"
+    """The checks that decided this output: ``elementwise+relative_norm`` for a near-constant output."""
 
 
 class ComparisonResult(BaseModel):
@@ -119,6 +128,7 @@ def compare_tensors(
     numel = x_flat.numel()
     matched = nan_count = 0
     max_abs = max_rel = 0.0
+    err_sq = ref_sq = 0.0
     for start in range(0, numel, chunk):
         work = torch.float64 if exact else torch.float32
         x = x_flat[start : start + chunk].to(work)
@@ -138,6 +148,9 @@ def compare_tensors(
         if not exact:
             rel = torch.where(any_inf & ~same_inf & ~nan, torch.full_like(rel, math.inf), rel)
         matched += int(ok.sum())
+        finite = torch.isfinite(diff) & torch.isfinite(y)
+        err_sq += float(torch.where(finite, diff, 0).square().sum(dtype=torch.float64))
+        ref_sq += float(torch.where(finite, y, 0).square().sum(dtype=torch.float64))
         n_nan = int(nan.sum())
         nan_count += n_nan
         if n_nan:
@@ -145,12 +158,21 @@ def compare_tensors(
         elif not math.isnan(max_abs) and diff.numel():
             max_abs = max(max_abs, float(diff.max()))
             max_rel = max(max_rel, float(rel.max()))
+    if nan_count:
+        rel_l2 = math.nan
+    elif err_sq == 0.0:
+        rel_l2 = 0.0
+    else:
+        rel_l2 = math.sqrt(err_sq) / math.sqrt(ref_sq) if ref_sq > 0 else math.inf
+    if math.isinf(max_abs):
+        rel_l2 = math.inf  # a missed infinity is excluded from the sums above
     return TensorComparison(
         numel=numel,
         matched=matched,
         nan_count=nan_count,
         max_absolute_error=max_abs,
         max_relative_error=max_rel,
+        relative_l2_error=rel_l2,
     )
 
 
@@ -163,6 +185,7 @@ def compare_outputs(
     rtol: float,
     required_matched_ratio: float = 1.0,
     chunk: int = 1 << 24,
+    norm_checked: Collection[str] = (),
 ) -> ComparisonResult:
     """Judge every output (see the module docstring for the rules).
 
@@ -172,6 +195,8 @@ def compare_outputs(
         expected_dtypes: output name -> the definition's dtype for that output.
         atol, rtol, required_matched_ratio: tolerances from :class:`~fibserve.bench.config.EvalConfig`.
         chunk: elements per fp32 chunk.
+        norm_checked: outputs also held to ``||x - y||_2 <= rtol * ||y||_2`` (near-constant references, where
+            the elementwise check alone passes a kernel that writes zeros or a constant).
 
     Returns:
         Per-output checks; the overall status is the first non-PASSED one, else PASSED.
@@ -185,6 +210,7 @@ def compare_outputs(
                     name=name,
                     status=EvaluationStatus.INCORRECT_SHAPE,
                     message=f"output {name!r} missing (got {type(out).__name__})",
+                    decided_by="shape",
                 )
             )
             continue
@@ -194,6 +220,7 @@ def compare_outputs(
                     name=name,
                     status=EvaluationStatus.INCORRECT_SHAPE,
                     message=f"output {name!r} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}",
+                    decided_by="shape",
                 )
             )
             continue
@@ -204,6 +231,7 @@ def compare_outputs(
                     name=name,
                     status=EvaluationStatus.INCORRECT_DTYPE,
                     message=f"output {name!r} has dtype {out.dtype}, expected {want}",
+                    decided_by="dtype",
                 )
             )
             continue
@@ -217,12 +245,22 @@ def compare_outputs(
                 f"{required_matched_ratio:g}; {stats.nan_count} NaN; max abs error "
                 f"{stats.max_absolute_error:.4g}, max rel error {stats.max_relative_error:.4g})"
             )
+        norm = name in norm_checked
+        if ok and norm and not stats.relative_l2_error <= rtol:
+            ok = False
+            message = (
+                f"output {name!r}: relative L2 error {stats.relative_l2_error:.4g} > rtol={rtol:g}; its reference "
+                f"values all lie within atol={atol:g} + rtol*|value| of one constant (zero, typically), where the "
+                "elementwise check alone would pass a kernel that writes that constant, so it is held to "
+                "||out - ref|| <= rtol * ||ref|| too"
+            )
         checks.append(
             OutputCheck(
                 name=name,
                 status=EvaluationStatus.PASSED if ok else EvaluationStatus.INCORRECT_NUMERICAL,
                 message=message,
                 stats=stats,
+                decided_by="elementwise+relative_norm" if norm else "elementwise",
             )
         )
     status = next(

@@ -33,6 +33,8 @@ def correctness_of(result: ComparisonResult, config: EvalConfig, extra: dict[str
             "max_relative_error": o.stats.max_relative_error,
             "matched_ratio": o.stats.matched_ratio,
             "nan_count": o.stats.nan_count,
+            "relative_l2_error": o.stats.relative_l2_error,
+            "decided_by": o.decided_by,
         }
         for o in result.outputs
         if o.stats
@@ -80,10 +82,11 @@ def judge(
         rtol=config.rtol,
         required_matched_ratio=config.required_matched_ratio,
         chunk=config.compare_chunk_elements,
+        norm_checked=data.degenerate.norm_checked,
     )
     if result.status is EvaluationStatus.PASSED:
         return result
-    extra: dict[str, Any] = {"phase": phase, "input_set": input_set}
+    extra: dict[str, Any] = {"phase": phase, "input_set": input_set, "degenerate": data.degenerate.as_dict()}
     untouched = _untouched(actual)
     message = f"{phase}, input set {input_set}: {result.message}"
     if untouched:

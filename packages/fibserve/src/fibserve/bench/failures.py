@@ -11,6 +11,11 @@ class ReferenceTimingError(RuntimeError):
     """The reference's timing worker failed (a harness problem, never the candidate's fault)."""
 
 
+class DeviceShared(ReferenceTimingError):
+    """Another process, outside this service, kept the GPU busy while the comparators were timed: the
+    timings mean nothing, and neither the candidate nor a twin is to blame (a task-level error)."""
+
+
 class CandidateFailure(Exception):
     """The candidate failed (its fault): carries the status and log for its Evaluation."""
 

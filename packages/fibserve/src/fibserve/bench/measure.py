@@ -19,6 +19,7 @@ unexplained round trip must stay close to the twin's.
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -26,13 +27,15 @@ from typing import Any
 
 import torch
 
-from fibserve.trace import EvaluationStatus, Performance
+from fibserve.trace import EvaluationStatus, Performance, TimingFacts
 
-from . import timing
+from . import timing, twin_guard
 from . import timing_checks as checks
 from .config import EvalConfig
 from .correctness import judge
-from .failures import CandidateFailure
+from .failures import CandidateFailure, DeviceShared
+from .neighbour_bias import neighbour_bias
+from .sandbox import live_worker_pids
 from .sides import ReferencePlan, Side, check_side, comparison_extras, harness_fault, side_times
 from .slots import Slots, WorkerTimes, WorkloadData, fill, poison, scalars, worker_call
 
@@ -59,6 +62,17 @@ class _TimingLoop:
     """Round trip of each candidate call request here, per repeat (ms)."""
     unchecked: set[int] = field(default_factory=set)
     """Sides whose outputs are still to be checked against the reference in this trial."""
+    probe: twin_guard.BusyProbe | None = None
+    """The device probe timed before each comparator call (:mod:`fibserve.bench.twin_guard`)."""
+    candidate_pids: list[int] = field(default_factory=list)
+    """Host pids of the candidate's sandbox, paused during comparator calls (refreshed every trial)."""
+    twin_pids: list[int] = field(default_factory=list)
+    """Host pids of the twins' sandboxes, paused during candidate calls alike."""
+    previous: int | None = None
+    """Who made the last timed call of the trial (-1: the candidate; :mod:`fibserve.bench.neighbour_bias`)."""
+
+    def __post_init__(self) -> None:
+        self.probe = twin_guard.BusyProbe(self.device)
 
     @property
     def budget_s(self) -> float:
@@ -87,14 +101,22 @@ class _TimingLoop:
                 EvaluationStatus.TIMEOUT, f"timing: candidate calls exceeded the {self.budget_s:.0f} s limit"
             )
         poison(self.slots, slot, self.device)
-        started = time.perf_counter()
-        result = worker_call(
-            self.slots.worker,  # type: ignore[arg-type]
-            self.request(slot, input_set, repeat),
-            remaining,
-            f"timed call, input set {input_set}",
-        )
+        with twin_guard.paused(self.twin_pids):  # both sides reach their calls alike: each was paused before
+            started = time.perf_counter()
+            result = worker_call(
+                self.slots.worker,  # type: ignore[arg-type]
+                self.request(slot, input_set, repeat),
+                remaining,
+                f"timed call, input set {input_set}",
+            )
         elapsed = time.perf_counter() - started
+        if self.l2_plan is not None and self.l2_plan.gate and result.gated is False:
+            raise CandidateFailure(
+                EvaluationStatus.RUNTIME_ERROR,
+                f"timed call, input set {input_set}: the cold-L2 overwrite in the candidate's worker ran without "
+                "its gate kernel (compiled at the worker's start, before the candidate loaded), so work on "
+                "another stream could have finished inside it untimed; its timings cannot be trusted",
+            )
         self.used_s += elapsed
         self.candidate_wall_ms.append(elapsed * 1e3 / max(repeat, 1))
         # Right after the reply, before anything else runs: outputs still poisoned mean the call replied
@@ -121,8 +143,11 @@ class _TimingLoop:
             ReferenceTimingError: the twin failed or disagrees with the reference (never the candidate's fault).
         """
         side = self.sides[side_index]
-        with harness_fault(side):
+        # the candidate's sandbox is stopped while what it is compared with runs (twin_guard)
+        with twin_guard.paused(self.candidate_pids), harness_fault(side):
             poison(side.slots, slot, self.device)
+            assert self.probe is not None
+            self.probe.measure()
             result = worker_call(
                 side.slots.worker,  # type: ignore[arg-type]
                 self.request(slot, input_set, repeat),
@@ -143,6 +168,19 @@ class _TimingLoop:
     def trial(self, trial: int) -> None:
         """Rotate the inputs, warm up, time ``iterations`` interleaved pairs, validate the last outputs."""
         holds = self._rotate(trial)
+        # once per trial: processes started since are paused too. GPU only: pausing guards GPU time, and on a
+        # loaded 2-core CPU machine a continued Triton-interpreter worker took ~8 ms longer to answer than
+        # its twin, more than the CPU allowance of the round-trip check
+        if self.device.type == "cuda":
+            if self.slots.worker is not None:
+                self.candidate_pids[:] = twin_guard.sandbox_pids(self.slots.worker.proc.pid)
+            self.twin_pids[:] = [
+                pid
+                for side in self.sides
+                if side.slots.worker
+                for pid in twin_guard.sandbox_pids(side.slots.worker.proc.pid)
+            ]
+        self.previous = None
         self._warm_up(trial, holds)
         self._interleave(holds)
         if self.config.validate_timed_outputs:
@@ -189,6 +227,8 @@ class _TimingLoop:
                 else:
                     self.sides[who].calls.append(self.compared(who, s, holds[s]))
                     self.sides[who].paired.append(index)
+                    self.sides[who].after_candidate.append(self.previous == -1)
+                self.previous = who
 
 
 def measure(
@@ -202,7 +242,9 @@ def measure(
     sampled or missing. Returns the performance and the number of validated timed outputs.
 
     Raises:
-        CandidateFailure: TIMEOUT, RUNTIME_ERROR or INCORRECT_* of the candidate.
+        CandidateFailure: TIMEOUT, RUNTIME_ERROR or INCORRECT_* of the candidate, or GPU work of the candidate
+            that kept the device busy while a comparator was timed (:func:`fibserve.bench.twin_guard.busy_verdict`).
+        DeviceShared: another process outside this service kept the device busy (a task-level error).
         ReferenceTimingError: a comparator's worker failed, or the baseline disagrees with the reference
             (a harness problem).
     """
@@ -210,6 +252,14 @@ def measure(
     loop = _TimingLoop(slots, sides, data, config, device, l2_plan)
     for trial in range(config.trials):
         loop.trial(trial)
+    assert loop.probe is not None
+    busy = twin_guard.busy_verdict(
+        loop.probe, device, loop.candidate_pids, [os.getpid(), *live_worker_pids()]
+    )
+    if busy is not None and busy.startswith("environment: "):
+        raise DeviceShared(f"timing: {busy.removeprefix('environment: ')}")
+    if busy is not None:
+        raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"timing: {busy.removeprefix('candidate: ')}")
     return _performance(loop, reference_plan, definition), loop.validated
 
 
@@ -232,11 +282,8 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
     cand = timing.summarize(cand_ms)
     ref = timing.summarize(ref_ms)
     ratios = sorted(r / c for c, r in zip(cand_ms, ref_ms, strict=True) if c > 0)
-    return Performance(
-        latency_ms=cand.median,
-        reference_latency_ms=ref.median,
-        speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
-        extra={
+    facts = TimingFacts.model_validate(
+        {
             "measured_on": "gpu" if device.type == "cuda" else "cpu",
             "method": "interleaved pairs, both sides in worker processes of the same construction, "
             f"speedup = median({primary.role}_ms / candidate_ms)",
@@ -244,7 +291,16 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             "timing_basis": basis,
             "hidden_work_ms": hidden_ms,
             "unexplained_round_trip_ms": unexplained_ms,
-            "l2_overwrite": {"passes": plan.passes, "solo_ms": plan.solo_ms, **overwrite} if plan else None,
+            "l2_overwrite": {"passes": plan.passes, "solo_ms": plan.solo_ms, "gate": plan.gate, **overwrite}
+            if plan
+            else None,
+            "comparator_overwrite_ungated": any(c.gated is False for side in loop.sides for c in side.calls),
+            "persisting_l2": {
+                "reset_before_each_timed_call": True,
+                "candidate_max_bytes": max((b for c in calls for b in c.persisting_l2), default=0),
+            }
+            if plan
+            else None,
             "candidate_ms": cand.as_dict(),
             "reference_ms": ref.as_dict(),
             "speedup_p10": timing.percentile(ratios, 10),
@@ -259,14 +315,27 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             "l2_flush_bytes": timing.cold_l2_bytes(device) if config.cold_l2 else 0,
             "timed_outputs_validated": loop.validated,
             "timed_outputs_checked_for_poison": loop.checked,
-        },
+            "comparators_timed_with_candidate_paused": device.type == "cuda",
+            "busy_probe_ms": timing.summarize(loop.probe.samples).as_dict()
+            if loop.probe and loop.probe.samples
+            else None,
+            "neighbour_bias": neighbour_bias(
+                side_times(primary, basis), primary.after_candidate, [cand_ms[i] for i in primary.paired]
+            ),
+        }
+    )
+    return Performance(
+        latency_ms=cand.median,
+        reference_latency_ms=ref.median,
+        speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
+        extra=facts.to_extra(),
     )
 
 
 def untimed_performance(reason: str, call_ms: float | None = None) -> Performance:
     """The Performance of a run without GPU timing: latencies and speedup null (not measured), marked
     ``measured_on: cpu``, ``timed: false`` with the reason."""
-    extra: dict[str, Any] = {"measured_on": "cpu", "timed": False, "reason": reason}
+    facts = TimingFacts(measured_on="cpu", timed=False, reason=reason)
     if call_ms is not None:
-        extra["cpu_call_wall_ms"] = call_ms
-    return Performance(extra=extra)
+        facts.cpu_call_wall_ms = call_ms
+    return Performance(extra=facts.to_extra())

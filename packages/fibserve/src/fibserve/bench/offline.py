@@ -17,6 +17,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from fibserve.datasets import load_trace_set
+from fibserve.static_analysis import AnalysisOutcome, AnalysisUnavailable
 from fibserve.trace import Comparisons, Definition, Performance, Solution, TraceSet, Workload
 
 from .device import resolve_device
@@ -30,13 +32,13 @@ class LookupProblem(ValueError):
 def find_definition(trace_set: TraceSet, name: str) -> Definition:
     """The definition ``name`` of ``trace_set``, or a :class:`LookupProblem` a newcomer can act on.
 
-    The close matches come from the server's :class:`fibserve.serve.catalog.Catalog` (difflib, cutoff 0.6),
-    so ``fibserve check``, ``fibserve evaluate`` and ``POST /evaluate`` suggest the same names.
+    The close matches come from :class:`fibserve.datasets.catalog.Catalog`, the server's lookup (difflib,
+    cutoff 0.6), so ``fibserve check``, ``fibserve evaluate`` and ``POST /evaluate`` suggest the same names.
 
     Raises:
         LookupProblem: unknown name; the message suggests close matches and says how to list every name.
     """
-    from fibserve.serve.catalog import Catalog, NotFound
+    from fibserve.datasets.catalog import Catalog, NotFound
 
     try:
         return Catalog(trace_set).definition(name)
@@ -52,7 +54,7 @@ def find_definition(trace_set: TraceSet, name: str) -> Definition:
 
 
 def select(
-    roots: Sequence[str | Path], definition: str, workload: str | None
+    roots: Sequence[str | Path], definition: str, workload: str | None, *, legacy: bool = False
 ) -> tuple[Definition, list[Workload], list[Path], Solution | None]:
     """The definition, the chosen workloads, the trace-set roots and the definition's baseline Solution.
 
@@ -60,11 +62,16 @@ def select(
         roots: trace-set roots; empty means ``$DATASET_ROOTS`` or the bundled default set.
         definition: definition name.
         workload: a workload uuid (a unique prefix is accepted), ``all`` or None (all).
+        legacy: load the roots through the 2025-format migration (:mod:`fibserve.trace.legacy`).
 
     Raises:
         LookupProblem: unknown definition or workload, or a definition without workloads.
     """
-    ts = TraceSet.load(list(roots), strict=False) if roots else TraceSet.from_env(strict=False)
+    ts = (
+        TraceSet.load(list(roots), migrate_legacy=legacy, strict=False)
+        if roots
+        else load_trace_set(migrate_legacy=legacy, strict=False)
+    )
     chosen_definition = find_definition(ts, definition)
     workloads = ts.workloads_for(definition)
     if workload and workload != "all":
@@ -223,16 +230,16 @@ def basis_lines(report: EvaluationReport) -> list[str]:
     return lines
 
 
-def _print_analysis(analysis: Any, console: Console) -> None:
-    """``report.analysis`` (the JSON of :class:`fibserve.static_check.Analysis`, or ``{"error": ...}``)."""
-    if not isinstance(analysis, dict):
+def _print_analysis(analysis: AnalysisOutcome | None, console: Console) -> None:
+    """``report.analysis`` as ``fibserve check`` prints it, or the one line saying why there is none."""
+    if isinstance(analysis, AnalysisUnavailable):
+        console.print(f"static analysis: {analysis.error}", markup=False, highlight=False)
         return
-    if "error" in analysis:
-        console.print(f"static analysis: {analysis['error']}", markup=False, highlight=False)
+    if analysis is None:
         return
-    from fibserve.static_check import Analysis, print_analysis
+    from fibserve.static_analysis import print_analysis
 
-    print_analysis(Analysis.model_validate(analysis), console)
+    print_analysis(analysis, console)
     console.print()
 
 

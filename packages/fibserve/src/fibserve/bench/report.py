@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fibserve.static_analysis import AnalysisOutcome
 from fibserve.trace import EvaluationStatus, Trace
 
 from .config import EvalConfig
@@ -50,8 +51,9 @@ class EvaluationReport(BaseModel):
     """Solution name."""
     traces: list[Trace] = Field(default_factory=list)
     """One trace per workload, in request order (``evaluation`` null when not executed or a task error)."""
-    analysis: Any = None
-    """Static analysis from ``fibserve.check`` (CUDA: policy, PTX/SASS families, resources), or None."""
+    analysis: AnalysisOutcome | None = None
+    """Static analysis from ``fibserve.check`` (CUDA: policy, PTX/SASS families, resources), why it is
+    unavailable, or None (not a compiled candidate)."""
     build: dict[str, Any] | None = None
     """Build summary: status, arch, cached, timings (ms), log (trimmed)."""
     config: EvalConfig

@@ -97,6 +97,11 @@ _LIVE: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
 """The workers of this process that have not been killed yet."""
 
 
+def live_worker_pids() -> list[int]:
+    """Host pids of every live worker's sandbox tree in this process (spares, twins and candidates alike)."""
+    return [pid for worker in list(_LIVE) if worker.alive for pid in tree_pids(worker.proc.pid)]
+
+
 def _held_by_live_workers() -> dict[str, int]:
     return _shm_files([pid for worker in list(_LIVE) if worker.alive for pid in tree_pids(worker.proc.pid)])
 

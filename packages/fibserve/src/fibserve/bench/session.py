@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import torch
 
+from fibserve.static_analysis import analyse
 from fibserve.trace import (
     Correctness,
     Definition,
@@ -27,7 +28,9 @@ from fibserve.trace import (
     Evaluation,
     EvaluationStatus,
     Performance,
+    Roofline,
     Solution,
+    TimingFacts,
     Trace,
     Workload,
 )
@@ -37,8 +40,9 @@ from .buffers import BufferError
 from .comparators import Comparators
 from .config import EvalConfig
 from .correctness import check_correctness, correctness_of
+from .degenerate import degeneracy
 from .device import library_versions, snapshot
-from .failures import CandidateFailure, ReferenceTimingError, limit_failure
+from .failures import CandidateFailure, DeviceShared, ReferenceTimingError, limit_failure
 from .inputs import InputError, generate_inputs, torch_dtype
 from .measure import measure, untimed_performance
 from .plausibility import check_plausibility, roofline_extra
@@ -46,7 +50,9 @@ from .reference import ReferenceCache, ReferenceError, reference_key, run_refere
 from .reference_twin import TwinError
 from .report import EvaluationReport
 from .sandbox import WorkerError, WorkerPool, WorkerProcess
+from .sides import ReferencePlan
 from .slots import Slots, WorkloadData, allocate_slots
+from .twin_blame import interference_failure, solo_probe
 
 Progress = Callable[[str, dict[str, Any]], None]
 """``progress(event, info)``; events: ``build``, ``workload`` (info: index, total, uuid), ``phase`` (uuid,
@@ -55,6 +61,16 @@ phase), ``result`` (uuid, status)."""
 
 class _TaskError(Exception):
     """A harness failure for one workload (reported in ``workload_errors``)."""
+
+
+class _TwinFailed(Exception):
+    """A comparator's twin failed during the timing of one workload (``plan``: how the reference was timed):
+    whose fault is decided after the candidate's buffers are released
+    (:meth:`EvaluationSession._blame_twin_failure`)."""
+
+    def __init__(self, message: str, plan: ReferencePlan | None):
+        super().__init__(message)
+        self.plan = plan
 
 
 class Lane(Protocol):
@@ -180,7 +196,7 @@ class EvaluationSession:
         COMPILE_ERROR) when the policy rejects it."""
         if self.compiled:
             t0 = time.monotonic()
-            self.report.analysis = _static_analysis(
+            self.report.analysis = analyse(
                 self.solution, self.definition, self.arch, self.config.timeouts.build
             )
             self._time("analysis", time.monotonic() - t0)
@@ -365,7 +381,12 @@ class EvaluationSession:
             refs.append(cached)
         self._time("reference", time.monotonic() - t0)
         call_ms = [self.lane.references.call_ms(k) for k in keys]
+        degenerate = degeneracy(refs, atol=self.config.atol, rtol=self.config.rtol)
+        refusal = degenerate.refusal(list(definition.outputs), self.config.atol, self.config.rtol)
+        if refusal:
+            raise _TaskError(refusal)
         return WorkloadData(
+            degenerate=degenerate,
             inputs=sets,
             references=refs,
             reference_call_ms=min((ms for ms in call_ms if ms is not None), default=None),
@@ -409,12 +430,38 @@ class EvaluationSession:
             outcome = (failure.status, failure.log, failure.correctness, failure.worker_dead)
             if failure.limit is not None:
                 self.report.limits_hit[workload.uuid] = failure.limit.sentence()
+        except _TwinFailed as failed:
+            outcome, failed_twin = None, failed
         finally:
             del slots
+        if outcome is None:  # the candidate's buffers are released: its worker can go before the probe
+            return self._blame_twin_failure(workload, data, slot_count, failed_twin.plan, str(failed_twin))
         status, log, failed_correctness, worker_dead = outcome
         if worker_dead:  # its buffers are released here, so the worker can be killed
             self._discard(f"{status.value} on workload {workload.uuid}")
         return self._evaluation(status, log, correctness=failed_correctness)
+
+    def _blame_twin_failure(
+        self, workload: Workload, data: WorkloadData, count: int, plan: ReferencePlan | None, failure: str
+    ) -> Evaluation:
+        """A comparator's twin failed next to the candidate: kill the candidate's worker and try the twins
+        alone (:func:`fibserve.bench.twin_blame.solo_probe`). Working alone, the failure is the candidate's
+        (RUNTIME_ERROR); failing alone too, the harness's.
+
+        Raises:
+            _TaskError: the twins fail without the candidate too.
+        """
+        self._discard(f"a timing twin failed next to it on workload {workload.uuid}")
+        self.twins.discard(failure[:200])
+        problem = solo_probe(self.twins, data, count, self.lane.device, plan, self.config)
+        if problem is not None:
+            raise _TaskError(f"{failure}; alone, with the candidate's worker gone, it failed too: {problem}")
+        self.report.notes.append(
+            f"workload {workload.uuid}: a timing twin failed next to the candidate and worked alone; the "
+            "candidate is blamed (RUNTIME_ERROR)"
+        )
+        interference = interference_failure(failure)
+        return self._evaluation(interference.status, interference.log)
 
     def _correctness(
         self, workload: Workload, worker: WorkerProcess, slots: Slots, data: WorkloadData
@@ -428,7 +475,8 @@ class EvaluationSession:
         t0 = time.monotonic()
         result, call_ms = check_correctness(worker, slots, data, self.config, self.lane.device)
         self._time("correctness", time.monotonic() - t0)
-        return correctness_of(result, self.config, {"input_sets": len(data.inputs)}), call_ms
+        extra = {"input_sets": len(data.inputs), "degenerate": data.degenerate.as_dict()}
+        return correctness_of(result, self.config, extra), call_ms
 
     def _timing(
         self, workload: Workload, slots: Slots, data: WorkloadData, slot_count: int
@@ -438,7 +486,9 @@ class EvaluationSession:
 
         Raises:
             CandidateFailure: the candidate failed while timed.
-            _TaskError: a comparator's twin did not start or failed (never the candidate's fault).
+            _TwinFailed: a comparator's twin did not start or failed (whose fault is decided after the
+                candidate's buffers are released, :meth:`_blame_twin_failure`).
+            _TaskError: another process outside this service kept the device busy.
         """
         device = self.lane.device
         self.progress("phase", {"uuid": workload.uuid, "phase": "timing"})
@@ -446,7 +496,7 @@ class EvaluationSession:
         try:
             sides = self.twins.sides(data, slot_count, device, plan)
         except TwinError as exc:
-            raise _TaskError(str(exc)) from None
+            raise _TwinFailed(str(exc), plan) from None
         t0 = time.monotonic()
         before = snapshot(device)
         twin_failure: str | None = None
@@ -454,22 +504,23 @@ class EvaluationSession:
             performance, validated = measure(
                 slots, sides, data, self.config, device, plan, self.definition.name
             )
+        except DeviceShared as exc:
+            raise _TaskError(str(exc)) from None  # another tenant: nobody here is to blame
         except ReferenceTimingError as exc:
             twin_failure = str(exc)  # only the text: the exception's traceback holds the twins' buffers
         finally:
             del sides  # close the IPC mappings before a twin can be killed
         if twin_failure is not None:
-            self.twins.discard(twin_failure[:200])
-            raise _TaskError(twin_failure)
+            raise _TwinFailed(twin_failure, plan)
         after = snapshot(device)
         self._time("timing", time.monotonic() - t0)
-        stats = performance.extra or {}
-        self._time("gpu_timed", stats["candidate_ms"]["mean"] * stats["candidate_ms"]["count"] / 1e3)
-        self._time(
-            "gpu_timed_reference", stats["reference_ms"]["mean"] * stats["reference_ms"]["count"] / 1e3
-        )
-        stats["device_start"] = before.model_dump()
-        stats["device_end"] = after.model_dump()
+        facts = TimingFacts.of(performance)
+        for key, side in (("gpu_timed", facts.candidate_ms), ("gpu_timed_reference", facts.reference_ms)):
+            if side is not None:
+                self._time(key, side.mean * side.count / 1e3)
+        facts.device_start = before.model_dump()
+        facts.device_end = after.model_dump()
+        performance.extra = facts.to_extra()
         return performance, validated
 
     def _annotate(
@@ -482,19 +533,32 @@ class EvaluationSession:
     ) -> None:
         """What a reader of a timed result must know: timed outputs validated, the timing basis, a suspect
         L2 overwrite and the roofline check (notes in the report, facts in ``extra``)."""
-        stats = performance.extra or {}
+        facts = TimingFacts.of(performance)
         correctness.extra["timed_outputs_validated"] = validated
-        if stats.get("timing_basis") != "events":
+        if facts.timing_basis != "events":
             self.report.notes.append(
                 f"workload {workload.uuid}: the candidate's work outlived its end event by "
-                f"{stats.get('hidden_work_ms', 0):.3f} ms (work on another stream?); both sides were timed "
+                f"{facts.hidden_work_ms or 0:.3f} ms (work on another stream?); both sides were timed "
                 "by the device-synchronized bound instead"
             )
-        overwrite = stats.get("l2_overwrite") or {}
-        if overwrite.get("flagged"):
+        bias = facts.neighbour_bias
+        if bias is not None and bias.flagged:
+            self.report.notes.append(
+                f"workload {workload.uuid}: the {facts.speedup_basis} ran {bias.ratio:.3f}x as long right after "
+                f"the candidate's calls ({bias.after_candidate_ms:.4f} ms) as after its own "
+                f"({bias.after_itself_ms:.4f} ms): the speedup may be overstated; from its calls after its "
+                f"own alone it is {bias.speedup_after_itself:.4g}"
+            )
+        if facts.persisting_l2 is not None and facts.persisting_l2.candidate_max_bytes:
+            self.report.notes.append(
+                f"workload {workload.uuid}: the candidate set aside {facts.persisting_l2.candidate_max_bytes} "
+                "bytes of L2 for persisting accesses; the carve-out and its lines were reset before every timed "
+                "call, so nothing of it survived the cold-L2 overwrite"
+            )
+        if facts.l2_overwrite is not None and facts.l2_overwrite.flagged:
             self.report.notes.append(
                 f"workload {workload.uuid}: the cold-L2 overwrite before each call ran "
-                f"{overwrite['excess_ms']:.4f} ms longer next to the candidate than next to the reference: "
+                f"{facts.l2_overwrite.excess_ms:.4f} ms longer next to the candidate than next to the reference: "
                 "work on another stream may have run before the start event and not been timed (launch on "
                 "the harness's stream)"
             )
@@ -507,7 +571,9 @@ class EvaluationSession:
             data.inputs[0],
             data.references[0],
         )
-        stats["roofline"] = roofline_extra(verdict)
+        roofline = roofline_extra(verdict)
+        facts.roofline = Roofline.model_validate(roofline) if roofline is not None else None
+        performance.extra = facts.to_extra()
         if self.config.plausibility and verdict is not None:
             correctness.extra["plausibility"] = verdict
             if verdict["flagged"]:
@@ -515,16 +581,3 @@ class EvaluationSession:
                     f"workload {workload.uuid}: {performance.latency_ms:.4g} ms is faster than the "
                     f"{verdict['device_model']} roofline floor {verdict['floor_ms']:.4g} ms: implausible, check the kernel"
                 )
-
-
-def _static_analysis(solution: Solution, definition: Definition, arch: str, timeout: float) -> Any:
-    """``fibserve.check`` (policy, build, PTX/SASS families, resources, ABI) as JSON-able data, or a dict with
-    ``error`` when the analysis package is unavailable or fails (never fatal to the evaluation)."""
-    try:
-        import fibserve
-
-        result = fibserve.check(solution, definition=definition, arch=arch, timeout_s=timeout)
-    except Exception as exc:
-        return {"error": f"static analysis unavailable: {exc!r}"}
-    dump = getattr(result, "model_dump", None)
-    return dump(mode="json") if dump else result

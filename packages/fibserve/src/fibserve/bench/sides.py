@@ -51,6 +51,9 @@ class Side:
     calls: list[WorkerTimes] = field(default_factory=list)
     paired: list[int] = field(default_factory=list)
     """Index of the candidate call each of ``calls`` was timed next to."""
+    after_candidate: list[bool] = field(default_factory=list)
+    """For each of ``calls``: whether the timed call right before it was the candidate's
+    (:mod:`fibserve.bench.neighbour_bias`)."""
 
     def due(self, index: int) -> bool:
         """Whether this side is timed next to candidate call number ``index`` (counted over all trials)."""

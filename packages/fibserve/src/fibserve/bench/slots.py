@@ -21,6 +21,7 @@ from fibserve.trace import EvaluationStatus
 from . import timing_checks as checks
 from ._dtypes import poison_
 from .buffers import open_buffer
+from .degenerate import Degeneracy
 from .failures import CandidateFailure, limit_failure
 from .sandbox import WorkerError, WorkerProcess
 
@@ -40,6 +41,8 @@ class WorkloadData:
     reference_call_ms: float | None = None
     """Wall time of one reference call in the trusted process (ms; the fastest input set), None when the
     outputs came from the cache without a time: sizes the reference's timing budget."""
+    degenerate: Degeneracy = field(default_factory=Degeneracy)
+    """Outputs the elementwise check cannot judge alone (:mod:`fibserve.bench.degenerate`)."""
 
 
 @dataclass
@@ -63,12 +66,16 @@ class Slots:
 
 class WorkerTimes(NamedTuple):
     """One call request's times (ms): the worker's ``ms``, ``bound_ms`` and ``overwrite_ms`` lists (one
-    entry per repeat; see :func:`fibserve.bench.timing.time_call`) and the round trip timed here."""
+    entry per repeat; see :func:`fibserve.bench.timing.time_call`) and the round trip timed here; and the
+    persisting-L2 carve-out (bytes) each call left (:mod:`fibserve.bench.l2_state`)."""
 
     ms: list[float]
     bound: list[float]
     wall_ms: float
     overwrite: list[float]
+    persisting_l2: tuple[int, ...] = ()
+    gated: bool | None = None
+    """Whether the worker's cold-L2 overwrite was the gate kernel (None: it did not say)."""
 
 
 def worker_call(
@@ -119,8 +126,20 @@ def worker_call(
     post = reply.get("post_ms")
     if discount_post and isinstance(post, (int, float)) and post > 0:
         wall_ms = max(sum(bound), wall_ms - float(post))
+    persisting = reply.get("persisting_l2_bytes") or []
+    kept = (
+        tuple(int(x) for x in persisting if isinstance(x, int) and x >= 0)
+        if isinstance(persisting, list)
+        else ()
+    )
+    gated = reply.get("l2_gate")
     return WorkerTimes(
-        [float(x) for x in ms], [float(x) for x in bound], wall_ms, [float(x) for x in overwrite]
+        [float(x) for x in ms],
+        [float(x) for x in bound],
+        wall_ms,
+        [float(x) for x in overwrite],
+        kept,
+        gated if isinstance(gated, bool) else None,
     )
 
 

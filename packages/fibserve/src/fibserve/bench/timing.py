@@ -6,7 +6,11 @@ details, and the upper bound that catches work on other streams). On CPU the sam
 ``time.perf_counter`` (and is never reported as a GPU speedup). Statistics use linear-interpolated percentiles
 (the same definition as ``numpy.percentile``'s default).
 
-This module imports only torch and the standard library: the worker imports it.
+Before every timed call the overwrite also clears the persisting-L2 carve-out and lines, and where it can it
+is the gate kernel that holds every SM until it ends (:mod:`fibserve.bench.l2_state`).
+
+This module imports only torch, the standard library and :mod:`fibserve.bench.l2_state` (Triton only where a
+gate is built): the worker imports it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import torch
+
+from .l2_state import Gate, reset_persisting_l2
 
 DEFAULT_L2_BYTES = 64 << 20
 """L2 size assumed when the device does not report one (larger than any current NVIDIA L2, 60 MB on H100)."""
@@ -90,12 +96,21 @@ queue the overwrite) is not timed as GPU work. On the H200 a torch.matmul refere
 whole evaluation with a single 2 x L2 pass (docs/gpu-results.md, third session)."""
 
 
+GATE_HOLD_MS = 1.05 * PRE_CALL_MS
+"""How long each program of the gated overwrite keeps its SM (ms): a little over ``PRE_CALL_MS``, so that one
+gated pass lasts at least that long."""
+GATE_ENV = "FIBSERVE_L2_GATE"
+"""``0`` in the evaluating process's environment turns the gate off (the plain overwrite is used everywhere)."""
+
+
 class OverwritePlan(NamedTuple):
-    """How the cold-L2 overwrite runs on one device: ``passes`` over the buffer, and ``solo_ms``, the fastest
-    whole overwrite (all passes) timed alone on an otherwise idle device (ms)."""
+    """How the cold-L2 overwrite runs on one device: ``passes`` over the buffer, ``solo_ms``, the fastest
+    whole overwrite (all passes) timed alone on an otherwise idle device (ms), and whether each pass is the
+    gate kernel (``gate``) rather than a plain fill."""
 
     passes: int
     solo_ms: float
+    gate: bool = False
 
 
 class ColdL2:
@@ -111,16 +126,38 @@ class ColdL2:
     CALIBRATION_RUNS = 5
 
     def __init__(self, device: torch.device, plan: OverwritePlan | None = None):
+        import os
+
         self.device = device
         nbytes = cold_l2_bytes(device)
         self.buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device) if nbytes else None
         self._value = 0
         self.plan = OverwritePlan(1, 0.0)
+        want_gate = plan.gate if plan is not None else os.environ.get(GATE_ENV, "1") != "0"
+        self.gate = self._gate() if want_gate and self.buffer is not None and device.type == "cuda" else None
+        """The gate kernel, or None: the plain overwrite (no GPU, turned off, or it could not be built)."""
         if plan is not None:
-            self.plan = OverwritePlan(max(1, int(plan.passes)), max(0.0, float(plan.solo_ms)))
+            self.plan = OverwritePlan(
+                max(1, int(plan.passes)), max(0.0, float(plan.solo_ms)), bool(plan.gate)
+            )
         elif self.buffer is not None and device.type == "cuda":
             passes = max(1, math.ceil(PRE_CALL_MS / max(self._fastest(1), 1e-3)))
-            self.plan = OverwritePlan(passes, self._fastest(passes))
+            self.plan = OverwritePlan(passes, self._fastest(passes), self.gate is not None)
+
+    def _gate(self) -> Gate | None:
+        try:
+            return Gate(self.buffer, GATE_HOLD_MS)  # type: ignore[arg-type]
+        except Exception:  # no Triton, or a gate that would not fill the SMs: the plain overwrite
+            return None
+
+    def clear_persisting(self) -> None:
+        """Clear the persisting-L2 carve-out and lines (:func:`fibserve.bench.l2_state.reset_persisting_l2`);
+        :func:`time_call` does it before every timed call, ahead of its first event.
+
+        Raises:
+            fibserve.bench.l2_state.L2StateError: the carve-out could not be cleared.
+        """
+        reset_persisting_l2(self.device)
 
     def flush(self) -> None:
         """Overwrite the whole buffer ``plan.passes`` times (a different value each time, so nothing can
@@ -131,7 +168,10 @@ class ColdL2:
         if self.buffer is not None:
             for _ in range(passes):
                 self._value = (self._value + 1) & 0x7FFFFFFF
-                self.buffer.fill_(self._value)
+                if self.gate is not None:
+                    self.gate.launch(self._value)
+                else:
+                    self.buffer.fill_(self._value)
 
     def _fastest(self, passes: int) -> float:
         """The fastest of ``CALIBRATION_RUNS`` overwrites of ``passes`` passes, timed with CUDA events (ms).
@@ -176,7 +216,8 @@ class Timed(NamedTuple):
 def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> Timed:
     """Run ``fn`` once, timed.
 
-    GPU: device-wide synchronize, record a first event, enqueue the L2 overwrite (if ``flush``), record a
+    GPU: clear persisting L2 (if ``flush``), device-wide synchronize, record a first event, enqueue the L2
+    overwrite (if ``flush``; the gate kernel where it could be built), record a
     start event, call ``fn``, record an end event, device-wide synchronize again, record a last event. The
     overwrite is enqueued *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is
     still busy: host launch latency shorter than the overwrite is then not timed as GPU work
@@ -202,6 +243,8 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
         fn()
         ms = (time.perf_counter() - start) * 1e3
         return Timed(ms, ms, 0.0)
+    if flush is not None:
+        flush.clear_persisting()
     torch.cuda.synchronize(device)
     first, begin, end, done = (torch.cuda.Event(enable_timing=True) for _ in range(4))
     stream = torch.cuda.current_stream(device)

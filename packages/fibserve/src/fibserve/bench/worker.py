@@ -17,15 +17,19 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   and both sides map. The trusted side writes inputs and poison into these buffers and reads outputs back;
   nothing else crosses, and this process never sees reference outputs or the seed secret;
 * ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "repeat"}`` ->
-  ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms"}`` or ``{"ok": false,
-  "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in the failure, else null). ``l2_plan`` is the trusted side's ``[passes, solo_ms]``
+  ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms", "persisting_l2_bytes": [...],
+  "l2_gate"}`` or ``{"ok": false, "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in
+  the failure, else null); ``persisting_l2_bytes`` is the persisting-L2 carve-out each timed call left (reset
+  before the next, :mod:`fibserve.bench.l2_state`), ``l2_gate`` whether the overwrite was the gate kernel.
+  ``l2_plan`` is the trusted side's ``[passes, solo_ms, gate]``
   (:class:`fibserve.bench.timing.OverwritePlan`); for the three lists see
   :func:`fibserve.bench.timing.time_call`; ``post_ms`` is the untimed copy of a returned value into the
   outputs, which the trusted side discounts for the reference's twin only;
 * ``{"op": "exit"}``.
 
 Any error reply makes the trusted side discard this process. This module imports only the standard library,
-torch and :mod:`fibserve.bench.timing`/`_dtypes` (and tvm_ffi or the candidate when loading).
+torch and :mod:`fibserve.bench.timing`/`l2_state`/`_dtypes` (Triton for the gate kernel on a GPU, and tvm_ffi or
+the candidate when loading).
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ from typing import Any
 import torch
 
 from fibserve.bench._dtypes import TORCH_DTYPES
-from fibserve.bench.timing import ColdL2, OverwritePlan, time_call
+from fibserve.bench.l2_state import persisting_l2_bytes, warm_gate
+from fibserve.bench.timing import GATE_HOLD_MS, ColdL2, OverwritePlan, time_call
 
 
 def _b64(value: bytes | None) -> str | None:
@@ -83,6 +88,7 @@ class Worker:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
             torch.zeros(1, device=self.device)  # create the context now, off the critical path
+            warm_gate(self.device, GATE_HOLD_MS)  # and compile the gated cold-L2 overwrite (l2_state)
         self.fn: Any = None
         self.dps = True
         self.cast_outputs = False
@@ -165,11 +171,14 @@ class Worker:
             plan = req.get("l2_plan")
             self.flush = self.flush or ColdL2(self.device, OverwritePlan(*plan) if plan else None)
             flush = self.flush
+        persisting: list[int] = []
         for _ in range(int(req.get("repeat", 1))):
             timed = time_call(once, self.device, flush)
             times.append(timed.ms)
             bounds.append(timed.bound_ms)
             overwrites.append(timed.overwrite_ms)
+            if flush is not None:  # the carve-out the call left; the next flush clears it
+                persisting.append(persisting_l2_bytes(self.device) or 0)
         copied = time.perf_counter()
         if not self.dps:
             problem = _copy_returned(returned[0], outputs, cast=self.cast_outputs)
@@ -178,7 +187,15 @@ class Worker:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         post_ms = (time.perf_counter() - copied) * 1e3
-        return {"ok": True, "ms": times, "bound_ms": bounds, "overwrite_ms": overwrites, "post_ms": post_ms}
+        return {
+            "ok": True,
+            "ms": times,
+            "bound_ms": bounds,
+            "overwrite_ms": overwrites,
+            "post_ms": post_ms,
+            "persisting_l2_bytes": persisting,
+            "l2_gate": flush is not None and flush.gate is not None,
+        }
 
 
 def _import_entry(package_root: str, package: str, entry_file: str, symbol: str) -> Any:

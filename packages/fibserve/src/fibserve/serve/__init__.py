@@ -5,7 +5,7 @@ The endpoints and their request and answer shapes are documented by the OpenAPI 
 
 Choices made here (and why):
 
-- ``POST /compile`` answers synchronously with :class:`fibserve.static_check.Analysis`. Static analysis
+- ``POST /compile`` answers synchronously with :class:`fibserve.static_analysis.Analysis`. Static analysis
   needs no GPU, so it runs on a bounded pool of its own (``compile_concurrency``) instead of waiting in the
   lanes' queue behind GPU work.
 - Task statuses stay four (``pending``, ``running``, ``completed``, ``failed``): a cancelled

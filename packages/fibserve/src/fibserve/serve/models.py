@@ -12,6 +12,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fibserve.tools.results import (
+    NcuSummary,
+    ProfileRun,
+    SanitizerFinding,
+    SanitizerRun,
+    SanitizerTool,
+    SourceLocation,
+)
 from fibserve.trace import Solution, Trace
 
 # -- names --------------------------------------------------------------------------------------------------
@@ -36,9 +44,6 @@ def normalize_solution_name(name: str) -> str:
 # Names of ncu sections, metrics and sets as NVIDIA writes them (SpeedOfLight, sm__inst_executed.sum,
 # dram__bytes_read.sum.per_second, regex:sm__.*). Nothing that a shell or ncu could read as an option.
 _NCU_NAME = re.compile(r"^(regex:)?[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}$")
-
-SanitizerTool = Literal["memcheck", "racecheck", "initcheck", "synccheck"]
-"""compute-sanitizer tools a client may choose (``--tool``)."""
 
 NcuPage = Literal["details", "raw", "source", "session"]
 """Pages of ``ncu --page``."""
@@ -129,6 +134,10 @@ class ProfileRequest(_SolutionRequest):
     """``ncu --metrics`` names, e.g. ``sm__inst_executed.sum``."""
     page: NcuPage = "details"
     """``ncu --page`` of the printed report."""
+    digest: bool = False
+    """Also collect executed instructions per SASS opcode and a short summary (SOL %, occupancy, stall
+    reasons) into each run's ``executed_opcodes`` and ``summary`` (:mod:`fibserve.tools.ncu_digest`); the
+    report is then ncu's raw page as CSV, whatever ``page`` says."""
 
     @field_validator("sections", "metrics")
     @classmethod
@@ -268,47 +277,6 @@ class SubmitAnswer(_Answer):
     """The workloads the task covers, in run order."""
 
 
-class SanitizerRun(_Answer):
-    """One compute-sanitizer run (one tool on one workload)."""
-
-    tool: SanitizerTool
-    """The compute-sanitizer tool."""
-    workload: str
-    """Workload uuid."""
-    passed: bool
-    """The tool's verdict: it exited 0 (``--error-exitcode`` makes any finding exit non-zero)."""
-    verdict: Literal["clean", "errors", "crashed", "timeout", "not_built"] = "clean"
-    """``clean`` (exit 0), ``errors`` (the tool found errors), ``crashed`` (the candidate or runner failed
-    without a tool finding), ``timeout`` (killed at the time limit), ``not_built`` (the candidate did not build)."""
-    exit_code: int | None
-    """Exit status of compute-sanitizer; None when it was killed on timeout."""
-    error_count: int | None = None
-    """Errors the tool counted (from its ``ERROR SUMMARY``), when it printed one."""
-    timed_out: bool = False
-    """Whether it was killed at the time limit."""
-    output: str = ""
-    """The tool's report with driver noise removed, cut to a bounded size."""
-
-
-class ProfileRun(_Answer):
-    """One Nsight Compute run (one workload)."""
-
-    workload: str
-    """Workload uuid."""
-    ok: bool
-    """Whether ncu exited 0 and profiled at least one kernel."""
-    exit_code: int | None
-    """Exit status of ncu; None when it was killed on timeout."""
-    timed_out: bool = False
-    """Whether it was killed at the time limit."""
-    note: str | None = None
-    """Why the run is not ok (no kernel in the NVTX range, candidate failed, not built)."""
-    kernels: list[str] = Field(default_factory=list)
-    """Names of the profiled kernels, in launch order."""
-    report: str = ""
-    """ncu's printed report for the measured call, cut to a bounded size."""
-
-
 class TaskAnswer(_Answer):
     """Answer of ``GET /tasks/{id}`` (and an element of ``POST /tasks/batch``).
 
@@ -374,11 +342,14 @@ __all__ = [
     "ErrorInfo",
     "EvaluateRequest",
     "HealthAnswer",
+    "NcuSummary",
     "ProfileRequest",
     "ProfileRun",
     "SanitizeRequest",
+    "SanitizerFinding",
     "SanitizerRun",
     "SanitizerTool",
+    "SourceLocation",
     "SubmitAnswer",
     "TaskAnswer",
     "WorkerInfo",

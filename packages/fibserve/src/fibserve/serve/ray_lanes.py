@@ -74,10 +74,10 @@ class LaneActor:
 
     def __init__(self, settings: ServeSettings, device: str) -> None:
         from fibserve import sandbox
+        from fibserve.datasets.catalog import Catalog
         from fibserve.tools.executables import ToolPaths
 
         from . import work
-        from .catalog import Catalog
 
         if settings.unsafe_no_sandbox:
             sandbox.allow_unsafe()
@@ -131,7 +131,7 @@ class RemoteLane:
 
 
 def run_on_actor(task: TaskRecord, ctx: RunContext) -> Outcome:
-    """The task runner of Ray lanes: run ``task`` on the lane's actor and wait for its outcome.
+    """The task handler of Ray lanes: run ``task`` on the lane's actor and wait for its outcome.
 
     Raises:
         LaneLost: the actor's process or node died (the lane re-queues the task).

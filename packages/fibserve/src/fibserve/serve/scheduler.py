@@ -34,7 +34,7 @@ class TaskInterrupted(Exception):
 
 
 class LaneLost(Exception):
-    """Raised by a runner when the lane's remote worker (a Ray actor, or the node under it) died mid-task.
+    """Raised by a task handler when the lane's remote worker (a Ray actor, or the node under it) died mid-task.
 
     The lane puts the task back in the queue, its attempt counted as a restart counts it (after
     ``max_attempts`` claims it fails with code ``lane_lost``), and stops: the run that died can never
@@ -126,7 +126,7 @@ def _kill_group(proc: subprocess.Popen[Any]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-class TaskRunner(Protocol):
+class TaskHandler(Protocol):
     """Runs one claimed task on a lane; must not raise for candidate failures (those are results)."""
 
     def __call__(self, task: TaskRecord, ctx: RunContext) -> Outcome: ...
@@ -253,7 +253,7 @@ class Lane:
             task.solution,
         )  # fmt: skip
         try:
-            outcome: Outcome | None = sched.runner(task, ctx)
+            outcome: Outcome | None = sched.handler(task, ctx)
         except TaskInterrupted:
             outcome = None
         except LaneLost as exc:
@@ -369,7 +369,7 @@ class Scheduler:
         store: the durable queue.
         devices: lane devices, e.g. ``["cuda:0", "cuda:1"]`` or ``["cpu"]``; a device may repeat (two lanes
             sharing it, e.g. ``cpu`` twice on a many-core host).
-        runner: runs one task.
+        handler: runs one task.
         factory: builds a lane's resources for its device (called in the lane thread).
         closer: releases them on stop.
         on_finish: called (from a lane thread) with a task id when its final answer is stored.
@@ -383,7 +383,7 @@ class Scheduler:
         self,
         store: TaskStore,
         devices: list[str],
-        runner: TaskRunner,
+        handler: TaskHandler,
         factory: ResourceFactory,
         closer: ResourceCloser | None = None,
         on_finish: Callable[[str], None] | None = None,
@@ -392,7 +392,7 @@ class Scheduler:
         if not devices and not self.dynamic_lanes:
             raise ValueError("the scheduler needs at least one device")
         self.store = store
-        self.runner = runner
+        self.handler = handler
         self.factory = factory
         self.closer = closer
         self.on_finish = on_finish

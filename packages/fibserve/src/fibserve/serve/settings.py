@@ -73,6 +73,11 @@ class ServeSettings(BaseModel):
     :data:`fibserve.serve.ray_lanes.CPU_LANE_RESOURCE`. None: lanes are threads of this process."""
     unsafe_no_sandbox: bool = False
     """Run candidates without bubblewrap (``--unsafe-no-sandbox``): only where every candidate is trusted."""
+    legacy: bool = False
+    """Read request solutions in the 2025 FlashInfer Trace format (``--legacy``): a Python or Triton solution
+    that does not set ``destination_passing_style`` is value-returning, and a dict it returns is read by
+    output name (:func:`fibserve.trace.legacy.as_legacy`). Trace sets are always loaded through the legacy
+    migration."""
 
     @field_validator("devices")
     @classmethod

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fibserve.datasets.catalog import Catalog, NotFound, WorkloadMismatch
 from fibserve.sandbox import UNSAFE_NOTE, Redactor
 from fibserve.sandbox import status as sandbox_status
 from fibserve.tools.executables import ToolPaths
-from fibserve.trace import Definition, Solution
+from fibserve.trace import Definition
 
-from .catalog import Catalog, NotFound, WorkloadMismatch
 from .models import EvaluateRequest, ProfileRequest, SanitizeRequest
 from .scheduler import Outcome, ResourceFactory, RunContext
 from .settings import ServeSettings
@@ -47,22 +47,12 @@ def close_evaluator(evaluator: Any) -> None:
         close()
 
 
-def static_analysis(solution: Solution, definition: Definition, arch: str, timeout_s: float) -> Any:
-    """``fibserve.check``: policy, build, PTX/SASS families and resources, without running anything.
-
-    Returns a :class:`fibserve.static_check.Analysis`; ``timeout_s`` limits the compiler (seconds).
-    """
-    from fibserve.static_check import check
-
-    return check(solution, definition=definition, arch=arch, timeout_s=timeout_s)
-
-
 def _failed(code: str, message: str, **result: Any) -> Outcome:
     return Outcome(TaskStatus.FAILED, result=result, error={"code": code, "message": message})
 
 
 class TaskWork:
-    """The default task runner: dispatches on ``task.kind``."""
+    """The default task handler: dispatches on ``task.kind``."""
 
     def __init__(self, catalog: Catalog, settings: ServeSettings, tools: ToolPaths) -> None:
         self.catalog = catalog
@@ -150,6 +140,7 @@ class TaskWork:
                 sections=request.sections,
                 metrics=request.metrics,
                 page=request.page,
+                digest=request.digest,
             ),
             ProfilerUnavailable,
             "profile",
@@ -164,8 +155,8 @@ class TaskWork:
         definition: Definition,
         workloads: list,
     ) -> Any:
-        """The :class:`fibserve.tools.candidate_runs.CandidateJob` of a sanitize or profile task on this lane."""
-        from fibserve.tools.candidate_runs import CandidateJob
+        """The :class:`fibserve.tools.jobs.CandidateJob` of a sanitize or profile task on this lane."""
+        from fibserve.tools.jobs import CandidateJob
 
         return CandidateJob(
             solution=request.solution,
@@ -189,9 +180,9 @@ def _tool_outcome(
     """The outcome of a tool task: its runs under ``key`` and their logs, or why the service could not run it.
 
     ``unavailable`` (the tool is missing or the lane has no GPU) fails the task with ``tool_unavailable``,
-    :class:`fibserve.tools.candidate_runs.ToolInfrastructureError` with ``tool_infrastructure``.
+    :class:`fibserve.tools.jobs.ToolInfrastructureError` with ``tool_infrastructure``.
     """
-    from fibserve.tools.candidate_runs import ToolInfrastructureError
+    from fibserve.tools.jobs import ToolInfrastructureError
 
     try:
         runs = run()

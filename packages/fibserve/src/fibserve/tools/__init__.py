@@ -3,7 +3,7 @@
 Both run :mod:`fibserve.tools.runner` (which loads the built candidate like the bench's sandbox worker and
 calls it) under the tool, in its own process group with a time limit; the executables are found once at
 server start (:mod:`fibserve.tools.executables`), never named by a client. The run loop both share is
-:mod:`fibserve.tools.candidate_runs`.
+:mod:`fibserve.tools.jobs`.
 
 Public API::
 

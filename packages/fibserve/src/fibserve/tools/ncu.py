@@ -13,11 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fibserve.serve.models import ProfileRun
-
-from .candidate_runs import CandidateJob, require_tool, run_each
-from .candidate_runs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
+from .jobs import CandidateJob, require_tool, run_each
+from .jobs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
+from .ncu_digest import DIGEST_FLAGS, DIGEST_METRICS, csv_rows, executed_opcodes, summary
 from .process import ToolRun, clip, runner_argv
+from .results import NcuSummary, ProfileRun
 from .runner import DEFAULT_NVTX_RANGE, RESULT_PREFIX
 
 # "  kernel_name(args) (128, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"
@@ -43,20 +43,22 @@ def ncu_argv(
     metrics: list[str],
     page: str,
     nvtx_range: str = DEFAULT_NVTX_RANGE,
+    digest: bool = False,
 ) -> list[str]:
-    """The ncu command for one profile of the candidate runner."""
+    """The ncu command for one profile of the candidate runner (``digest``: raw CSV with the digest metrics)."""
     argv = [
         str(executable),
         "--clock-control", "none",
         "--nvtx",
         "--nvtx-include", f"{nvtx_range}/",
         "--target-processes", "all",
-        "--page", page,
+        *(DIGEST_FLAGS if digest else ("--page", page)),
     ]  # fmt: skip
     if ncu_set:
         argv += ["--set", ncu_set]
     for section in sections:
         argv += ["--section", section]
+    metrics = [*metrics, *DIGEST_METRICS] if digest else metrics
     if metrics:
         argv += ["--metrics", ",".join(metrics)]
     return [*argv, *runner_argv(request_path)]
@@ -65,6 +67,8 @@ def ncu_argv(
 def kernel_names(text: str) -> list[str]:
     """Profiled kernel names in order, from the report headers (or ncu's progress lines)."""
     names = [m.group(1) for line in text.splitlines() if (m := _KERNEL_HEADER.match(line))]
+    if not names:
+        names = [row.get("Kernel Name", "") for row in csv_rows(text)]
     if not names:
         names = [m.group(1) for line in text.splitlines() if (m := _PROFILING.match(line))]
     return names
@@ -85,6 +89,7 @@ def run_profile(
     sections: list[str],
     metrics: list[str],
     page: str,
+    digest: bool = False,
 ) -> list[ProfileRun]:
     """Profile the candidate of ``job`` on each workload with ncu on ``job.device``.
 
@@ -93,6 +98,7 @@ def run_profile(
             scratch directory (deleted afterwards), and the process/stop callbacks.
         tool_path: the server's ncu (None when absent).
         ncu_set, sections, metrics, page: ncu's ``--set``, ``--section``, ``--metrics`` and ``--page``.
+        digest: also read executed instructions per opcode and a summary (:mod:`fibserve.tools.ncu_digest`).
 
     Raises:
         ProfilerUnavailable: no ncu here, or ``job.device`` is not a GPU.
@@ -108,7 +114,13 @@ def run_profile(
         endpoint="/profile",
     )
     return profile_candidate(
-        job, executable=executable, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page
+        job,
+        executable=executable,
+        ncu_set=ncu_set,
+        sections=sections,
+        metrics=metrics,
+        page=page,
+        digest=digest,
     )
 
 
@@ -120,6 +132,7 @@ def profile_candidate(
     sections: list[str],
     metrics: list[str],
     page: str,
+    digest: bool = False,
 ) -> list[ProfileRun]:
     """The runs of :func:`run_profile` after its availability checks (``executable`` given).
 
@@ -143,6 +156,8 @@ def profile_candidate(
             note = f"ncu exited with status {result.exit_code}"
         elif not names:
             note = f"no kernel was launched inside the NVTX range {DEFAULT_NVTX_RANGE!r}"
+        rows = csv_rows(result.output) if digest and note is None else []
+        digested = summary(rows)
         return ProfileRun(
             workload=workload.uuid,
             ok=note is None,
@@ -151,6 +166,8 @@ def profile_candidate(
             note=note,
             kernels=names,
             report=clean_report(result.output),
+            executed_opcodes=executed_opcodes(rows) if digest and note is None else None,
+            summary=NcuSummary.model_validate(digested) if digested else None,
         )
 
     return run_each(
@@ -159,7 +176,13 @@ def profile_candidate(
         calls=2,
         nvtx_range=DEFAULT_NVTX_RANGE,
         argv=lambda _variant, request_path: ncu_argv(
-            executable, request_path, ncu_set=ncu_set, sections=sections, metrics=metrics, page=page
+            executable,
+            request_path,
+            ncu_set=ncu_set,
+            sections=sections,
+            metrics=metrics,
+            page=page,
+            digest=digest,
         ),
         not_built=not_built,
         finished=finished,

@@ -17,11 +17,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fibserve.serve.models import SanitizerRun
-
-from .candidate_runs import CandidateJob, require_tool, run_each
-from .candidate_runs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
+from .jobs import CandidateJob, require_tool, run_each
+from .jobs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
 from .process import ToolRun, clip, runner_argv
+from .results import SanitizerFinding, SanitizerRun, SourceLocation
 from .runner import RESULT_PREFIX
 
 ERROR_EXIT_CODE = 86
@@ -35,6 +34,19 @@ SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 the caching allocator's large segments a write past the end of a small tensor would look legal."""
 
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s+(\d+)\s+error")
+_LINE = re.compile(r"^=========(?: (.*))?$")
+# "at vector_add(float *, long)+0x1b0 in /tmp/build/kernel.cu:10" (a race: "... access at ... in f.cu:15")
+_AT = re.compile(r"\bat (?:(?P<function>.+?)\+0x[0-9a-fA-F]+ )?in (?P<file>\S+?):(?P<line>\d+)\b")
+_THREAD = re.compile(r"by thread \((?P<t>[\d, ]+)\) in block \((?P<b>[\d, ]+)\)")
+_NOT_FINDINGS = (
+    "COMPUTE-SANITIZER",
+    "ERROR SUMMARY",
+    "RACECHECK SUMMARY",
+    "LEAK SUMMARY",
+    "Target application",
+)
+MAX_FINDINGS = 10
+"""Most distinct findings kept per run (the output keeps the rest)."""
 _NOISE = (
     re.compile(r"^=+ COMPUTE-SANITIZER\s*$"),
     re.compile(r"^" + re.escape(RESULT_PREFIX)),
@@ -68,6 +80,70 @@ def clean_output(text: str) -> str:
             continue
         out.append(line)
     return clip("\n".join(out).strip())
+
+
+def _reports(text: str) -> list[list[str]]:
+    """The tool's lines grouped into reports: a headline (not indented) and its indented detail lines."""
+    reports: list[list[str]] = []
+    for raw in text.splitlines():
+        match = _LINE.match(raw)
+        if match is None or not (match.group(1) or "").strip():
+            continue
+        body = match.group(1)
+        if not body.startswith(" "):
+            if body.startswith(_NOT_FINDINGS):
+                reports.append([])  # ends the report before it; its lines are not a finding
+                continue
+            reports.append([body.strip()])
+        elif reports and reports[-1]:
+            reports[-1].append(body.strip())
+    return [r for r in reports if r]
+
+
+def _location(match: re.Match[str], sources: dict[str, str]) -> SourceLocation:
+    """A location, its file mapped to the solution's source of the same name (the build copies them)."""
+    printed, line = match.group("file"), int(match.group("line"))
+    name = next((path for path in sources if printed == path or printed.endswith("/" + path)), None)
+    text = None
+    if name is not None:
+        lines = sources[name].splitlines()
+        text = lines[line - 1].strip() if 0 < line <= len(lines) else None
+    function = match.group("function")
+    return SourceLocation(
+        file=name or printed, line=line, function=function.strip() if function else None, source=text
+    )
+
+
+def findings(text: str, sources: dict[str, str]) -> list[SanitizerFinding]:
+    """The distinct errors in a compute-sanitizer report, with the source lines they name.
+
+    Args:
+        text: the tool's output (``=========``-prefixed lines; other lines are ignored).
+        sources: the solution's sources, path -> content, to quote the named lines from.
+
+    Reports with the same headline and places (one per failing thread, up to ``--print-limit``) become one
+    finding with a count; at most :data:`MAX_FINDINGS` are kept, in the tool's order.
+    """
+    found: dict[tuple[str, tuple[tuple[str, int], ...]], SanitizerFinding] = {}
+    for report in _reports(text):
+        headline, details = report[0], report[1:]
+        places = [_location(m, sources) for line in report for m in _AT.finditer(line)]
+        key = (headline.split(" at ")[0], tuple((p.file, p.line) for p in places))
+        if key in found:
+            found[key].count += 1
+            continue
+        if len(found) >= MAX_FINDINGS:
+            continue
+        thread = next((m.group(0) for line in details if (m := _THREAD.search(line))), None)
+        extra = [
+            line for line in details
+            if not _AT.search(line) and not _THREAD.search(line) and not line.startswith(("Host Frame", "Device Frame", "Saved host"))
+        ]  # fmt: skip
+        found[key] = SanitizerFinding(
+            message=key[0], locations=places, thread=thread.removeprefix("by ") if thread else None,
+            details=extra[:4],
+        )  # fmt: skip
+    return list(found.values())
 
 
 def error_count(text: str) -> int | None:
@@ -124,6 +200,8 @@ def sanitize_candidate(job: CandidateJob, *, executable: Path, tools: list[str])
             tool=tool, workload=workload.uuid, passed=False, verdict="not_built", exit_code=None, output=log
         )
 
+    sources = {source.path: source.content for source in job.solution.sources}
+
     def finished(workload: Any, tool: str, result: ToolRun) -> SanitizerRun:
         return SanitizerRun(
             tool=tool,
@@ -134,6 +212,7 @@ def sanitize_candidate(job: CandidateJob, *, executable: Path, tools: list[str])
             error_count=error_count(result.output),
             timed_out=result.timed_out,
             output=clean_output(result.output),
+            findings=findings(result.output, sources),
         )
 
     return run_each(

@@ -10,6 +10,7 @@ from .evaluation import Correctness, Environment, Evaluation, EvaluationStatus, 
 from .problems import LoadProblem, TraceSetError
 from .schema import all_json_schemas, json_schema
 from .solution import Binding, BuildSpec, Language, Solution, SourceFile
+from .timing_facts import L2Overwrite, LatencySummary, TimingFacts
 from .trace import Trace
 from .trace_set import TraceSet
 from .workload import InputSpec, RandomInput, SafetensorsInput, ScalarInput, Workload
@@ -29,7 +30,9 @@ __all__ = [
     "Evaluation",
     "EvaluationStatus",
     "InputSpec",
+    "L2Overwrite",
     "Language",
+    "LatencySummary",
     "LoadProblem",
     "Performance",
     "RandomInput",
@@ -40,6 +43,7 @@ __all__ = [
     "Solution",
     "SourceFile",
     "TensorSpec",
+    "TimingFacts",
     "Trace",
     "TraceSet",
     "TraceSetError",

@@ -30,9 +30,6 @@ from .solution import Solution
 from .trace import Trace
 from .workload import Workload
 
-DATASET_ROOTS_ENV = "DATASET_ROOTS"
-"""Environment variable holding a colon-separated list of trace-set roots."""
-
 
 def parse_roots(value: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
     """Roots from a path, a list of paths, or a colon-separated string (``DATASET_ROOTS`` syntax)."""
@@ -73,7 +70,7 @@ class WorkloadTraces(Mapping[str, Trace]):
 class TraceSet:
     """Definitions, solutions, workloads and traces of one or more roots, with lookups.
 
-    Build one with :meth:`load` or :meth:`from_env`. Attributes are plain mappings and lists; treat them and
+    Build one with :meth:`load` (or :func:`fibserve.datasets.load_trace_set`: ``$DATASET_ROOTS`` or the bundled set). Attributes are plain mappings and lists; treat them and
     the models in them as read-only.
     """
 
@@ -176,16 +173,6 @@ class TraceSet:
                     "reference",
                     severity="warning",
                 )
-
-    @classmethod
-    def from_env(cls, *, migrate_legacy: bool = False, strict: bool = True) -> TraceSet:
-        """Load the roots in ``$DATASET_ROOTS``, or the bundled default trace set when it is unset or empty."""
-        value = os.environ.get(DATASET_ROOTS_ENV, "").strip()
-        if not value:
-            from fibserve.datasets import default_root
-
-            value = str(default_root())
-        return cls.load(value, migrate_legacy=migrate_legacy, strict=strict)
 
     def _problem(self, path: str, message: str, line: int | None = None, severity: str = "error") -> None:
         self.problems.append(LoadProblem(path=path, message=message, line=line, severity=severity))  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import os
+import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -14,7 +14,7 @@ from .definition import Definition
 from .legacy import LegacyMigrationWarning
 from .problems import LoadProblem
 from .solution import Solution
-from .trace_set import DATASET_ROOTS_ENV, TraceSet
+from .trace_set import TraceSet
 
 
 @dataclass
@@ -29,6 +29,9 @@ class ValidationReport:
     """Every problem with its file and line."""
     migrations: list[str] = field(default_factory=list)
     """One line per kind of legacy change applied (only with ``legacy``)."""
+    suggestion: str | None = None
+    """What to do next when a root looks like the 2025 format and ``legacy`` was not given (also among the
+    problems, as a warning on that root)."""
 
     @property
     def ok(self) -> bool:
@@ -43,6 +46,7 @@ class ValidationReport:
             "counts": self.counts,
             "problems": [p.to_dict() for p in self.problems],
             "migrations": self.migrations,
+            "suggestion": self.suggestion,
         }
 
 
@@ -61,14 +65,17 @@ def validate_roots(roots: Sequence[str | Path], *, legacy: bool = False) -> Vali
         trace_set = TraceSet.load(expanded, migrate_legacy=legacy, strict=False)
     migrations = [str(w.message) for w in caught if issubclass(w.category, LegacyMigrationWarning)]
     not_trace_sets = [_not_a_trace_set(Path(root)) for root in expanded]
-    extra = [problem for problem in not_trace_sets if problem is not None]
+    hints = [] if legacy else [h for h in map(_legacy_hint, map(Path, expanded)) if h is not None]
+    extra = [problem for problem in not_trace_sets if problem is not None] + hints
     counts = trace_set.counts()
-    counts["errors"] += len(extra)
+    counts["errors"] += sum(p.severity == "error" for p in extra)
+    counts["warnings"] += sum(p.severity == "warning" for p in extra)
     return ValidationReport(
         roots=[str(r) for r in roots],
         counts=counts,
         problems=extra + trace_set.problems,
         migrations=migrations,
+        suggestion=f"{hints[0].path} {hints[0].message}" if hints else None,
     )
 
 
@@ -83,6 +90,36 @@ def _not_a_trace_set(root: Path) -> LoadProblem | None:
         return None
     folders = ", ".join(f"{name}/" for name in TRACE_SET_FOLDERS)
     return LoadProblem(path=str(root), message=f"has none of {folders}: is this a trace-set root?")
+
+
+LEGACY_SAMPLE = 20
+"""Definition files read to tell whether a root is in the 2025 format (the first ones in path order)."""
+
+
+def _legacy_hint(root: Path) -> LoadProblem | None:
+    """A warning suggesting ``--legacy`` for a root that looks like the 2025 public snapshot: workload files
+    under ``traces/workloads/``, or definitions that say ``type`` instead of ``op_type``."""
+    if not root.is_dir():
+        return None
+    signs = []
+    if (root / "traces" / "workloads").is_dir():
+        signs.append("workload files under traces/workloads/")
+    for path in sorted((root / "definitions").rglob("*.json"))[:LEGACY_SAMPLE]:
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(raw, dict) and "type" in raw and "op_type" not in raw:
+            signs.append(f"definitions with 'type' instead of 'op_type' ({path.name})")
+            break
+    if not signs:
+        return None
+    return LoadProblem(
+        path=str(root),
+        message=f"looks like the 2025 FlashInfer Trace format ({'; '.join(signs)}): validate it with --legacy, "
+        "and pass --legacy to fibserve evaluate, check and serve too",
+        severity="warning",
+    )
 
 
 @dataclass
@@ -155,16 +192,6 @@ def describe_definitions(
     ]
     errors = [p for p in map(_not_a_trace_set, map(Path, report_roots)) if p is not None]
     return summaries, errors + trace_set.errors
-
-
-def default_roots() -> list[str]:
-    """The roots ``fibserve`` uses when none are given: ``$DATASET_ROOTS``, else the bundled default set."""
-    value = os.environ.get(DATASET_ROOTS_ENV, "").strip()
-    if value:
-        return [value]
-    from fibserve.datasets import default_root
-
-    return [str(default_root())]
 
 
 def _split(root: str | Path) -> list[str]:

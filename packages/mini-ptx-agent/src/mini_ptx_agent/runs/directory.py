@@ -7,6 +7,7 @@ One run directory holds one trajectory (id ``exp_000``) of one definition::
     <run>/trajectories/exp_000.json      mini-swe-agent-1.1 trajectory, rewritten after every turn
     <run>/exp_000/kernel.cu|py           the latest kernel
     <run>/exp_000/evaluations/turn_NNN.json  the evaluator's result of each evaluated turn
+    <run>/exp_000/ncu/<kernel_hash>.json the Nsight Compute result of a correct kernel (feedback options)
     <run>/success/exp_000/kernel_vN.cu|py    every correct version (N = turn)
     <run>/logs/fibserve.log              the embedded FIBServe's log (when this run started one)
 
@@ -27,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..evaluation import NotEvaluated
 from ..feedback_options import FeedbackOptions
@@ -79,6 +80,11 @@ class RunLayout:
         return self.root / "success" / self.trajectory_id
 
     @property
+    def ncu_cache_dir(self) -> Path:
+        """``exp_000/ncu/``: Nsight Compute results of correct kernels, one ``<kernel_hash>.json`` each."""
+        return self.trajectory_dir / "ncu"
+
+    @property
     def service_log_path(self) -> Path:
         """``logs/fibserve.log``: the embedded FIBServe's log."""
         return self.root / "logs" / "fibserve.log"
@@ -112,6 +118,21 @@ class RunPlan(_Model):
     demo: bool = False
     """The model is a demo replay (the bundled demo trajectory, or a replay of a trajectory flagged as one): its
     kernels were written by the PTXBench authors, so the run is never a model's result nor training data."""
+
+    @model_validator(mode="after")
+    def _one_sanitizer_setting(self) -> RunPlan:
+        """``feedback.sanitizer_gate`` and ``task.sanitizer``/``sanitizer_types`` say one thing: the gate decides,
+        and a plan that sets only the task's (written before feedback options existed) fills the gate from it."""
+        gate = list(self.feedback.sanitizer_gate)
+        if not gate and self.task.sanitizer:
+            gate = list(self.task.sanitizer_types)
+            self.feedback = FeedbackOptions.model_validate(
+                self.feedback.model_dump() | {"sanitizer_gate": gate}
+            )
+        types = gate or list(self.task.sanitizer_types)
+        if (self.task.sanitizer, self.task.sanitizer_types) != (bool(gate), types):
+            self.task = self.task.model_copy(update={"sanitizer": bool(gate), "sanitizer_types": types})
+        return self
 
 
 class RunSummary(_Model):

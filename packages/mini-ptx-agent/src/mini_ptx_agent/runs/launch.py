@@ -141,7 +141,7 @@ def run_trajectory(
         workloads = [w for w in workloads if w.uuid in wanted]
     agent = KernelAgent(
         model,
-        EvaluationEnvironment(backend, task),
+        EvaluationEnvironment(backend, task, plan.feedback, ncu_cache_dir=layout.ncu_cache_dir),
         files=files,
         on_turn=on_turn,
         task=task,

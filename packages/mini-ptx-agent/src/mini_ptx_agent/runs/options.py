@@ -6,10 +6,11 @@ would load, or the catalog of the FIBServe at ``SERVICE_URL``), and the model (b
 :func:`mini_ptx_agent.runs.launch.run_agent`: an endpoint's served id, a hosted model's provider and key
 variable). A mistake raises :class:`RunOptionError`, which names the option and says what to type instead.
 
-Options are None when not given. A new run fills them from :data:`DEFAULTS`. A resumed run keeps its
-``plan.json`` for every option not given; a given limit (``--num-turns``, ``--wall-time``, ``--turn-timeout``,
-``--sanitizer``) replaces the plan's, and an option the saved conversation depends on (:data:`FIXED_ON_RESUME`)
-must repeat the plan's value or is refused.
+Options are None when not given. A new run fills them from :data:`DEFAULTS` (the feedback options from
+:class:`~mini_ptx_agent.feedback_options.FeedbackOptions`' defaults). A resumed run keeps its ``plan.json`` for
+every option not given; a given limit (``--num-turns``, ``--wall-time``, ``--turn-timeout``, ``--sanitizer``,
+``--sanitizer-tools``) replaces the plan's, and an option the saved conversation depends on
+(:data:`FIXED_ON_RESUME`, :data:`FEEDBACK_FIXED_ON_RESUME`) must repeat the plan's value or is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..feedback_options import BUNDLED_NOTES, ContextPolicy, FeedbackOptions, SanitizerTool
 from ..task import Arch, TaskConfig, TaskLanguage
 from ..trajectory import load_trajectory
 from .directory import RunLayout, RunPlan, load_plan, utc_stamp
@@ -54,13 +56,25 @@ class RunOptions(BaseModel):
     turn_timeout_s: float | None = Field(default=None, gt=0)
     """Limit on one model call and on one evaluation (s)."""
     sanitizer: bool | None = None
+    """The sanitizer gate on (memcheck, unless ``sanitizer_tools`` says) or off."""
+    sanitizer_tools: list[SanitizerTool] | None = None
+    """compute-sanitizer tools of the gate; giving them turns the gate on."""
+    context_policy: ContextPolicy | None = None
+    architecture_warning: bool | None = None
+    require_architecture: bool | None = None
+    instruction_evidence: bool | None = None
+    profile_in_loop: bool | None = None
+    notes_dir: str | None = None
+    """A folder of fix notes, or ``bundled``."""
 
 
 OPTION_NAMES = {
     "definition": "--definition", "language": "--language", "arch": "--arch", "workloads": "--workloads",
     "target_speedup": "--target-speedup", "prompt_tag": "--prompt-tag", "model": "--model",
     "num_turns": "--num-turns", "wall_time_limit_s": "--wall-time", "turn_timeout_s": "--turn-timeout",
-    "sanitizer": "--sanitizer",
+    "sanitizer": "--sanitizer", "sanitizer_tools": "--sanitizer-tools", "context_policy": "--context-policy",
+    "architecture_warning": "--architecture-warning", "require_architecture": "--require-architecture",
+    "instruction_evidence": "--instruction-evidence", "profile_in_loop": "--profile", "notes_dir": "--notes-dir",
 }  # fmt: skip
 """The command-line spelling of each :class:`RunOptions` field."""
 
@@ -73,6 +87,14 @@ DEFAULTS: dict[str, Any] = {
 
 FIXED_ON_RESUME = ("definition", "language", "arch", "workloads", "target_speedup", "prompt_tag", "model")
 """Options a resumed run keeps: its saved conversation (system prompt, task message, replies) depends on them."""
+
+FEEDBACK_FIXED_ON_RESUME = (
+    "context_policy", "architecture_warning", "require_architecture", "instruction_evidence", "profile_in_loop",
+    "notes_dir",
+)  # fmt: skip
+"""Feedback options a resumed run keeps: every earlier model call saw the conversation through them (and the
+stop condition judged it), so a trajectory is one cell of a study from its first turn to its last. The
+sanitizer gate is a check on the kernels and may change, like the limits."""
 
 DEFAULT_PROMPT_TAGS = {("cuda", "sm_90a"): "hopper-no-hint", ("triton", "sm_90a"): "triton-hopper",
                        ("cuda", "sm_100a"): "blackwell-no-hint"}  # fmt: skip
@@ -92,6 +114,11 @@ def parse_workloads(text: str | None) -> list[str] | Literal["all"] | None:
     return "all" if uuids in ([], ["all"]) else uuids
 
 
+def parse_list(text: str | None) -> list[str] | None:
+    """A comma-separated option (``--sanitizer-tools``): its items, or None when not given."""
+    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+
+
 def run_options(**values: Any) -> RunOptions:
     """:class:`RunOptions` from keyword values.
 
@@ -109,7 +136,59 @@ def run_options(**values: Any) -> RunOptions:
 
 
 def _described(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
     return ",".join(value) if isinstance(value, list) else str(value)
+
+
+def sanitizer_gate(options: RunOptions, current: list[str]) -> list[str]:
+    """The gate's tools from ``--sanitizer`` and ``--sanitizer-tools`` (``current`` when neither is given).
+
+    Raises:
+        RunOptionError: ``--no-sanitizer`` with ``--sanitizer-tools``.
+    """
+    if options.sanitizer is False:
+        if options.sanitizer_tools:
+            raise RunOptionError(
+                "--no-sanitizer and --sanitizer-tools contradict each other: give one of them"
+            )
+        return []
+    if options.sanitizer_tools:
+        return list(dict.fromkeys(options.sanitizer_tools))
+    if options.sanitizer:
+        return list(current) or ["memcheck"]
+    return list(current)
+
+
+def notes_dir_option(notes_dir: str | None) -> str | None:
+    """``--notes-dir``: ``bundled``, or the folder as an absolute path (a resumed run may start elsewhere).
+
+    Raises:
+        RunOptionError: the folder does not exist or holds no ``*.md`` notes.
+    """
+    if notes_dir is None or notes_dir == BUNDLED_NOTES:
+        return notes_dir
+    from ..notes import FixNotesError, note_files
+
+    try:
+        return str(note_files(notes_dir)[0].parent.resolve())
+    except FixNotesError as exc:
+        raise RunOptionError(f"--notes-dir {notes_dir}: {exc}") from None
+
+
+def feedback_options(options: RunOptions) -> FeedbackOptions:
+    """The feedback options of a new run: those given, else :class:`FeedbackOptions`' defaults.
+
+    Raises:
+        RunOptionError: see :func:`sanitizer_gate` and :func:`notes_dir_option`.
+    """
+    given = {
+        name: getattr(options, name)
+        for name in FEEDBACK_FIXED_ON_RESUME
+        if getattr(options, name) is not None
+    }
+    given["notes_dir"] = notes_dir_option(options.notes_dir)
+    return FeedbackOptions(**given, sanitizer_gate=sanitizer_gate(options, []))
 
 
 def new_plan(options: RunOptions, service_url: str | None) -> RunPlan:
@@ -124,16 +203,17 @@ def new_plan(options: RunOptions, service_url: str | None) -> RunPlan:
     values = DEFAULTS | given
     task = TaskConfig(
         definition=values["definition"], language=values["language"], arch=values["arch"],
-        workloads=values["workloads"], target_speedup=values["target_speedup"], sanitizer=values["sanitizer"],
+        workloads=values["workloads"], target_speedup=values["target_speedup"],
     )  # fmt: skip
     prompt_tag = values.get("prompt_tag") or default_prompt_tag(task)
     check_prompt_tag(prompt_tag, task)
+    feedback = feedback_options(options)
     run_id = f"run-{utc_stamp()}-{task.language}-{task.definition}"
     return RunPlan(
         run_id=run_id, created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), task=task,
         model=values.get("model") or os.environ.get("MODEL_NAME") or "", prompt_tag=prompt_tag,
         num_turns=values["num_turns"], wall_time_limit_s=values["wall_time_limit_s"],
-        turn_timeout_s=values["turn_timeout_s"], service=service_url or "embedded",
+        turn_timeout_s=values["turn_timeout_s"], service=service_url or "embedded", feedback=feedback,
     )  # fmt: skip
 
 
@@ -141,15 +221,18 @@ def resumed_plan(plan: RunPlan, options: RunOptions, turns_done: int = 0) -> Run
     """``plan`` with the limits ``options`` give explicitly; ``turns_done``: model calls the run has made.
 
     Raises:
-        RunOptionError: an option of :data:`FIXED_ON_RESUME` differs from the plan's value, or ``num_turns`` is
-            below ``turns_done``.
+        RunOptionError: an option of :data:`FIXED_ON_RESUME` or :data:`FEEDBACK_FIXED_ON_RESUME` differs from
+            the plan's value, or ``num_turns`` is below ``turns_done``.
     """
     planned = {
         "definition": plan.task.definition, "language": plan.task.language, "arch": plan.task.arch,
         "workloads": plan.task.workloads, "target_speedup": plan.task.target_speedup,
         "prompt_tag": plan.prompt_tag, "model": plan.model,
     }  # fmt: skip
-    for name in FIXED_ON_RESUME:
+    planned |= {name: getattr(plan.feedback, name) for name in FEEDBACK_FIXED_ON_RESUME}
+    if options.notes_dir is not None:
+        options = options.model_copy(update={"notes_dir": notes_dir_option(options.notes_dir)})
+    for name in (*FIXED_ON_RESUME, *FEEDBACK_FIXED_ON_RESUME):
         given = getattr(options, name)
         if given is not None and given != planned[name]:
             raise RunOptionError(
@@ -167,9 +250,11 @@ def resumed_plan(plan: RunPlan, options: RunOptions, turns_done: int = 0) -> Run
         for name in ("num_turns", "wall_time_limit_s", "turn_timeout_s")
         if getattr(options, name) is not None
     }
-    if options.sanitizer is not None:
-        limits["task"] = plan.task.model_copy(update={"sanitizer": options.sanitizer})
-    return plan.model_copy(update=limits)
+    gate = sanitizer_gate(options, list(plan.feedback.sanitizer_gate))
+    data = plan.model_dump(mode="json") | limits
+    data["feedback"] = plan.feedback.model_dump(mode="json") | {"sanitizer_gate": gate}
+    data["task"] = plan.task.model_dump(mode="json") | {"sanitizer": bool(gate)}
+    return RunPlan.model_validate(data)
 
 
 def check_prompt_tag(tag: str, task: TaskConfig) -> None:
@@ -227,7 +312,7 @@ def _local_workloads(definition: str, where: str) -> list[str]:
     Raises:
         RunOptionError: the trace sets do not load, or the definition is not in them.
     """
-    from fibserve.serve.catalog import Catalog, NotFound
+    from fibserve.datasets.catalog import Catalog, NotFound
     from fibserve.trace.problems import TraceSetError
 
     try:

@@ -2,22 +2,35 @@
 
 :class:`TurnRow` is the row of ``turns.csv`` / ``turns.parquet`` (schema ``ptxbench.turns/1``). A turn is one
 model call and what became of its reply: a format error (no kernel block), or a kernel and its evaluation.
-:func:`failure_class` maps the evaluator's status to the coarse classes a report counts.
+:func:`failure_class` maps the evaluator's status to the coarse classes a report counts, and
+:func:`turn_rows` derives the rows of one trajectory from its run directory (docs/run-directory.md).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from pathlib import Path
+from typing import Any, Literal
 
 from fibserve.trace import EvaluationStatus
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..evaluation import NotEvaluated
+from ..evaluation import KernelReport, NotEvaluated
+from ..trajectory import load_trajectory
+from .directory import RunLayout, load_plan
 
 TURNS_SCHEMA = "ptxbench.turns/1"
 
 FailureClass = Literal[
-    "PASSED", "format", "policy", "compile", "runtime", "incorrect", "timeout", "not_executed", "infrastructure"
+    "PASSED",
+    "format",
+    "policy",
+    "compile",
+    "runtime",
+    "incorrect",
+    "timeout",
+    "not_executed",
+    "infrastructure",
 ]
 """What a turn came to: ``PASSED`` (every workload), or why not. ``format``: the reply held no kernel block;
 ``policy``: the source policy refused the kernel; ``compile``: it did not build; ``runtime``: it crashed, raised,
@@ -109,3 +122,125 @@ class TurnRow(BaseModel):
     """Wall time of the turn: the model call plus the evaluation (s)."""
     demo: bool = False
     """From a demo replay: never a model's result, never training data."""
+
+
+FORMAT_ERROR = "FORMAT_ERROR"
+"""The ``status`` of a turn whose reply held no kernel block."""
+
+
+def turn_rows(
+    run_dir: Path, *, experiment: str | None = None, trajectory: str | None = None, replica: int = 0
+) -> list[TurnRow]:
+    """The rows of one trajectory's run directory, one per turn, in turn order.
+
+    Reads ``plan.json`` (task, model, prompt tag, demo), ``trajectories/exp_000.json`` (each assistant message's
+    ``extra.usage``, ``cost_usd``, ``latency_s`` and ``timestamp``; each user message's ``extra.ptxbench``
+    ``{kind, turn}``) and the KernelReport of each evaluated turn (``exp_000/evaluations/turn_NNN.json``, else
+    the copy in the feedback message's ``extra.ptxbench.report``). A turn is a reply followed by its feedback
+    (evaluation or format error); a last reply whose evaluation ended the run with ``InfrastructureError`` is a
+    row of class ``infrastructure`` (a resumed run asks that turn again and rewrites the trajectory, so it is
+    never counted twice). A run stopped before its first reply has no rows.
+
+    ``experiment`` defaults to the run directory's name, ``trajectory`` to the plan's ``run_id``.
+    ``seconds`` is the model call's latency plus the time from the reply to its feedback (None when the model
+    did not report its latency, e.g. a replay).
+
+    Raises:
+        FileNotFoundError: not a run directory (no ``plan.json``).
+        TrajectoryError: the trajectory file exists but cannot be read.
+        ValueError: a KernelReport file does not validate.
+    """
+    layout = RunLayout(run_dir)
+    plan = load_plan(layout.root)
+    if not layout.trajectory_path.is_file():
+        return []
+    messages = load_trajectory(layout.trajectory_path).get("messages", [])
+    task = plan.task
+    common = {
+        "experiment": experiment or layout.root.name, "trajectory": trajectory or plan.run_id, "model": plan.model,
+        "definition": task.definition, "language": task.language, "arch": task.arch, "prompt_tag": plan.prompt_tag,
+        "replica": replica, "target_speedup": task.target_speedup, "demo": plan.demo,
+    }  # fmt: skip
+    rows: list[TurnRow] = []
+    turn = 0
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        turn += 1
+        following = messages[index + 1] if index + 1 < len(messages) else {}
+        state = (following.get("extra") or {}).get("ptxbench") or {}
+        if following.get("role") == "user" and state.get("kind") == "evaluation":
+            report = _report(layout, turn, state)
+            outcome = _evaluated(report)
+        elif following.get("role") == "user" and state.get("kind") == "format_error":
+            outcome = {"failure_class": "format", "status": FORMAT_ERROR}
+        elif following.get("role") == "exit" and (following.get("extra") or {}).get("exit_status") == (
+            "InfrastructureError"
+        ):
+            outcome = {"failure_class": "infrastructure", "status": NotEvaluated.INFRASTRUCTURE_ERROR.value}
+        else:
+            continue  # a reply without feedback (the run stopped during its evaluation): asked again on resume
+        rows.append(TurnRow(**common, turn=turn, **outcome, **_usage(message, following)))
+    return rows
+
+
+def _report(layout: RunLayout, turn: int, state: dict[str, Any]) -> KernelReport:
+    path = layout.trajectory_dir / "evaluations" / f"turn_{turn:03d}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else state.get("report")
+        return KernelReport.model_validate(data)
+    except (ValueError, ValidationError) as exc:
+        raise ValueError(f"the KernelReport of turn {turn} ({path}) does not validate: {exc}") from None
+
+
+def _evaluated(report: KernelReport) -> dict[str, Any]:
+    analysis = report.static_analysis
+    speedups = {
+        w.workload_uuid: w.speedup if w.status == EvaluationStatus.PASSED else None for w in report.workloads
+    }
+    timed = [w for w in report.workloads if w.status == EvaluationStatus.PASSED and w.speedup is not None]
+    slowest = min(timed, key=lambda w: w.speedup or 0.0) if timed and report.all_passed else None
+    bases = [w.speedup_basis for w in report.workloads if w.speedup_basis is not None]
+    return {
+        "failure_class": failure_class(
+            report.status.value, policy_violations=bool(analysis and analysis.policy_violations)
+        ),
+        "status": report.status.value,
+        "executed_on_gpu": report.executed_on_gpu,
+        "target_met": report.target_met,
+        "speedups": speedups,
+        "min_speedup": report.min_speedup if report.all_passed else None,
+        "speedup_basis": bases[0] if bases else None,
+        "latency_ms": slowest.latency_ms if slowest else None,
+        "ptx_families": list(analysis.ptx_families) if analysis else [],
+        "sass_families": list(analysis.sass_families) if analysis else [],
+        "executed_families": report.ncu.sass_families if report.ncu and not report.ncu.error else None,
+    }
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _usage(reply: dict[str, Any], following: dict[str, Any]) -> dict[str, Any]:
+    extra = reply.get("extra") or {}
+    usage = extra.get("usage") or {}
+    details = usage.get("completion_tokens_details") or {}
+    cost = extra.get("cost_usd")
+    latency = extra.get("latency_s")
+    seconds = None
+    if isinstance(latency, int | float):
+        replied, answered = extra.get("timestamp"), (following.get("extra") or {}).get("timestamp")
+        evaluating = (
+            answered - replied
+            if isinstance(replied, int | float) and isinstance(answered, int | float)
+            else 0
+        )
+        seconds = round(float(latency) + max(0.0, evaluating), 3)
+    return {
+        "tokens_in": _int_or_none(usage.get("prompt_tokens")),
+        "tokens_out": _int_or_none(usage.get("completion_tokens")),
+        "reasoning_tokens": _int_or_none(usage.get("reasoning_tokens", details.get("reasoning_tokens"))),
+        "cost_usd": float(cost) if isinstance(cost, int | float) else None,
+        "seconds": seconds,
+    }

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
 
 from fibserve.analysis.binary import analyse_binaries
 from fibserve.analysis.verdict import KernelAnalysis, Verdict
@@ -92,6 +92,40 @@ class Analysis(BaseModel):
         """Clean policy, a successful build and (when a definition was given) an entry point that fits it; the
         verdict may still say the kernel uses nothing special."""
         return self.status == "clean"
+
+
+class AnalysisUnavailable(BaseModel):
+    """What an evaluation records instead of an :class:`Analysis` when the static analysis itself failed (the
+    toolchain broke, not the candidate); never fatal to the evaluation. On the wire: ``{"error": "..."}``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    error: str
+    """Why, e.g. ``static analysis unavailable: RuntimeError('...')``."""
+
+
+AnalysisOutcome = Analysis | AnalysisUnavailable
+"""The ``analysis`` of an evaluation (a task answer's ``analysis``): the analysis, or why there is none."""
+
+_OUTCOME: TypeAdapter[AnalysisOutcome] = TypeAdapter(AnalysisOutcome)
+
+
+def read_analysis(raw: object) -> AnalysisOutcome | None:
+    """Validate the JSON of an evaluation's ``analysis`` (None stays None): how a client reads it typed.
+
+    Raises:
+        pydantic.ValidationError: ``raw`` is neither an :class:`Analysis` nor an :class:`AnalysisUnavailable`.
+    """
+    return None if raw is None else _OUTCOME.validate_python(raw)
+
+
+def analyse(solution: Solution, definition: Definition, arch: str, timeout_s: float) -> AnalysisOutcome:
+    """:func:`check` for an evaluation: the analysis, or an :class:`AnalysisUnavailable` when the analysis
+    itself raised (an evaluation goes on without it)."""
+    try:
+        return check(solution, definition=definition, arch=arch, timeout_s=timeout_s)
+    except Exception as exc:
+        return AnalysisUnavailable(error=f"static analysis unavailable: {exc!r}")
 
 
 def check(
@@ -262,40 +296,65 @@ def _since(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
 
 
-def solution_from_path(path: Path, definition: str | None = None) -> Solution:
+def solution_from_path(
+    path: Path,
+    definition: str | None = None,
+    *,
+    legacy: bool = False,
+    signature: tuple[int, list[str]] | None = None,
+) -> Solution:
     """A Solution from ``kernel.cu``/``.cpp`` (cuda, tvm-ffi, ``<file>::run``), ``kernel.py`` (triton,
     ``<file>::run``) or a Solution JSON file.
+
+    Args:
+        legacy: read it as a 2025 FlashInfer Trace solution (:meth:`fibserve.trace.legacy.Migrator.solution`:
+            a Python or Triton ``run`` that allocates and returns its outputs, a dict of them included, is
+            evaluated as value-returning); a ``kernel.py`` is then such a solution too.
+        signature: the definition's (number of inputs, output names), which the legacy migration needs to
+            read a returned dict and to tell a destination-passing ``run`` from a value-returning one.
 
     Raises:
         ValueError: unknown file type, or an invalid Solution JSON (pydantic's message says what is wrong).
         OSError: the file cannot be read.
     """
+    import json
+
     from fibserve.trace import Solution
+    from fibserve.trace.legacy import Migrator
 
     text = path.read_text()
     suffix = path.suffix.lower()
     if suffix == ".json":
-        return Solution.model_validate_json(text)
+        if not legacy:
+            return Solution.model_validate_json(text)
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path.name}: malformed JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path.name}: expected a Solution JSON object")
+        return Solution.model_validate(Migrator().solution(raw, signature=signature))
     if suffix in (".cu", ".cpp", ".cc", ".cxx"):
         language, binding = ("cuda" if suffix == ".cu" else "cpp"), "tvm-ffi"
     elif suffix == ".py":
         language, binding = "triton", None
     else:
         raise ValueError(f"{path.name}: expected a .cu, .cpp, .py or solution .json file")
-    return Solution.model_validate(
-        {
-            "name": path.stem,
-            "definition": definition or "unknown",
-            "author": "local",
-            "spec": {
-                "language": language,
-                "target_hardware": ["NVIDIA_H100"],
-                "entry_point": f"{path.name}::run",
-                "binding": binding,
-            },
-            "sources": [{"path": path.name, "content": text}],
-        }
-    )
+    spec: dict = {
+        "language": language,
+        "target_hardware": ["NVIDIA_H100"],
+        "entry_point": f"{path.name}::run",
+    }
+    if binding:
+        spec["binding"] = binding
+    raw = {
+        "name": path.stem,
+        "definition": definition or "unknown",
+        "author": "local",
+        "spec": spec,
+        "sources": [{"path": path.name, "content": text}],
+    }
+    return Solution.model_validate(Migrator().solution(raw, signature=signature) if legacy else raw)
 
 
 def load_policy(path: Path) -> PolicyConfig:

@@ -13,6 +13,8 @@ from pathlib import Path
 from fibserve.trace import Definition, Solution, Workload
 from fibserve.trace.trace_set import TraceSet
 
+from . import load_trace_set
+
 
 class NotFound(LookupError):
     """A definition or workload that the server does not have."""
@@ -47,7 +49,7 @@ class Catalog:
         """
         if roots:
             return cls(TraceSet.load(list(roots), migrate_legacy=True))
-        return cls(TraceSet.from_env(migrate_legacy=True))
+        return cls(load_trace_set(migrate_legacy=True))
 
     @property
     def roots(self) -> list[Path]:

@@ -37,7 +37,7 @@ class CandidateJob:
     workloads: list[Any]
     """The workloads to run it on (one tool process each, per variant)."""
     catalog: Any
-    """Anything with ``roots`` (trace-set roots for safetensors inputs), e.g. :class:`fibserve.serve.catalog.Catalog`."""
+    """Anything with ``roots`` (trace-set roots for safetensors inputs), e.g. :class:`fibserve.datasets.catalog.Catalog`."""
     device: str
     """The lane's device, ``cuda:N`` or ``cpu``."""
     timeout_s: float

@@ -1,0 +1,56 @@
+"""How much a comparator's time depends on the candidate timed next to it (trusted side, no processes): the
+bound reported with every GPU result.
+
+Seen on the H200: torch.matmul at M=232 took 0.0336 ms timed beside the reference kernels and 0.066-0.147 ms
+beside a 35 ms naive GEMM (docs/gpu-results.md, third session); the cause (a context switch after a long
+call, clocks after a long kernel, TLB state) is not known. Whatever it is, the interleaving already holds
+the measurement it needs: pairs alternate their order, so half of a comparator's timed calls come right after
+a candidate call and the other half right after one of its own (``c t | t c | c t | ...``). If the candidate
+slows what runs after it, the first half is slower. :func:`neighbour_bias` compares the two medians and
+gives the speedup from the second half alone, the one the neighbour cannot have inflated; the result carries
+both (``performance.extra.neighbour_bias``) and a note when they differ by more than ``NOTE_FRACTION``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import timing
+
+NOTE_FRACTION = 0.05
+"""Relative slowdown of a comparator after candidate calls above which the result gets a note."""
+
+
+def neighbour_bias(
+    side_ms: Sequence[float], after_candidate: Sequence[bool], paired_candidate_ms: Sequence[float]
+) -> dict[str, Any] | None:
+    """The neighbour effect on one comparator.
+
+    Args:
+        side_ms: the comparator's timed calls (ms), in time order.
+        after_candidate: for each, whether the call right before it was a candidate call.
+        paired_candidate_ms: the candidate call each was paired with (ms).
+
+    Returns:
+        ``after_candidate_ms`` and ``after_itself_ms`` (medians), ``ratio`` (the first over the second),
+        ``speedup_after_itself`` (median of comparator / candidate over the pairs where the comparator came
+        after itself) and ``flagged`` (ratio above ``1 + NOTE_FRACTION``); None when either half is empty.
+    """
+    after = [ms for ms, flag in zip(side_ms, after_candidate, strict=True) if flag]
+    itself = [
+        (ms, c) for ms, flag, c in zip(side_ms, after_candidate, paired_candidate_ms, strict=True) if not flag
+    ]
+    if not after or not itself:
+        return None
+    after_ms = timing.percentile(sorted(after), 50)
+    itself_ms = timing.percentile(sorted(ms for ms, _ in itself), 50)
+    ratio = after_ms / itself_ms if itself_ms > 0 else float("nan")
+    return {
+        "after_candidate_ms": after_ms,
+        "after_itself_ms": itself_ms,
+        "ratio": ratio,
+        "speedup_after_itself": timing.pair_speedup([c for _, c in itself], [ms for ms, _ in itself]),
+        "pairs_after_itself": len(itself),
+        "flagged": ratio > 1 + NOTE_FRACTION,
+    }

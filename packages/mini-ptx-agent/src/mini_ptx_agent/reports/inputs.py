@@ -1,0 +1,157 @@
+"""What a report reads: the per-turn rows of run directories, and the files that say what ran them.
+
+A report's input is a directory of one of two kinds:
+
+- a **trajectory run directory** (``ptxbench run``, ``ptxbench quickstart --run``, or one trajectory of an
+  experiment): it has a run ``plan.json`` (``ptxbench.run/1``); its rows come from
+  :func:`mini_ptx_agent.runs.turns.turn_rows`;
+- an **experiment directory**: its ``turns.csv`` when present, else the rows of every trajectory run
+  directory below it. Its ``manifest.json``, when present, is read for provenance.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..runs.directory import RUN_SCHEMA, RunLayout
+from ..runs.turns import TurnRow, turn_rows
+
+TURNS_CSV = "turns.csv"
+MANIFEST = "manifest.json"
+
+_JSON_FIELDS = ("speedups", "ptx_families", "sass_families", "executed_families")
+"""TurnRow fields a CSV cell holds as JSON (a mapping or a list)."""
+
+
+class ReportError(Exception):
+    """An input a report cannot use; the message says which and what to do."""
+
+
+@dataclass
+class Source:
+    """One directory given to ``ptxbench report`` and what was read from it."""
+
+    path: Path
+    kind: str
+    """``run`` (one trajectory) or ``experiment``."""
+    rows: list[TurnRow] = field(default_factory=list)
+    run_dirs: list[Path] = field(default_factory=list)
+    """Trajectory run directories found (read for hardware and baselines)."""
+    pending: int = 0
+    """Trajectory run directories without a finished turn (not started, or stopped before its first reply)."""
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is one trajectory's run directory (its plan.json is a ``ptxbench.run/1`` plan)."""
+    plan = _read_json(RunLayout(path).plan_path)
+    return plan is not None and plan.get("schema_version") == RUN_SCHEMA
+
+
+def read_turns_csv(path: Path) -> list[TurnRow]:
+    """The TurnRows of a ``turns.csv`` (one header row of TurnRow field names; mappings and lists as JSON).
+
+    An empty cell is a missing value (the field's default).
+
+    Raises:
+        ReportError: a row does not validate as a TurnRow (the message names the line).
+    """
+    rows = []
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            for line, record in enumerate(csv.DictReader(handle), start=2):
+                try:
+                    values = {
+                        k: json.loads(v) if k in _JSON_FIELDS else v for k, v in record.items() if k and v
+                    }
+                    rows.append(TurnRow.model_validate(values))
+                except (ValueError, ValidationError) as exc:
+                    raise ReportError(f"{path}, line {line}: not a ptxbench.turns/1 row: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"cannot read {path}: {exc}") from None
+    return rows
+
+
+def _run_rows(run_dir: Path, experiment: str, planned: dict[str, int] | None = None) -> list[TurnRow]:
+    """The rows of one trajectory; under an experiment's plan the trajectory is its directory's name (its id)."""
+    planned = planned or {}
+    name = run_dir.name if run_dir.name in planned else None
+    try:
+        return turn_rows(
+            run_dir, experiment=experiment, trajectory=name, replica=planned.get(run_dir.name, 0)
+        )
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"cannot read the turns of {run_dir}: {exc}") from None
+
+
+def _planned(plan: dict[str, Any]) -> dict[str, int]:
+    """Trajectory id -> replica, from an experiment's plan.json (``trajectories``: ``{id, replica}``...)."""
+    found = {}
+    for t in plan.get("trajectories") or []:
+        if isinstance(t, dict) and isinstance(t.get("id"), str):
+            found[t["id"]] = t["replica"] if isinstance(t.get("replica"), int) else 0
+    return found
+
+
+def read_source(path: Path) -> Source:
+    """Read one input directory (see the module docstring).
+
+    An experiment's trajectories *pending* are those its plan.json lists (else the run directories found) with
+    no row yet.
+
+    Raises:
+        ReportError: the directory does not exist, is neither kind, or holds a file that does not validate.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise ReportError(f"{path} is not a directory: give run or experiment directories")
+    if is_run_dir(path):
+        rows = _run_rows(path, path.name)
+        return Source(path=path, kind="run", rows=rows, run_dirs=[path], pending=0 if rows else 1)
+    source = Source(path=path, kind="experiment", manifest=_read_json(path / MANIFEST) or {})
+    plan = _read_json(path / "plan.json") or {}
+    name = plan["name"] if isinstance(plan.get("name"), str) else path.name
+    planned = _planned(plan)
+    source.run_dirs = sorted(
+        p.parent for p in path.rglob("plan.json") if p.parent != path and is_run_dir(p.parent)
+    )
+    if (path / TURNS_CSV).is_file():
+        source.rows = read_turns_csv(path / TURNS_CSV)
+    elif source.run_dirs:
+        source.rows = [row for run_dir in source.run_dirs for row in _run_rows(run_dir, name, planned)]
+    else:
+        raise ReportError(
+            f"{path} holds no {TURNS_CSV} and no run directory (a folder with a ptxbench.run/1 plan.json): "
+            "give a `ptxbench run`, quickstart or experiment directory"
+        )
+    done = {row.trajectory for row in source.rows}
+    expected = set(planned) or {
+        d.name if d.name in planned else (_read_json(RunLayout(d).plan_path) or {}).get("run_id", d.name)
+        for d in source.run_dirs
+    }
+    source.pending = len(expected - done)
+    return source
+
+
+def evaluation_files(run_dir: Path) -> list[Path]:
+    """The KernelReport files of a trajectory run directory (``exp_000/evaluations/turn_NNN.json``)."""
+    return sorted((RunLayout(run_dir).trajectory_dir / "evaluations").glob("turn_*.json"))
+
+
+def read_evaluation(path: Path) -> dict[str, Any]:
+    """One KernelReport file as JSON ({} when it cannot be read: provenance then says "unknown")."""
+    return _read_json(path) or {}
