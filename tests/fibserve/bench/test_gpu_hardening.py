@@ -94,14 +94,18 @@ def run(x, y, z):
 @gpu
 @needs_gpu
 def test_gpu_work_left_running_after_the_reply_is_refused(trace_set, evaluator) -> None:
-    """Item 2: a host thread keeps GPU work queued from another stream; the twin would be timed beside it."""
+    """Item 2: a host thread keeps GPU work queued from another stream; the twin would be timed beside it.
+
+    Refused either by the busy probe before a comparator call or, when the candidate's paused sandbox holds the
+    work back until its own calls, by the round-trip check of those calls (seen on the H200, 2026-12-02): both
+    are RUNTIME_ERROR, the candidate's."""
     definition = trace_set.definition(VECTOR_ADD)
     report = evaluator.evaluate(definition, _python("burner", BURNER), trace_set.workloads_for(VECTOR_ADD)[:1],
                                 baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
     evaluation = report.traces[0].evaluation
     assert report.task_error is None, report.task_error
     assert evaluation.status is EvaluationStatus.RUNTIME_ERROR, evaluation.log[-2000:]
-    assert "device was busy" in evaluation.log
+    assert "device was busy" in evaluation.log or "do not account for its calls" in evaluation.log
 
 
 @gpu
@@ -133,7 +137,7 @@ def run(x, y, z):
         maps = open("/proc/self/maps").read()
         _lib.append(ctypes.CDLL(sorted(set(re.findall(r"(/\S*libcudart\.so[.\d]*)", maps)))[0]))
     # set aside all the L2 it may for persisting accesses, as a kernel keeping its inputs in L2 would
-    _lib[0].cudaDeviceSetLimit(0x06, ctypes.c_size_t(1 << 40))
+    _lib[0].cudaDeviceSetLimit(0x06, ctypes.c_size_t(4 << 20))
     torch.add(x, y, out=z)
 """
 
@@ -147,13 +151,16 @@ def test_persisting_l2_is_cleared_before_every_timed_call(trace_set, evaluator) 
 
     device = torch.device("cuda:0")
     flush = ColdL2(device)
-    _cudart().cudaDeviceSetLimit(LIMIT_PERSISTING_L2, ctypes.c_size_t(1 << 40))
+    # 4 MiB: over the largest carve-out the call fails with cudaErrorInvalidValue (it clamps, and the error stays
+    # pending for torch's next check: seen on the H200, where 1 << 40 left 11796480 bytes and the error)
+    assert _cudart().cudaDeviceSetLimit(LIMIT_PERSISTING_L2, ctypes.c_size_t(4 << 20)) == 0
     assert persisting_l2_bytes(device) > 0
     flush.clear_persisting()
     assert persisting_l2_bytes(device) == 0
     definition = trace_set.definition(VECTOR_ADD)
     report = evaluator.evaluate(definition, _python("carveout", SETS_CARVEOUT),
                                 trace_set.workloads_for(VECTOR_ADD)[:1], baseline=trace_set.baseline_for(VECTOR_ADD))  # fmt: skip
+    assert report.task_error is None, report.task_error
     evaluation = report.traces[0].evaluation
     assert evaluation.status is EvaluationStatus.PASSED, evaluation.log[-2000:]
     assert evaluation.performance.extra["persisting_l2"]["candidate_max_bytes"] > 0

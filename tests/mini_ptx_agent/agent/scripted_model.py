@@ -5,6 +5,10 @@ reply, and records every request body. ``down_after=N`` makes the server close i
 completions, as a model host that dies mid-run does (the next request gets "connection refused").
 ``never_answer=True`` makes it accept every chat completion and never answer it (a hung model host); the
 request is still recorded. ``sizes`` holds the byte size of each chat-completion request body.
+
+``respond`` serves several model ids at once: it maps each id to a function of the request body that writes the
+reply (so concurrent trajectories of different models and definitions each get theirs), and ``GET /v1/models``
+lists its ids; ``model_id`` and ``replies`` are then not used. ``answered`` holds ``(model, body)`` per reply sent.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -20,10 +25,18 @@ class ScriptedOpenAIServer:
     """Use as a context manager; ``host_port`` is ``127.0.0.1:PORT`` (the form of ``ACCRL_MODEL_HOST``)."""
 
     def __init__(
-        self, model_id: str, replies: list[str], *, down_after: int | None = None, never_answer: bool = False
+        self,
+        model_id: str = "",
+        replies: list[str] | None = None,
+        *,
+        down_after: int | None = None,
+        never_answer: bool = False,
+        respond: Mapping[str, Callable[[dict[str, Any]], str]] | None = None,
     ):
         self.model_id = model_id
-        self.replies = list(replies)
+        self.respond = dict(respond or {})
+        self.answered: list[tuple[str, dict[str, Any]]] = []
+        self.replies = list(replies or [])
         self.down_after = down_after
         self.never_answer = never_answer
         self._released = threading.Event()
@@ -65,7 +78,10 @@ class ScriptedOpenAIServer:
                         200,
                         {
                             "object": "list",
-                            "data": [{"id": outer.model_id, "object": "model", "owned_by": "test"}],
+                            "data": [
+                                {"id": name, "object": "model", "owned_by": "test"}
+                                for name in (list(outer.respond) or [outer.model_id])
+                            ],
                         },
                     )
                 else:
@@ -84,13 +100,18 @@ class ScriptedOpenAIServer:
                 if outer.never_answer:
                     outer._released.wait()  # holds the connection open until the server stops
                     return
+                model = str(body.get("model", outer.model_id))
                 with outer._lock:
-                    if not outer.replies:
-                        self._send(500, {"error": {"message": "scripted server has no replies left"}})
+                    if outer.respond:
+                        content = outer.respond[model](body) if model in outer.respond else None
+                    else:
+                        content = outer.replies.pop(0) if outer.replies else None
+                    if content is None:
+                        self._send(500, {"error": {"message": f"scripted server has no reply for {model}"}})
                         return
-                    content = outer.replies.pop(0)
                     outer._served += 1
                     served = outer._served
+                    outer.answered.append((model, body))
                 prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
                 self._send(
                     200,
@@ -98,7 +119,7 @@ class ScriptedOpenAIServer:
                         "id": f"chatcmpl-{served}",
                         "object": "chat.completion",
                         "created": int(time.time()),
-                        "model": outer.model_id,
+                        "model": model if outer.respond else outer.model_id,
                         "choices": [
                             {
                                 "index": 0,

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from mini_ptx_agent.experiments.cli import app as experiment_app
 from mini_ptx_agent.prompts.cli import app as prompts_app
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(prompts_app, name="prompts")
+app.add_typer(experiment_app, name="experiment")
 
 
 @app.command("quickstart")

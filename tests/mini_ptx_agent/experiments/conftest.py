@@ -1,0 +1,9 @@
+import sys
+from pathlib import Path
+
+# Shared helpers: scripted_kernels (this folder); scripted_model (tests/mini_ptx_agent/agent); run_cli and
+# test_turns (runs); eval_reports (eval).
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "agent"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "runs"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "eval"))
