@@ -1,12 +1,13 @@
 """Scheduler behaviour that a CPU machine cannot provoke through the real Evaluator: a lane whose device
-context broke stops taking tasks, and queued tasks wait for a healthy lane instead of failing."""
+context broke stops taking tasks, and queued tasks wait for a healthy lane instead of failing; a lane whose
+remote worker died (a Ray actor) re-queues its task with the attempt counted."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from fibserve.serve.scheduler import Outcome, Scheduler
+from fibserve.serve.scheduler import LaneLost, Outcome, Scheduler
 from fibserve.serve.store import TaskStatus, TaskStore
 
 
@@ -121,4 +122,48 @@ def test_a_result_the_store_refuses_fails_its_task_and_the_lane_goes_on(tmp_path
     record = store.get(huge)
     assert record.status is TaskStatus.FAILED and record.error["code"] == "store_error"
     assert "too big" in record.error["message"] and lane["healthy"]
+    store.close()
+
+
+def test_a_lost_lane_requeues_its_task_for_another_lane_with_the_attempt_counted(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "tasks.sqlite3")
+
+    def runner(task, ctx):
+        if ctx.device == "cuda:0":
+            raise LaneLost("ActorDiedError: the actor's node died")
+        time.sleep(0.05)
+        return Outcome(TaskStatus.COMPLETED, result={"device": ctx.device})
+
+    ids = [store.submit("evaluate", "d", "s", {}).id for _ in range(4)]
+    scheduler = Scheduler(store, ["cuda:0", "cuda:1"], runner, lambda device: object(), idle_poll_s=0.05)
+    scheduler.start()
+    try:
+        _wait(lambda: all(store.get(i).status is TaskStatus.COMPLETED for i in ids))
+        lost = next(lane for lane in scheduler.lanes if lane.device == "cuda:0")
+        _wait(lambda: not lost.thread.is_alive())  # a lost lane takes no more tasks
+    finally:
+        scheduler.stop()
+    records = [store.get(i) for i in ids]
+    assert all(r.lane == "cuda:1" for r in records)
+    assert sorted(r.attempt for r in records) == [1, 1, 1, 2]  # the one lost run counted
+    assert "lane lost" in (lost.detail or "") and not lost.healthy
+    store.close()
+
+
+def test_a_task_that_keeps_killing_its_lanes_fails_after_max_attempts(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "tasks.sqlite3", max_attempts=2)
+
+    def runner(task, ctx):
+        raise LaneLost("ActorDiedError: the worker was killed")
+
+    task_id = store.submit("evaluate", "d", "s", {}).id
+    scheduler = Scheduler(store, ["cuda:0", "cuda:1"], runner, lambda device: object(), idle_poll_s=0.05)
+    scheduler.start()
+    try:
+        _wait(lambda: store.get(task_id).status.is_final)
+    finally:
+        scheduler.stop()
+    record = store.get(task_id)
+    assert record.status is TaskStatus.FAILED and record.attempt == 2
+    assert record.error["code"] == "lane_lost" and "died 2 times" in record.error["message"]
     store.close()

@@ -126,6 +126,19 @@ def serve_command(
         float, typer.Option("--task-ttl-s", help="Seconds finished answers are kept (default 7 days).")
     ] = 604800.0,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help=(
+                "Run the lanes on a Ray cluster (pip install 'fibserve[ray]'): 'auto' ($RAY_ADDRESS, or the "
+                "cluster this host is a node of) or the head's host:port. One lane actor per GPU of each node, "
+                "or with --devices cpu one per unit of the node's fibserve_cpu_lane resource; this process "
+                "keeps the HTTP API and the task store (docs/scale-out.md)."
+            ),
+        ),
+    ] = None,
     legacy: Legacy = False,
     unsafe_no_sandbox: UnsafeNoSandbox = False,
 ) -> None:
@@ -165,6 +178,8 @@ def serve_command(
         options["locked_tolerances"] = locked_tolerances
     if state_dir:
         options["state_dir"] = state_dir
+    if ray_address is not None:
+        options["ray_address"] = ray_address
     try:
         settings = ServeSettings(**options)
         serve(settings, log_level=log_level.lower())

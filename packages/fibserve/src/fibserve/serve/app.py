@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -74,7 +75,10 @@ def create_app(
     default_max_bytes()  # a malformed FIBSERVE_CACHE_MAX_GB fails here, not in every build
     tools = ToolPaths.discover()
     catalog = catalog or Catalog.load(settings.roots)
-    devices = resolve_devices(settings.devices)
+    if settings.ray_address is not None and importlib.util.find_spec("ray") is None:
+        raise RuntimeError("--ray needs Ray on this host: install fibserve with its extra, fibserve[ray]")
+    # Under --ray the lanes are the cluster's GPUs: the front door needs none of its own.
+    devices = resolve_devices(settings.devices) if settings.ray_address is None else []
     state = ServerState(
         settings=settings,
         catalog=catalog,
@@ -121,14 +125,19 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             len(requeued),
             len(failed),
         )
-    state.scheduler = Scheduler(
-        state.store,
-        state.devices,
-        state.handler,
-        state.factory,
-        state.closer,
-        on_finish=state.waiters.notify_threadsafe,
-    )
+    if state.settings.ray_address is not None:
+        from .ray_lanes import RayScheduler  # the only import of Ray, and only under --ray
+
+        state.scheduler = RayScheduler(state.store, state.settings, on_finish=state.waiters.notify_threadsafe)
+    else:
+        state.scheduler = Scheduler(
+            state.store,
+            state.devices,
+            state.handler,
+            state.factory,
+            state.closer,
+            on_finish=state.waiters.notify_threadsafe,
+        )
     state.scheduler.start()
     sweeper = asyncio.create_task(_sweep(state.store))
     try:

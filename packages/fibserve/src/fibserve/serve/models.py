@@ -202,7 +202,11 @@ class WorkerInfo(_Answer):
     """One worker lane."""
 
     device: str
-    """``cuda:N`` or ``cpu``."""
+    """``cuda:N`` or ``cpu``; a Ray lane's name (``<node>/gpu#N`` or ``<node>/cpu#N``) under ``serve --ray``."""
+    node: str | None = None
+    """The Ray node (``<ip>/<node id prefix>``) the lane's actor runs on; None for a lane of the server itself."""
+    pid: int | None = None
+    """Process id of the lane's Ray actor on its node; None for a lane of the server itself."""
     healthy: bool
     """False when the lane could not start its evaluator or its thread died (see ``detail``)."""
     busy: bool

@@ -33,6 +33,15 @@ class TaskInterrupted(Exception):
     """Raised inside a running task when it was cancelled or the server is shutting down."""
 
 
+class LaneLost(Exception):
+    """Raised by a task handler when the lane's remote worker (a Ray actor, or the node under it) died mid-task.
+
+    The lane puts the task back in the queue, its attempt counted as a restart counts it (after
+    ``max_attempts`` claims it fails with code ``lane_lost``), and stops: the run that died can never
+    deliver a result, so the task still finishes exactly once.
+    """
+
+
 @dataclass
 class Outcome:
     """What a task produced: a final status, the kind-specific answer fields, and a task-level error."""
@@ -51,6 +60,7 @@ class RunContext:
         self._interrupted = threading.Event()
         self._reason = ""
         self._procs: list[subprocess.Popen[Any]] = []
+        self._callbacks: list[Callable[[str], Any]] = []
         self._lock = threading.Lock()
 
     @property
@@ -80,14 +90,33 @@ class RunContext:
         if self._interrupted.is_set():
             _kill_group(proc)
 
+    def on_interrupt(self, callback: Callable[[str], Any]) -> None:
+        """Call ``callback(reason)`` when the task is interrupted (at once if it already was).
+
+        For work that runs elsewhere (a Ray lane forwards the interrupt to its actor).
+        """
+        with self._lock:
+            self._callbacks.append(callback)
+        if self._interrupted.is_set():
+            _call_quietly(callback, self._reason)
+
     def interrupt(self, reason: str) -> None:
-        """Flag the task and kill its registered process groups."""
+        """Flag the task, kill its registered process groups and call its interrupt callbacks."""
         self._reason = reason
         self._interrupted.set()
         with self._lock:
-            procs = list(self._procs)
+            procs, callbacks = list(self._procs), list(self._callbacks)
         for proc in procs:
             _kill_group(proc)
+        for callback in callbacks:
+            _call_quietly(callback, reason)
+
+
+def _call_quietly(callback: Callable[[str], Any], reason: str) -> None:
+    try:
+        callback(reason)
+    except Exception:
+        log.exception("an interrupt callback failed")
 
 
 def _kill_group(proc: subprocess.Popen[Any]) -> None:
@@ -123,10 +152,27 @@ class Lane:
     ``/health`` names the problem (``store_problem``). Once the store takes writes again the lane serves on.
     """
 
-    def __init__(self, scheduler: Scheduler, device: str, name: str) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        device: str,
+        name: str,
+        *,
+        node: str | None = None,
+        factory: ResourceFactory | None = None,
+    ) -> None:
         self.scheduler = scheduler
         self.device = device
         self.name = name
+        self.node = node
+        """The host the lane's work runs on (a Ray node); None for a lane of this process."""
+        self.factory = factory or scheduler.factory
+        self.retired = threading.Event()
+        """Set when the lane must take no more tasks (its Ray node left the cluster)."""
+        self.pid: int | None = None
+        """Process id of the lane's remote worker on its node (a Ray lane's actor); None for a local lane."""
+        self.lost: str | None = None
+        """Why the lane's remote worker died (:class:`LaneLost`); the lane has stopped."""
         self.resources: Any = None
         self.healthy = False
         self.detail: str | None = "starting"
@@ -140,12 +186,17 @@ class Lane:
         """Whether a task is running on this lane."""
         return self.ctx is not None
 
+    @property
+    def running(self) -> bool:
+        """Whether the lane may take tasks: the server is not stopping and the lane is neither retired nor lost."""
+        return not (self.scheduler.stopping.is_set() or self.retired.is_set() or self.lost)
+
     def _loop(self) -> None:
         sched = self.scheduler
         delay = 5.0
-        while not sched.stopping.is_set():
+        while self.running:
             try:
-                self.resources = sched.factory(self.device)
+                self.resources = self.factory(self.device)
                 self.healthy, self.detail = True, None
                 break
             except Exception as exc:
@@ -156,7 +207,7 @@ class Lane:
                 sched.stopping.wait(delay)
                 delay = min(delay * 2, 60.0)
         retry_s = STORE_RETRY_S[0]
-        while not sched.stopping.is_set():
+        while self.running:
             if self.unrecorded is not None and not self._record(*self.unrecorded):
                 sched.stopping.wait(retry_s)
                 retry_s = min(retry_s * 2, STORE_RETRY_S[1])
@@ -172,10 +223,12 @@ class Lane:
             self.store_problem, retry_s = None, STORE_RETRY_S[0]
             if task is None:
                 with sched.wakeup:
-                    if not sched.stopping.is_set():
+                    if self.running:
                         sched.wakeup.wait(timeout=sched.idle_poll_s)
                 continue
             self._run(task)
+            if self.lost:
+                return
             if getattr(self.resources, "healthy", True) is False:
                 # The Evaluator's own CUDA context failed: that is sticky for this process, so the lane stops
                 # taking tasks (they wait for other lanes, or for a restarted server) instead of failing them all.
@@ -203,6 +256,9 @@ class Lane:
             outcome: Outcome | None = sched.handler(task, ctx)
         except TaskInterrupted:
             outcome = None
+        except LaneLost as exc:
+            self._lose(task, str(exc))
+            return
         except Exception as exc:
             log.exception("task %s failed inside the server", task.id)
             outcome = Outcome(
@@ -221,6 +277,31 @@ class Lane:
         # A task that finished while the server was stopping is recorded unless stop() re-queued it first
         # (then the store refuses the result and the next server runs it again).
         self._finish(task, outcome, started)
+
+    def _lose(self, task: TaskRecord, why: str) -> None:
+        """The lane's remote worker died running ``task``: re-queue it (or fail it after ``max_attempts``)."""
+        sched = self.scheduler
+        self.lost = self.detail = f"lane lost: {why}"
+        self.healthy = False
+        log.error("lane %s lost while running task %s: %s", self.name, task.id, why)
+        if sched.stopping.is_set():
+            return  # stop() has put it back in the queue
+        store = sched.store
+        if task.attempt >= store.max_attempts:
+            outcome = Outcome(
+                TaskStatus.FAILED,
+                error={
+                    "code": "lane_lost",
+                    "message": (
+                        f"the lane running this task died {task.attempt} times (last: {why}); it was not retried "
+                        "again (the task may kill its worker; check its inputs or the lane logs)"
+                    ),
+                },
+            )
+            self._finish(task, outcome)
+        elif store.requeue(task.id, task.attempt):
+            log.warning("task %s re-queued after attempt %d (lane %s lost)", task.id, task.attempt, self.name)
+            sched.notify()
 
     def _finish(self, task: TaskRecord, outcome: Outcome, started: float | None = None) -> None:
         self.unrecorded = (task, outcome, started)
@@ -295,6 +376,9 @@ class Scheduler:
         idle_poll_s: how often an idle lane re-reads the store even without a wake-up (seconds).
     """
 
+    dynamic_lanes = False
+    """Whether lanes are added while the server runs (:meth:`add_lane`) instead of one per device at start."""
+
     def __init__(
         self,
         store: TaskStore,
@@ -305,7 +389,7 @@ class Scheduler:
         on_finish: Callable[[str], None] | None = None,
         idle_poll_s: float = 2.0,
     ) -> None:
-        if not devices:
+        if not devices and not self.dynamic_lanes:
             raise ValueError("the scheduler needs at least one device")
         self.store = store
         self.handler = handler
@@ -316,11 +400,32 @@ class Scheduler:
         self.stopping = threading.Event()
         self.wakeup = threading.Condition()
         names: dict[str, int] = {}
-        self.lanes: list[Lane] = []
+        self._lanes: list[Lane] = []
+        self._lanes_lock = threading.Lock()
         for device in devices:
             count = names.get(device, 0)
             names[device] = count + 1
-            self.lanes.append(Lane(self, device, device if count == 0 else f"{device}#{count}"))
+            self._lanes.append(Lane(self, device, device if count == 0 else f"{device}#{count}"))
+
+    @property
+    def lanes(self) -> list[Lane]:
+        """The current lanes (a copy: lanes of a Ray cluster come and go while the server runs)."""
+        with self._lanes_lock:
+            return list(self._lanes)
+
+    def add_lane(self, lane: Lane) -> None:
+        """Add ``lane`` and start its thread (unless the server is stopping)."""
+        with self._lanes_lock:
+            if self.stopping.is_set():
+                return
+            self._lanes.append(lane)
+        lane.thread.start()
+
+    def remove_lane(self, lane: Lane) -> None:
+        """Forget ``lane`` (its thread has ended, or it is retired and will end after its current task)."""
+        with self._lanes_lock:
+            if lane in self._lanes:
+                self._lanes.remove(lane)
 
     def start(self) -> None:
         """Start every lane thread."""
@@ -355,7 +460,8 @@ class Scheduler:
         Returns:
             Ids of the tasks that were running and are pending again.
         """
-        self.stopping.set()
+        with self._lanes_lock:
+            self.stopping.set()
         self.notify()
         requeued = []
         for lane in self.lanes:
@@ -378,7 +484,7 @@ class Scheduler:
         return requeued
 
     def health(self) -> list[dict[str, Any]]:
-        """Each lane as ``{device, healthy, busy, task_id, detail}``."""
+        """Each lane as ``{device, node, pid, healthy, busy, task_id, detail}``."""
         out = []
         for lane in self.lanes:
             ctx = lane.ctx
@@ -387,6 +493,8 @@ class Scheduler:
             out.append(
                 {
                     "device": lane.name,
+                    "node": lane.node,
+                    "pid": lane.pid,
                     "healthy": lane.healthy and alive and lane.store_problem is None,
                     "busy": ctx is not None,
                     "task_id": ctx.task.id if ctx is not None else None,

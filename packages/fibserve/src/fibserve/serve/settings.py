@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 TOKEN_ENV = "FIBSERVE_TOKEN"
 """Environment variable holding the bearer token when ``--token`` is not given."""
@@ -66,6 +66,11 @@ class ServeSettings(BaseModel):
     """Time limit of one ``POST /compile`` (seconds)."""
     tool_timeout_s: float = Field(600.0, gt=0)
     """Default limit on one compute-sanitizer or ncu run when the request gives none (seconds)."""
+    ray_address: str | None = None
+    """Run the lanes on a Ray cluster (``serve --ray``): ``auto`` (``$RAY_ADDRESS``, or the cluster this host
+    belongs to) or the head's ``host:port``. Each lane is an actor owning one GPU (``num_gpus=1``), or with
+    ``devices=["cpu"]`` one CPU and one unit of the custom resource
+    :data:`fibserve.serve.ray_lanes.CPU_LANE_RESOURCE`. None: lanes are threads of this process."""
     unsafe_no_sandbox: bool = False
     """Run candidates without bubblewrap (``--unsafe-no-sandbox``): only where every candidate is trusted."""
     legacy: bool = False
@@ -85,6 +90,23 @@ class ServeSettings(BaseModel):
             if not _DEVICE.match(device):
                 raise ValueError(f"device {device!r} is not 'cpu' or 'cuda:N'")
         return value
+
+    @field_validator("ray_address")
+    @classmethod
+    def _check_ray_address(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("--ray needs an address: 'auto' or the head node's host:port")
+        return value
+
+    @model_validator(mode="after")
+    def _check_ray_devices(self) -> ServeSettings:
+        """Refuse ``devices`` that a Ray cluster cannot honour (its lanes are its GPUs, or CPU lanes)."""
+        if self.ray_address is not None and self.devices not in (None, ["cpu"]):
+            raise ValueError(
+                f"with --ray the lanes are the cluster's GPUs (one actor per GPU); --devices {','.join(self.devices)} "
+                "cannot be honoured: omit --devices, or give --devices cpu for CPU lanes"
+            )
+        return self
 
     @property
     def tolerances_locked(self) -> bool:

@@ -1,0 +1,169 @@
+"""A local Ray cluster of real ``ray start`` processes for the Ray lane tests and benchmark.
+
+Each node is one ``ray start --block`` process (head or worker) in a session of its own, with a fixed small
+resource set; every process it starts (GCS, raylet, agents, workers) is found again through the process
+tree, so :meth:`RayCluster.stop` ends exactly the processes this cluster started (no ``ray stop``, which
+would end every Ray process of the machine) and says which survived.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from serve_helpers import free_port
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+FAST_FAILURE_DETECTION = {
+    "RAY_health_check_initial_delay_ms": "0",
+    "RAY_health_check_period_ms": "500",
+    "RAY_health_check_timeout_ms": "1000",
+    "RAY_health_check_failure_threshold": "3",
+}
+"""GCS health checks of the nodes every 0.5 s, dead after 3 misses, so a killed node is noticed in ~2 s (the
+defaults take about 15 s)."""
+
+NO_PRESTART = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
+"""No idle Python workers started ahead of need (each costs a Ray import; the lanes' actors start their own)."""
+
+START_ATTEMPTS = 3
+"""Tries per node: the raylet waits a fixed ~15 s for its dashboard agent to write its port file and aborts
+when the agent (a Python process) is slower, which happens here under a load average above 10."""
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it, from /proc."""
+    tree, out, todo = _children(), [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        todo += tree.get(current, [])
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+class RayCluster:
+    """Head and worker nodes on 127.0.0.1, each a ``ray start --block`` process with its own resources."""
+
+    def __init__(self) -> None:
+        # A short folder: Ray's Unix sockets live below it and their paths are limited to 107 bytes.
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+        self.port = free_port()
+        self.nodes: list[subprocess.Popen[bytes]] = []
+        self.seen: set[int] = set()
+
+    @property
+    def address(self) -> str:
+        """The head's GCS address (``host:port``)."""
+        return f"127.0.0.1:{self.port}"
+
+    def add_node(
+        self, cpus: int, resources: dict[str, float], timeout_s: float = 120.0, gpus: int = 0
+    ) -> subprocess.Popen[bytes]:
+        """Start the head (first call) or a worker node with ``cpus`` CPUs, ``gpus`` GPUs and ``resources``,
+        and wait until it says it runs."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            proc, log, started = self._start_node(cpus, resources, timeout_s, gpus)
+            self.seen |= started
+            if "Ray runtime started" in log:
+                self.nodes.append(proc)
+                self.remember()
+                return proc
+            self.kill_tree(proc, started)
+            if attempt == START_ATTEMPTS:
+                raise RuntimeError(f"ray start failed {attempt} times; last log:\n{log[-4000:]}")
+        raise AssertionError("unreachable")
+
+    def _start_node(self, cpus: int, resources: dict[str, float], timeout_s: float, gpus: int) -> tuple:
+        """One ``ray start``: (process, its log, the pids of every process seen below it while it started)."""
+        head = not self.nodes
+        if head:
+            self.port = free_port()
+        where = (
+            ["--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self.temp_dir}"]
+            if head
+            else [f"--address={self.address}"]
+        )
+        cmd = [
+            RAY, "start", *where, "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}", f"--num-gpus={gpus}",
+            f"--resources={json.dumps(resources)}", "--object-store-memory=100000000", "--disable-usage-stats",
+            f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}", "--block",
+        ]  # fmt: skip
+        log_path = self.temp_dir / f"node-{time.monotonic_ns()}.log"
+        env = {**os.environ, **FAST_FAILURE_DETECTION, "RAY_USAGE_STATS_ENABLED": "0", **NO_PRESTART}
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        deadline, started = time.monotonic() + timeout_s, set()
+        while True:  # noting the processes as they appear: a failed start leaves them orphaned
+            started |= set(descendants(proc.pid))
+            text = log_path.read_text(errors="replace")
+            if "Ray runtime started" in text or proc.poll() is not None or time.monotonic() > deadline:
+                return proc, text, started
+            time.sleep(0.2)
+
+    def remember(self) -> None:
+        """Note every process the nodes have started so far (workers appear as lanes start)."""
+        for node in self.nodes:
+            self.seen.update(descendants(node.pid))
+
+    def kill_node(self, node: subprocess.Popen[bytes]) -> None:
+        """SIGKILL a node and everything it started, as when its host loses power."""
+        self.kill_tree(node)
+
+    def kill_tree(self, node: subprocess.Popen[bytes], also: set[int] = frozenset()) -> None:
+        """SIGKILL ``node``'s process, everything below it and the pids ``also``, and reap it."""
+        for pid in {*descendants(node.pid), *also}:
+            self.seen.add(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        node.wait(timeout=30)
+
+    def stop(self, timeout_s: float = 30.0) -> list[int]:
+        """SIGTERM every node (workers first), SIGKILL what is left after ``timeout_s``; the pids that survived."""
+        self.remember()
+        for node in reversed(self.nodes):
+            if node.poll() is None:
+                node.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(alive(pid) for pid in self.seen):
+            time.sleep(0.2)
+        survivors = [pid for pid in self.seen if alive(pid)]
+        for pid in survivors:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for node in self.nodes:
+            if node.poll() is None:
+                node.wait(timeout=10)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return survivors
