@@ -20,6 +20,8 @@ Only ``serve --ray`` imports this module; nothing else in fibserve imports Ray.
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import os
 import signal
@@ -143,6 +145,10 @@ def run_on_actor(task: TaskRecord, ctx: RunContext) -> Outcome:
     try:
         answer = ray.get(ref)
     except _LOST as exc:
+        # ActorUnavailableError can mean unreachable for now, not dead: kill the actor, so it neither finishes the
+        # task a second time nor keeps its GPU from the lane that replaces it.
+        with contextlib.suppress(Exception):
+            ray.kill(remote.actor, no_restart=True)
         raise LaneLost(_first_line(exc)) from None
     if answer is None:
         raise TaskInterrupted("interrupted on the lane's actor")
