@@ -14,8 +14,9 @@ app = typer.Typer(
     name="fibserve",
     help=(
         "FIBServe: build, check, run and time candidate kernels for FlashInfer Trace definitions.\n\n"
-        "Trace sets are read from --local ROOT or the DATASET_ROOTS environment variable "
-        "(colon-separated); the bundled default trace set is used when neither is given."
+        "Trace sets are read from the roots a command is given (`definitions ROOT...`, `validate ROOT...`, "
+        "`evaluate --local ROOT`) or the DATASET_ROOTS environment variable (colon-separated); the bundled "
+        "default trace set is used when neither is given."
     ),
     no_args_is_help=True,
     add_completion=False,
