@@ -134,3 +134,12 @@ def wait_until_gone(marker: str, timeout_s: float = 5.0) -> list[int]:
     while (alive := processes_with(marker)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return alive
+
+
+def escaped_writes(writable: dict[str, bool]) -> list[str]:
+    """The paths a probe could write (``findings["writable"]``) outside the sandbox's own ``/tmp``.
+
+    ``/tmp`` inside is the worker's private tmpfs (its work dir, writable by design); a checkout under ``/tmp``
+    shows there as the empty parent of its mounted venv, so a write into it lands in that tmpfs, never on the
+    host (``written``, checked on the host side, says so)."""
+    return [path for path, ok in writable.items() if ok and not path.startswith("/tmp/")]

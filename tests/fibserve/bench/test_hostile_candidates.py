@@ -14,7 +14,7 @@ import pytest
 from fibserve.bench import Evaluator
 from fibserve.sandbox import Limits
 from fibserve.trace import EvaluationStatus, Solution
-from sandbox_probes import findings_of, planted, python_probe, wait_until_gone
+from sandbox_probes import escaped_writes, findings_of, planted, python_probe, wait_until_gone
 
 pytestmark = pytest.mark.slow
 
@@ -88,7 +88,7 @@ def test_the_servers_token_and_the_agents_keys_cannot_be_read(attack: dict) -> N
 def test_the_checkout_the_state_dir_and_the_build_cache_are_not_there(attack: dict) -> None:
     found = attack["findings"]
     assert not any(found["readable"].values()) and not any(found["exists"].values()), found
-    assert not any(found["writable"].values()) and attack["written"] == []
+    assert escaped_writes(found["writable"]) == [] and attack["written"] == []
 
 
 def test_no_network_not_even_loopback(attack: dict) -> None:

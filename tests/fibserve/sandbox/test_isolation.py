@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fibserve import sandbox
-from sandbox_probes import planted, python_probe
+from sandbox_probes import escaped_writes, planted, python_probe
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_host_files_outside_the_allowlist_do_not_exist(findings: dict) -> None:
 
 
 def test_nothing_outside_its_work_dir_is_writable(findings: dict) -> None:
-    assert not any(findings["writable"].values()) and findings["written"] == []
+    assert escaped_writes(findings["writable"]) == [] and findings["written"] == []
     assert findings["work_writable"] is True
 
 
