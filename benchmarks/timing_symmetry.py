@@ -93,8 +93,8 @@ def pairs(a: Side, b: Side, trials: int, iterations: int, sets: int, b_gap_s: fl
         "ratio_median": timing.percentile(ratios, 50),
         "ratio_p10": timing.percentile(ratios, 10),
         "ratio_p90": timing.percentile(ratios, 90),
-        "a_ms": timing.summarize(a_ms).as_dict(),
-        "b_ms": timing.summarize(b_ms).as_dict(),
+        "a_ms": timing.summarize(a_ms).model_dump(),
+        "b_ms": timing.summarize(b_ms).model_dump(),
     }
 
 

@@ -121,8 +121,8 @@ def test_rows_from_a_passed_gpu_evaluation(script) -> None:
         extra={
             "measured_on": "gpu",
             "timing_basis": "events",
-            "candidate_ms": summarize([0.857, 0.862, 0.953]).as_dict(),
-            "reference_ms": summarize([0.8505, 0.8569, 0.949]).as_dict(),
+            "candidate_ms": summarize([0.857, 0.862, 0.953]).model_dump(),
+            "reference_ms": summarize([0.8505, 0.8569, 0.949]).model_dump(),
             "speedup_p10": 0.98,
             "speedup_p90": 1.0,
             "pairs": 150,

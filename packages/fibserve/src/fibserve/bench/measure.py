@@ -301,8 +301,8 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             }
             if plan
             else None,
-            "candidate_ms": cand.as_dict(),
-            "reference_ms": ref.as_dict(),
+            "candidate_ms": cand.model_dump(),
+            "reference_ms": ref.model_dump(),
             "speedup_p10": timing.percentile(ratios, 10),
             "speedup_p90": timing.percentile(ratios, 90),
             "pairs": len(ratios),
@@ -316,7 +316,7 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             "timed_outputs_validated": loop.validated,
             "timed_outputs_checked_for_poison": loop.checked,
             "comparators_timed_with_candidate_paused": device.type == "cuda",
-            "busy_probe_ms": timing.summarize(loop.probe.samples).as_dict()
+            "busy_probe_ms": timing.summarize(loop.probe.samples).model_dump()
             if loop.probe and loop.probe.samples
             else None,
             "neighbour_bias": neighbour_bias(

@@ -19,11 +19,11 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import torch
 
+from ..trace import LatencySummary
 from .l2_state import Gate, reset_persisting_l2
 
 DEFAULT_L2_BYTES = 64 << 20
@@ -40,29 +40,13 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-@dataclass
-class LatencyStats:
-    """Summary of latency samples in milliseconds."""
-
-    median: float
-    p10: float
-    p90: float
-    mean: float
-    min: float
-    max: float
-    count: int
-
-    def as_dict(self) -> dict[str, float]:
-        """Plain dict for JSON."""
-        return asdict(self)
-
-
-def summarize(samples: Sequence[float]) -> LatencyStats:
+def summarize(samples: Sequence[float]) -> LatencySummary:
     """Median, p10, p90, mean, min, max and count of ``samples`` (ms)."""
     values = sorted(samples)
     if not values:
-        return LatencyStats(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, 0)
-    return LatencyStats(
+        nan = math.nan
+        return LatencySummary(median=nan, p10=nan, p90=nan, mean=nan, min=nan, max=nan, count=0)
+    return LatencySummary(
         median=percentile(values, 50),
         p10=percentile(values, 10),
         p90=percentile(values, 90),
