@@ -1,4 +1,4 @@
-"""A local Ray cluster of real ``ray start`` processes for the Ray lane tests and benchmark.
+"""A local Ray cluster of real ``ray start`` processes for the Ray tests (lanes, experiments) and benchmark.
 
 Each node is one ``ray start --block`` process (head or worker) in a session of its own, with a fixed small
 resource set; every process it starts (GCS, raylet, agents, workers) is found again through the process
@@ -86,12 +86,13 @@ class RayCluster:
         return f"127.0.0.1:{self.port}"
 
     def add_node(
-        self, cpus: int, resources: dict[str, float], timeout_s: float = 120.0, gpus: int = 0
-    ) -> subprocess.Popen[bytes]:
-        """Start the head (first call) or a worker node with ``cpus`` CPUs, ``gpus`` GPUs and ``resources``,
-        and wait until it says it runs."""
+        self, cpus: int, resources: dict[str, float], timeout_s: float = 120.0, gpus: int = 0,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:  # fmt: skip
+        """Start the head (first call) or a worker node with ``cpus`` CPUs, ``gpus`` GPUs and ``resources``
+        (its processes see this environment plus ``env``), and wait until it says it runs."""
         for attempt in range(1, START_ATTEMPTS + 1):
-            proc, log, started = self._start_node(cpus, resources, timeout_s, gpus)
+            proc, log, started = self._start_node(cpus, resources, timeout_s, gpus, env or {})
             self.seen |= started
             if "Ray runtime started" in log:
                 self.nodes.append(proc)
@@ -102,7 +103,9 @@ class RayCluster:
                 raise RuntimeError(f"ray start failed {attempt} times; last log:\n{log[-4000:]}")
         raise AssertionError("unreachable")
 
-    def _start_node(self, cpus: int, resources: dict[str, float], timeout_s: float, gpus: int) -> tuple:
+    def _start_node(
+        self, cpus: int, resources: dict[str, float], timeout_s: float, gpus: int, extra_env: dict[str, str]
+    ) -> tuple:
         """One ``ray start``: (process, its log, the pids of every process seen below it while it started)."""
         head = not self.nodes
         if head:
@@ -119,7 +122,13 @@ class RayCluster:
             f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}", "--block",
         ]  # fmt: skip
         log_path = self.temp_dir / f"node-{time.monotonic_ns()}.log"
-        env = {**os.environ, **FAST_FAILURE_DETECTION, "RAY_USAGE_STATS_ENABLED": "0", **NO_PRESTART}
+        env = {
+            **os.environ,
+            **FAST_FAILURE_DETECTION,
+            "RAY_USAGE_STATS_ENABLED": "0",
+            **NO_PRESTART,
+            **extra_env,
+        }
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True

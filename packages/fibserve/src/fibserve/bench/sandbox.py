@@ -72,7 +72,11 @@ def _shm_files(pids: list[int]) -> dict[str, int]:
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
                 fields = line.split(maxsplit=5)
-                if len(fields) == 6 and fields[5].startswith("/dev/shm/") and not fields[5].endswith(" (deleted)"):
+                if (
+                    len(fields) == 6
+                    and fields[5].startswith("/dev/shm/")
+                    and not fields[5].endswith(" (deleted)")
+                ):
                     found[fields[5]] = int(fields[4])
         with contextlib.suppress(OSError):
             for fd in Path(f"/proc/{pid}/fd").iterdir():

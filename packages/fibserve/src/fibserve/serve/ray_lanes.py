@@ -21,10 +21,8 @@ Only ``serve --ray`` imports this module; nothing else in fibserve imports Ray.
 from __future__ import annotations
 
 import contextlib
-
 import logging
 import os
-import signal
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -35,6 +33,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from .ray_connect import connect, first_line
 from .scheduler import Lane, LaneLost, Outcome, RunContext, Scheduler, TaskInterrupted
 from .settings import ServeSettings
 from .store import TaskRecord, TaskStatus, TaskStore
@@ -149,7 +148,7 @@ def run_on_actor(task: TaskRecord, ctx: RunContext) -> Outcome:
         # task a second time nor keeps its GPU from the lane that replaces it.
         with contextlib.suppress(Exception):
             ray.kill(remote.actor, no_restart=True)
-        raise LaneLost(_first_line(exc)) from None
+        raise LaneLost(first_line(exc)) from None
     if answer is None:
         raise TaskInterrupted("interrupted on the lane's actor")
     return Outcome(TaskStatus(answer["status"]), answer["result"] or {}, answer["error"])
@@ -162,11 +161,6 @@ def close_remote(remote: RemoteLane) -> None:
     except Exception:
         log.warning("a lane actor did not close cleanly; killing it")
     ray.kill(remote.actor, no_restart=True)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 class RayLane(Lane):
@@ -271,21 +265,8 @@ class RayScheduler(Scheduler):
     def start(self) -> None:
         """Connect to the cluster and start the watcher (which starts the lanes)."""
         address = self.settings.ray_address
-        # ray.init replaces the driver's SIGTERM handler with one that exits at once; the server's own (uvicorn's
-        # graceful shutdown, which re-queues running tasks) must stay.
-        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False)
-        except Exception as exc:
-            raise RuntimeError(
-                f"could not connect to a Ray cluster at {address!r} ({_first_line(exc)}); start one with "
-                "`ray start --head` and pass its address (or 'auto' on one of its nodes)"
-            ) from None
-        finally:
-            if threading.current_thread() is threading.main_thread():
-                for sig, handler in handlers.items():
-                    if handler is not None:  # None: set outside Python, cannot be put back
-                        signal.signal(sig, handler)
+        # The server's own signal handlers (uvicorn's graceful shutdown, which re-queues running tasks) stay.
+        connect(address, NAMESPACE)
         log.info("connected to the Ray cluster at %s; lanes take one %s each", address, self.resource)
         self._reconcile()
         self._watcher.start()

@@ -105,6 +105,19 @@ def run_command(
             help="host:port of the endpoint of models without host; default $ACCRL_MODEL_HOST.",
         ),
     ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help=(
+                "Run the trajectories as Ray tasks on a Ray cluster (pip install 'mini-ptx-agent[ray]'): 'auto' "
+                "($RAY_ADDRESS, or the cluster this host is a node of) or the head's host:port. Every node needs "
+                "this install, the experiment directory at the same path and a route to the service; model keys "
+                "and $FIBSERVE_TOKEN come from each node's environment (docs/scale-out.md)."
+            ),
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run an experiment (or continue one) with live progress. Exit 0 when every trajectory is finished,
@@ -121,14 +134,21 @@ def run_command(
     from .launch import run_experiment
 
     console = Console(stderr=as_json, highlight=False, soft_wrap=True)
+    bad_input: tuple[type[Exception], ...] = (ExperimentConfigError, ModelConfigError)
+    if ray_address is not None:  # only then is Ray imported
+        try:
+            from .ray_runner import RayExperimentError
+        except ImportError as exc:
+            raise _fail(f"--ray needs Ray ({exc}): pip install 'mini-ptx-agent[ray]'") from None
+        bad_input += (RayExperimentError,)
     try:
         loaded = load_config(config) if config else None
         result = run_experiment(
             loaded, resume_dir=resume, output=output, extend_turns=extend_turns,
             service_url=service_url or os.environ.get("SERVICE_URL") or None, model_host=model_host,
-            console=console,
+            ray_address=ray_address, console=console,
         )  # fmt: skip
-    except (ExperimentConfigError, ModelConfigError) as exc:
+    except bad_input as exc:
         raise _fail(str(exc)) from None
     except (EvaluationInfrastructureError, ServiceStartError) as exc:
         raise _fail(f"evaluation service unavailable: {exc}") from None

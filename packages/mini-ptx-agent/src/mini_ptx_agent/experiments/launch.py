@@ -2,12 +2,14 @@
 
 :func:`run_experiment` checks everything that can be checked (the config's definitions, tags and workloads
 against the catalog, every model once) before it creates the directory, writes ``plan.json``, starts or reaches
-the service, writes the manifest, runs the trajectories (:class:`~.runner.ExperimentRunner`) with live progress,
-and at the end (also after Ctrl-C) writes the per-turn table and the manifest again.
+the service, writes the manifest, runs the trajectories (:class:`~.runner.ExperimentRunner`, or with ``--ray``
+:class:`~.ray_runner.RayExperimentRunner`) with live progress, and at the end (also after Ctrl-C) writes the
+per-turn table and the manifest again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from pathlib import Path
@@ -18,7 +20,14 @@ from .config import ExperimentConfig, ExperimentConfigError, config_hash
 from .directory import ExperimentLayout, load_experiment, trajectory_state
 from .manifest import build_manifest, write_manifest
 from .plan import ExperimentPlan, LocalCatalog, ServiceCatalog, expand
-from .runner import ExperimentResult, ExperimentRunner, check_models, service_lanes, service_token
+from .runner import (
+    ExperimentResult,
+    ExperimentRunner,
+    ModelChecks,
+    check_models,
+    service_lanes,
+    service_token,
+)
 from .table import experiment_rows, write_turns
 
 
@@ -63,6 +72,7 @@ def run_experiment(
     extend_turns: int = 0,
     service_url: str | None = None,
     model_host: str | None = None,
+    ray_address: str | None = None,
     console: Any = None,
 ) -> ExperimentResult:
     """Run ``config`` into a new directory ``output`` (default under :func:`default_experiments_root`), or
@@ -70,8 +80,10 @@ def run_experiment(
     continue from their saved context).
 
     The service is ``service_url`` (its token ``$FIBSERVE_TOKEN``), else an embedded FIBServe logging to
-    ``logs/fibserve.log``. ``console``: a rich Console for progress (None: quiet). The first Ctrl-C stops
-    starting trajectories and ends the running ones at their next model call; a second one leaves at once.
+    ``logs/fibserve.log``. ``ray_address`` ('auto' or the head's host:port): run the trajectories as Ray tasks
+    on that cluster (:mod:`.ray_runner`); None: threads of this process, and Ray is not imported.
+    ``console``: a rich Console for progress (None: quiet). The first Ctrl-C stops starting trajectories and
+    ends the running ones at their next model call; a second one leaves at once.
 
     Raises:
         ExperimentConfigError: no config nor resume directory; the config does not expand; ``output`` exists and
@@ -80,11 +92,12 @@ def run_experiment(
         ModelConfigError: a model is misconfigured.
         EvaluationInfrastructureError, ServiceStartError: the service does not answer or has no healthy lane
             (the directory stays, and ``--resume`` continues it).
+        RayExperimentError: no Ray cluster at ``ray_address`` (before any file), or a node cannot see the
+            directory or reach the service (the directory stays).
     """
     from rich.console import Console
 
     from ..service import service_url as resolve_service
-    from .progress import ExperimentProgress
 
     console = console or Console(quiet=True)
     if resume_dir is not None:
@@ -100,59 +113,72 @@ def run_experiment(
             raise ExperimentConfigError(f"--output {root}: exists and is not empty; give a new directory")
         plan = plan.model_copy(update={"name": root.name})
     layout = ExperimentLayout(root)
-    checked = check_models(plan.config, model_host)  # before any file
-    root.mkdir(parents=True, exist_ok=True)
-    write_json(layout.plan_path, plan.model_dump(mode="json"))
+    with contextlib.ExitStack() as stack:
+        if ray_address is not None:
+            from . import ray_runner
 
-    with resolve_service(service_url, log_path=layout.service_log_path) as (url, embedded):
-        token = service_token(embedded)
-        lanes, health = service_lanes(url, token)
-        if lanes == 0:
-            from ..evaluation import EvaluationInfrastructureError
+            ray_runner.connect(ray_address)  # before any file, and before the slower model checks
+            stack.callback(ray_runner.disconnect)
+        checked = check_models(plan.config, model_host)  # before any file
+        root.mkdir(parents=True, exist_ok=True)
+        write_json(layout.plan_path, plan.model_dump(mode="json"))
+        url, embedded = stack.enter_context(resolve_service(service_url, log_path=layout.service_log_path))
+        return _run(plan, root, url, embedded, checked, model_host, ray_address, console)
 
-            raise EvaluationInfrastructureError(
-                f"FIBServe at {url} has no healthy lane: {health.get('workers')}"
-            )
-        todo_before = [
-            t
-            for t in plan.trajectories
-            if trajectory_state(layout.run_dir(t.id), plan.num_turns) != "finished"
-        ]
-        progress = ExperimentProgress(
-            console, trajectories=len(plan.trajectories), done_before=len(plan.trajectories) - len(todo_before),
-            turns_to_run=len(todo_before) * plan.num_turns,
-        )  # fmt: skip
-        runner = ExperimentRunner(
-            plan, root, url=url, token=token, lanes=lanes, checked=checked, model_host=model_host,
-            on_turn=progress.on_turn, on_done=progress.on_done,
-        )  # fmt: skip
-        service = {
-            "url": "embedded" if embedded else url,
-            "lanes": lanes,
-            "health": health,
-            "devices": runner.devices,
-        }
 
-        def record() -> None:
-            rows = experiment_rows(plan, root)
-            write_turns(rows, root)
-            write_manifest(
-                build_manifest(plan, root, service=service, models=checked.records, rows=rows), root
-            )
+def _run(
+    plan: ExperimentPlan, root: Path, url: str, embedded: bool, checked: ModelChecks, model_host: str | None,
+    ray_address: str | None, console: Any,
+) -> ExperimentResult:  # fmt: skip
+    """The experiment ``plan`` in ``root`` against the service at ``url``, once everything is in place."""
+    from .progress import ExperimentProgress
 
-        write_manifest(build_manifest(plan, root, service=service, models=checked.records, rows=[]), root)
-        result = ExperimentResult(root=root, trajectories=len(plan.trajectories))
-        with progress, _interrupts(runner, console):
-            try:
-                result.ran = runner.run()
-            finally:
-                record()
-        result.interrupted = runner.stopping
-        result.errors = dict(runner.errors)
-        states = {t.id: trajectory_state(layout.run_dir(t.id), plan.num_turns) for t in plan.trajectories}
-        result.finished = sum(1 for s in states.values() if s == "finished")
-        result.unfinished = [tid for tid, s in states.items() if s != "finished"]
-        return result
+    layout = ExperimentLayout(root)
+    token = service_token(embedded)
+    lanes, health = service_lanes(url, token)
+    if lanes == 0:
+        from ..evaluation import EvaluationInfrastructureError
+
+        raise EvaluationInfrastructureError(f"FIBServe at {url} has no healthy lane: {health.get('workers')}")
+    todo_before = [
+        t for t in plan.trajectories if trajectory_state(layout.run_dir(t.id), plan.num_turns) != "finished"
+    ]
+    progress = ExperimentProgress(
+        console, trajectories=len(plan.trajectories), done_before=len(plan.trajectories) - len(todo_before),
+        turns_to_run=len(todo_before) * plan.num_turns,
+    )  # fmt: skip
+    options = dict(
+        url=url, token=token, lanes=lanes, checked=checked, model_host=model_host, on_turn=progress.on_turn,
+        on_done=progress.on_done,
+    )  # fmt: skip
+    service: dict[str, Any] = {"url": "embedded" if embedded else url, "lanes": lanes, "health": health}
+    if ray_address is None:
+        runner = ExperimentRunner(plan, root, **options)
+    else:
+        from .ray_runner import RayExperimentRunner, check_nodes
+
+        service["ray"] = {"address": ray_address, "nodes": check_nodes(root, url)}
+        runner = RayExperimentRunner(plan, root, embedded=embedded, **options)
+    service["devices"] = runner.devices
+
+    def record() -> None:
+        rows = experiment_rows(plan, root)
+        write_turns(rows, root)
+        write_manifest(build_manifest(plan, root, service=service, models=checked.records, rows=rows), root)
+
+    write_manifest(build_manifest(plan, root, service=service, models=checked.records, rows=[]), root)
+    result = ExperimentResult(root=root, trajectories=len(plan.trajectories))
+    with progress, _interrupts(runner, console):
+        try:
+            result.ran = runner.run()
+        finally:
+            record()
+    result.interrupted = runner.stopping
+    result.errors = dict(runner.errors)
+    states = {t.id: trajectory_state(layout.run_dir(t.id), plan.num_turns) for t in plan.trajectories}
+    result.finished = sum(1 for s in states.values() if s == "finished")
+    result.unfinished = [tid for tid, s in states.items() if s != "finished"]
+    return result
 
 
 class _interrupts:

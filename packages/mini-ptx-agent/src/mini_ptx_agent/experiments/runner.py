@@ -195,8 +195,12 @@ class ExperimentRunner:
         self.url = url
         self.token = token
         config = plan.config
+        self.lanes = lanes
         self.concurrency = config.concurrency or max(1, 2 * lanes)
-        self.slots = threading.BoundedSemaphore(max(1, EVALUATIONS_PER_LANE * lanes))
+        self.evaluation_slots = max(1, EVALUATIONS_PER_LANE * lanes)
+        """Evaluations in flight at most, over all trajectories."""
+        self.slots: Any = threading.BoundedSemaphore(self.evaluation_slots)
+        """Taken around each evaluation (a context manager)."""
         self.model_host = model_host
         self.on_turn = on_turn
         self.on_done = on_done
@@ -207,6 +211,7 @@ class ExperimentRunner:
         self._stop = threading.Event()
         self.errors: dict[str, str] = {}
         """Trajectory id -> the exception that ended its run (a bug, not a verdict)."""
+        self._done: queue.Queue[str] = queue.Queue()
 
     # -- one trajectory -------------------------------------------------------------------------------------
 
@@ -302,10 +307,26 @@ class ExperimentRunner:
         """
         pending = self.todo()
         running: dict[str, str] = {}  # id -> model
-        done: queue.Queue[str] = queue.Queue()
         started = 0
+        while pending or running:
+            while pending and not self._stop.is_set() and len(running) < self.concurrency:
+                t = self._next(pending, running)
+                if t is None:
+                    break
+                pending.remove(t)
+                running[t.id] = t.model
+                started += 1
+                self.launch(t)
+            if self._stop.is_set() and not running:
+                break
+            for finished in self.collect(timeout_s=0.5):
+                running.pop(finished, None)
+        return started
 
-        def work(t: PlannedTrajectory) -> None:
+    def launch(self, t: PlannedTrajectory) -> None:
+        """Start trajectory ``t`` (here: a thread running :meth:`run_one`); :meth:`collect` reports its end."""
+
+        def work() -> None:
             summary = None
             try:
                 summary = self.run_one(t)
@@ -315,25 +336,21 @@ class ExperimentRunner:
                 if self.on_done is not None:
                     self.on_done(t, summary)
             finally:
-                done.put(t.id)
+                self._done.put(t.id)
 
-        while pending or running:
-            while pending and not self._stop.is_set() and len(running) < self.concurrency:
-                t = self._next(pending, running)
-                if t is None:
-                    break
-                pending.remove(t)
-                running[t.id] = t.model
-                started += 1
-                threading.Thread(target=work, args=(t,), name=f"trajectory-{t.id}", daemon=True).start()
-            if self._stop.is_set() and not running:
-                break
+        threading.Thread(target=work, name=f"trajectory-{t.id}", daemon=True).start()
+
+    def collect(self, timeout_s: float) -> list[str]:
+        """Ids of launched trajectories that ended, waiting up to ``timeout_s`` (s) for the first."""
+        try:
+            ended = [self._done.get(timeout=timeout_s)]
+        except queue.Empty:
+            return []
+        while True:
             try:
-                finished = done.get(timeout=0.5)
+                ended.append(self._done.get_nowait())
             except queue.Empty:
-                continue
-            running.pop(finished, None)
-        return started
+                return ended
 
     def _next(self, pending: list[PlannedTrajectory], running: dict[str, str]) -> PlannedTrajectory | None:
         """The first pending trajectory whose model has a free slot."""
