@@ -27,7 +27,7 @@ SOURCES = {
 }
 
 FIBSERVE_LAYERS: list[set[str]] = [
-    {"sandbox", "trace"},
+    {"sandbox", "trace", "ray_driver"},
     {"datasets"},
     {"build", "analysis"},
     {"bench", "static_analysis"},
@@ -36,7 +36,8 @@ FIBSERVE_LAYERS: list[set[str]] = [
     {"client", "cli", "__main__"},
 ]
 """fibserve's subpackages and top-level modules by layer, lowest first (``fibserve/__init__`` is no layer: it
-only re-exports ``check`` lazily). ``sandbox`` is listed before it exists on main (issue 14 adds it)."""
+only re-exports ``check`` lazily). ``ray_driver`` (joining a Ray cluster, for ``serve --ray`` and
+``ptxbench experiment run --ray``) imports no other part of fibserve."""
 
 AGENT_LAYERS: list[set[str]] = [
     {"task", "feedback_options", "architecture", "extraction", "trajectory", "prompts", "models", "demo"},
@@ -51,11 +52,14 @@ AGENT_LAYERS: list[set[str]] = [
 ``harbor`` and ``inspect`` are the places later issues fill (an experiment runs many trajectories through
 ``runs``; reports, data pipelines, Harbor and the inspector read what experiments wrote)."""
 
-AGENT_MAY_IMPORT = {"trace", "datasets", "sandbox", "build", "analysis", "static_analysis", "client"}
+AGENT_MAY_IMPORT = {
+    "trace", "datasets", "sandbox", "build", "analysis", "static_analysis", "client", "ray_driver",
+}  # fmt: skip
 """The parts of fibserve mini_ptx_agent may import: the data model, the bundled data and its catalog (the
 demo's reference kernels; `ptxbench run` looks a definition up in the catalog before a run starts), the static
 analysis's model (what the agent reads of an answer), the HTTP client and, for the
-embedded service it starts, the sandbox's environment allowlist. The evaluator, the tools and the server run
+embedded service it starts, the sandbox's environment allowlist; and, for ``experiment run --ray``, how to
+join a Ray cluster. The evaluator, the tools and the server run
 in FIBServe's own process, never in the agent's."""
 
 KNOWN_UPWARD: set[tuple[str, str]] = set()

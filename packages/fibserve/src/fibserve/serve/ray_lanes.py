@@ -33,7 +33,8 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from .ray_connect import connect, first_line
+from fibserve.ray_driver import connect, first_line
+
 from .scheduler import Lane, LaneLost, Outcome, RunContext, Scheduler, TaskInterrupted
 from .settings import ServeSettings
 from .store import TaskRecord, TaskStatus, TaskStore

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from fibserve.serve.ray_connect import RayConnectError, first_line
-from fibserve.serve.ray_connect import connect as ray_connect
+from fibserve.ray_driver import RayConnectError, first_line
+from fibserve.ray_driver import connect as ray_connect
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -162,7 +162,7 @@ def connect(address: str) -> None:
 
     Raises:
         RayExperimentError: no cluster answers there (said within seconds, see
-            :func:`fibserve.serve.ray_connect.connect`).
+            :func:`fibserve.ray_driver.connect`).
     """
     try:
         ray_connect(address, NAMESPACE)
