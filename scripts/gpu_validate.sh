@@ -28,6 +28,8 @@
 #   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
 #   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
 #   hardening   issue 20's GPU defences: tests/fibserve/bench/test_gpu_hardening.py, then benchmarks/hardening_cost.py
+#   raylane     benchmarks/ray_lanes.py --gpu: a Ray lane owning the GPU evaluates $RAY_REQUESTS (50) CUDA candidates,
+#               against a plain lane (needs Ray's wheels: scripts/device_wheels.sh --ray)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -45,6 +47,7 @@ for deb in .whl/bubblewrap_*.deb; do
 done
 # Every candidate runs in bubblewrap; without it FIBServe refuses them, and every step would only say so.
 command -v bwrap >/dev/null || { echo "no bwrap: carry .whl/bubblewrap_*.deb (scripts/device_wheels.sh)"; exit 2; }
+export PATH=$SITE/bin:$PATH  # the `ray` command, when Ray's wheel was carried
 export PYTHONPATH=$SITE:$ROOT/packages/fibserve/src:$ROOT/packages/mini-ptx-agent/src${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 export FIBSERVE_CACHE_DIR=/tmp/fibserve-cache
@@ -128,6 +131,8 @@ for item in "${steps[@]}"; do
             --requests "${SERVE_REQUESTS:-200}" --max-wall-s "$((limit - 60))" ;;
         quickstart) run_step quickstart "$limit" quickstart ;;
         hardening) run_step hardening "$limit" hardening ;;
+        raylane) run_step raylane "$limit" python3 benchmarks/ray_lanes.py --gpu --lanes 1 --language cuda \
+            --requests "${RAY_REQUESTS:-50}" ;;
         *) echo "unknown step: $step" >&2; exit 2 ;;
     esac
 done

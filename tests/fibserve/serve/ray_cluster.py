@@ -21,7 +21,13 @@ from pathlib import Path
 
 from serve_helpers import free_port
 
-RAY = str(Path(sys.executable).with_name("ray"))
+RAY = (
+    str(Path(sys.executable).with_name("ray"))
+    if Path(sys.executable).with_name("ray").exists()
+    else (shutil.which("ray") or "ray")
+)
+"""The ``ray`` command of this environment (a venv's, beside its python), else the first on PATH (the GPU run's,
+installed from a wheel with ``pip --target``)."""
 
 FAST_FAILURE_DETECTION = {
     "RAY_health_check_initial_delay_ms": "0",

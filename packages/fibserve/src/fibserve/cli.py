@@ -410,6 +410,10 @@ def evaluate_command(
     Exit code: 0 every workload PASSED; 1 the candidate failed on some workload; 2 usage or task-level error;
     3 not executed (a CUDA candidate on a machine without a GPU: static analysis only).
     """
+    if (kernel is None) == (solution is None):  # before the imports below, which load torch
+        typer.secho("fibserve evaluate: give either KERNEL or --solution FILE", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2)
+
     import os
     import sys
     from pathlib import Path
@@ -429,9 +433,6 @@ def evaluate_command(
     from fibserve.trace.legacy import signature_of
 
     _allow_unsafe(unsafe_no_sandbox)
-    if (kernel is None) == (solution is None):
-        typer.secho("fibserve evaluate: give either KERNEL or --solution FILE", err=True, fg=typer.colors.RED)
-        raise typer.Exit(2)
     roots = [part for value in local or [] for part in value.split(os.pathsep) if part]
     try:
         definition_model, workloads, root_paths, baseline = select(roots, definition, workload, legacy=legacy)

@@ -55,10 +55,13 @@ class Evaluator:
         device: ``cuda:N`` or ``cpu``.
         secret: server-side secret mixed into input seeds (default: ``$FIBSERVE_INPUT_SECRET`` hex, else
             32 random bytes for this process).
-        warm_spare: keep spare workers started: on a GPU six, two evaluations' worth (each takes the
-            candidate's worker and the timing twins of the baseline and the reference); on CPU one. With
-            two spares, back-to-back cheap evaluations on the H200 took 3.2 s each while their own phases took under 1 s: the rest
-            was waiting for workers to start (Python, torch, a CUDA context, inside bubblewrap).
+        warm_spare: keep spare workers started on a GPU: six, two evaluations' worth (each takes the
+            candidate's worker and the timing twins of the baseline and the reference). With two spares,
+            back-to-back cheap evaluations on the H200 took 3.2 s each while their own phases took under 1 s:
+            the rest was waiting for workers to start (Python, torch, a CUDA context, inside bubblewrap).
+            On CPU none: a CPU lane is for tests and machines without a GPU, where a spare is a Python and
+            torch start (about 2 CPU-s) that a lane which never evaluates, and the last replacement of every
+            lane, pay for nothing; a CPU worker starts when a candidate needs it.
         config_path: operator YAML for :func:`resolve_config`.
         roots: trace-set roots for safetensors inputs.
         limits: resource limits of every worker (:class:`fibserve.sandbox.Limits`).
@@ -97,7 +100,7 @@ class Evaluator:
         self.pool = WorkerPool(
             str(self.device),
             interpret_triton=self.cpu_mode,
-            spares=(1 if self.cpu_mode else 6) if warm_spare else 0,
+            spares=6 if warm_spare and not self.cpu_mode else 0,
             limits=limits,
         )
         self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)
