@@ -28,6 +28,8 @@
 #   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
 #   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
 #   hardening   issue 20's GPU defences: tests/fibserve/bench/test_gpu_hardening.py, then benchmarks/hardening_cost.py
+#   experiment  docs/experiments.md "On a GPU": the demo-replay gpu-smoke experiment on the GPU lane, then the same
+#               config with --ray on a one-node local Ray cluster, then the lane-utilisation benchmark
 #   raylane     benchmarks/ray_lanes.py --gpu: a Ray lane owning the GPU evaluates $RAY_REQUESTS (50) CUDA candidates,
 #               against a plain lane (needs Ray's wheels: scripts/device_wheels.sh --ray)
 set -uo pipefail
@@ -99,6 +101,52 @@ quickstart() {
     done
 }
 
+experiment() {
+    python3 -c "from pathlib import Path; from mini_ptx_agent.demo import write_demo_trajectory; write_demo_trajectory('cuda', Path('/tmp/demo_cuda.json'))"
+    printf 'name: gpu-smoke\ndefinitions: [gemm_n7168_k5120]\nworkloads: 1\nlanguages: [cuda]\nprompt_tags: [hopper-no-hint, hopper-tma-store]\nmodels: ["replay:/tmp/demo_cuda.json"]\nreplicas: 2\nnum_turns: 3\ntarget_speedup: 1.2\n' >/tmp/gpu-exp.yaml
+    local run
+    for run in plain ray; do
+        local where=()
+        if [ "$run" = ray ]; then
+            ray start --head --port 6390 --num-cpus 4 --num-gpus 0 --include-dashboard=false --disable-usage-stats \
+                >"$OUT/ray-start.log" 2>&1 || { echo "ray start failed"; tail "$OUT/ray-start.log"; }
+            where=(--ray 127.0.0.1:6390)
+        fi
+        local start=$(date +%s)
+        python3 -m mini_ptx_agent experiment run /tmp/gpu-exp.yaml --output "$OUT/exp-$run" --json "${where[@]}" \
+            || echo "experiment $run exit $?"
+        echo "experiment $run: $(($(date +%s) - start)) s"
+        [ "$run" = ray ] && ray stop --force >/dev/null 2>&1
+        python3 - "$OUT/exp-$run" <<'PY'
+import csv, json, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+rows = list(csv.DictReader((root / "turns.csv").open()))
+manifest = json.loads((root / "manifest.json").read_text())
+print("rows", len(rows), "executed_on_gpu", sorted({r["executed_on_gpu"] for r in rows}),
+      "statuses", sorted({r["status"] for r in rows}), "speedups", sorted(r["min_speedup"] for r in rows if r["min_speedup"]))
+print("service", json.dumps({k: manifest["service"].get(k) for k in ("url", "lanes", "ray", "devices")})[:1500])
+PY
+    done
+    fibserve_port=10007
+    python3 -m fibserve serve --port $fibserve_port --state-dir /tmp/lanes-state >"$OUT/serve.log" 2>&1 &
+    local server=$!
+    python3 - $fibserve_port <<'PY'
+import sys, time, httpx
+deadline = time.monotonic() + 180
+while time.monotonic() < deadline:
+    try:
+        if any(w["healthy"] for w in httpx.get(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=2).json()["workers"]):
+            break
+    except (httpx.HTTPError, ValueError, KeyError):
+        pass
+    time.sleep(0.5)
+PY
+    python3 benchmarks/experiment_runner.py lanes --service-url http://127.0.0.1:$fibserve_port --trajectories 64 --turns 2 \
+        || echo "lanes exit $?"
+    kill $server
+}
+
 hardening() {
     python3 -m pytest -o addopts="-ra --strict-markers" -m gpu -q -s -p no:cacheprovider \
         tests/fibserve/bench/test_gpu_hardening.py || echo "hardening tests exit $?"
@@ -131,6 +179,7 @@ for item in "${steps[@]}"; do
             --requests "${SERVE_REQUESTS:-200}" --max-wall-s "$((limit - 60))" ;;
         quickstart) run_step quickstart "$limit" quickstart ;;
         hardening) run_step hardening "$limit" hardening ;;
+        experiment) run_step experiment "$limit" experiment ;;
         raylane) run_step raylane "$limit" python3 benchmarks/ray_lanes.py --gpu --lanes 1 --language cuda \
             --requests "${RAY_REQUESTS:-50}" ;;
         *) echo "unknown step: $step" >&2; exit 2 ;;
