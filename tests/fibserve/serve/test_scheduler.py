@@ -167,3 +167,48 @@ def test_a_task_that_keeps_killing_its_lanes_fails_after_max_attempts(tmp_path: 
     assert record.status is TaskStatus.FAILED and record.attempt == 2
     assert record.error["code"] == "lane_lost" and "died 2 times" in record.error["message"]
     store.close()
+
+
+class _RefusingRequeues(TaskStore):
+    """A task store whose first ``refusals`` re-queues fail as SQLite fails on a full disk."""
+
+    def __init__(self, path: Path, refusals: int):
+        super().__init__(path)
+        self.refusals = refusals
+
+    def requeue(self, task_id: str, attempt: int) -> bool:
+        import sqlite3
+
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        return super().requeue(task_id, attempt)
+
+
+def test_a_lost_lane_whose_requeue_the_store_refuses_hands_its_task_back_once_it_can(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import fibserve.serve.scheduler as scheduler_module
+
+    monkeypatch.setattr(scheduler_module, "STORE_RETRY_S", (0.05, 0.1))
+    store = _RefusingRequeues(tmp_path / "tasks.sqlite3", refusals=2)
+
+    def runner(task, ctx):
+        if ctx.device == "cuda:0":
+            raise LaneLost("ActorDiedError: the actor's node died")
+        return Outcome(TaskStatus.COMPLETED, result={"device": ctx.device})
+
+    task_id = store.submit("evaluate", "d", "s", {}).id
+    scheduler = Scheduler(store, ["cuda:0"], runner, lambda device: object(), idle_poll_s=0.05)
+    scheduler.start()
+    try:
+        _wait(lambda: store.refusals == 0)
+        _wait(lambda: store.get(task_id).status is TaskStatus.PENDING)  # handed back, not stranded as running
+        (lane,) = scheduler.lanes
+        _wait(lambda: not lane.thread.is_alive())
+        assert lane.store_problem is None and "lane lost" in (lane.detail or "")
+    finally:
+        scheduler.stop()
+    record = store.get(task_id)
+    assert record.status is TaskStatus.PENDING and record.attempt == 1
+    store.close()

@@ -279,14 +279,26 @@ class Lane:
         self._finish(task, outcome, started)
 
     def _lose(self, task: TaskRecord, why: str) -> None:
-        """The lane's remote worker died running ``task``: re-queue it (or fail it after ``max_attempts``)."""
+        """The lane's remote worker died running ``task``: re-queue it (or fail it after ``max_attempts``).
+
+        The lane takes no more tasks, but its thread stays until the task is handed back: a store that refuses
+        the write (a full disk) is retried as the loop retries (:data:`STORE_RETRY_S`), with ``/health`` saying
+        why, so the task is never left ``running`` until a restart."""
         sched = self.scheduler
         self.lost = self.detail = f"lane lost: {why}"
         self.healthy = False
         log.error("lane %s lost while running task %s: %s", self.name, task.id, why)
-        if sched.stopping.is_set():
-            return  # stop() has put it back in the queue
-        store = sched.store
+        retry_s = STORE_RETRY_S[0]
+        while not sched.stopping.is_set():  # stopping: stop() puts it back in the queue
+            if self._hand_back(task, why):
+                self.store_problem = None
+                return
+            sched.stopping.wait(retry_s)
+            retry_s = min(retry_s * 2, STORE_RETRY_S[1])
+
+    def _hand_back(self, task: TaskRecord, why: str) -> bool:
+        """One try at re-queueing (or failing) the task of a lost lane; True once the store has it."""
+        store = self.scheduler.store
         if task.attempt >= store.max_attempts:
             outcome = Outcome(
                 TaskStatus.FAILED,
@@ -298,10 +310,21 @@ class Lane:
                     ),
                 },
             )
-            self._finish(task, outcome)
-        elif store.requeue(task.id, task.attempt):
+            self.unrecorded = (task, outcome, None)
+            return self._record(task, outcome, None)
+        try:
+            requeued = store.requeue(task.id, task.attempt)
+        except Exception as exc:
+            log.exception("lane %s: the task store refused to re-queue task %s", self.name, task.id)
+            self.store_problem = (
+                f"the task store refused to re-queue task {task.id} of this lost lane ({exc!r}): free space or fix "
+                "the state directory; it is tried again"
+            )
+            return False
+        if requeued:
             log.warning("task %s re-queued after attempt %d (lane %s lost)", task.id, task.attempt, self.name)
-            sched.notify()
+            self.scheduler.notify()
+        return True
 
     def _finish(self, task: TaskRecord, outcome: Outcome, started: float | None = None) -> None:
         self.unrecorded = (task, outcome, started)
