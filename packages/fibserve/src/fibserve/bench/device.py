@@ -114,14 +114,41 @@ def _nvidia_smi(ident: str) -> DeviceSnapshot | None:
     )
 
 
-def _pynvml(uuid: str | None, index: int) -> DeviceSnapshot | None:
+def device_uuid(index: int) -> str | None:
+    """The UUID (``GPU-...``) of CUDA device ``index`` as this process numbers it, from torch's device
+    properties; None when torch does not say.
+
+    CUDA numbers devices after ``CUDA_VISIBLE_DEVICES`` (a Ray lane on the host's GPU 3 sees it as cuda:0);
+    NVML and ``nvidia-smi -i`` number all of the host's GPUs, so every lookup there goes by this UUID.
+    """
+    try:
+        raw = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    except Exception:
+        return None
+    if raw is None:
+        return None
+    return str(raw) if str(raw).startswith("GPU-") else f"GPU-{raw}"
+
+
+def nvml_handle(pynvml: Any, index: int) -> Any:
+    """The NVML handle of CUDA device ``index`` (by :func:`device_uuid`; by index only when torch gives no
+    UUID). ``pynvml`` is the imported module, already initialised.
+
+    Raises:
+        pynvml.NVMLError: NVML does not know the device.
+    """
+    uuid = device_uuid(index)
+    return pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def _pynvml(index: int) -> DeviceSnapshot | None:
     try:
         import pynvml
     except ImportError:
         return None
     try:
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(index)
+        handle = nvml_handle(pynvml, index)
         name = pynvml.nvmlDeviceGetName(handle)
         driver = pynvml.nvmlSystemGetDriverVersion()
         return DeviceSnapshot(
@@ -161,15 +188,8 @@ def snapshot(device: str | torch.device) -> DeviceSnapshot:
     if device.type != "cuda":
         return DeviceSnapshot(name="cpu", driver=platform.processor() or platform.machine(), source="none")
     index = device.index if device.index is not None else torch.cuda.current_device()
-    uuid = None
-    try:
-        raw = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-        if raw is not None:
-            uuid = str(raw) if str(raw).startswith("GPU-") else f"GPU-{raw}"
-    except Exception:
-        uuid = None
-    by_uuid = _nvidia_smi(uuid) if uuid else None
-    return _pynvml(uuid, index) or by_uuid or _nvidia_smi(str(index)) or _torch(device)
+    uuid = device_uuid(index)
+    return _pynvml(index) or (_nvidia_smi(uuid) if uuid else _nvidia_smi(str(index))) or _torch(device)
 
 
 def library_versions() -> dict[str, str]:

@@ -38,6 +38,7 @@ import torch
 from fibserve.sandbox.watchdog import tree_pids
 
 from . import timing
+from .device import device_uuid, nvml_handle
 
 BUSY_PROBE_MS = 0.2
 """Median time (ms) of the one-element probe kernel before the comparator calls of one workload above which
@@ -117,14 +118,14 @@ def gpu_processes(device: torch.device) -> list[int] | None:
         import pynvml
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        handle = nvml_handle(pynvml, index)  # by UUID: NVML's indices ignore CUDA_VISIBLE_DEVICES
         return sorted(p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
     try:
         out = subprocess.run(
-            [exe, "-i", str(index), "--query-compute-apps=pid", "--format=csv,noheader"],
+            [exe, "-i", device_uuid(index) or str(index), "--query-compute-apps=pid", "--format=csv,noheader"],
             capture_output=True, text=True, timeout=10, check=True,
         ).stdout  # fmt: skip
     except (OSError, subprocess.SubprocessError):
