@@ -79,7 +79,7 @@ def test_trajectories_run_as_ray_tasks_stop_and_resume_each_turn_once(
     root = tmp_path / "experiment"
     config = write_config(
         tmp_path / "ray.yaml", name="ray", definitions=["vector_add_f32"], prompt_tags=["triton-hopper"],
-        models=[{"name": GOOD_MODEL, "concurrency": 1}, BROKEN_MODEL], replicas=2, num_turns=2, concurrency=4,
+        models=[{"name": GOOD_MODEL, "concurrency": 1}, BROKEN_MODEL], replicas=2, num_turns=2, concurrency=2,
     )  # fmt: skip
     with ScriptedOpenAIServer(respond=RESPOND) as models:
         where = ["--ray", cluster.address, "--service-url", fibserve, "--model-host", models.host_port]
