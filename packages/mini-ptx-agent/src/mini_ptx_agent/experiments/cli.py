@@ -137,9 +137,11 @@ def run_command(
     bad_input: tuple[type[Exception], ...] = (ExperimentConfigError, ModelConfigError)
     if ray_address is not None:  # only then is Ray imported
         try:
-            from .ray_runner import RayExperimentError
+            import ray  # noqa: F401
         except ImportError as exc:
             raise _fail(f"--ray needs Ray ({exc}): pip install 'mini-ptx-agent[ray]'") from None
+        from .ray_runner import RayExperimentError
+
         bad_input += (RayExperimentError,)
     try:
         loaded = load_config(config) if config else None

@@ -24,7 +24,9 @@ Only ``--ray`` imports this module; without it nothing imports Ray.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -60,30 +62,43 @@ class ExperimentControl:
 
     def __init__(self, evaluations: int):
         self._slots = asyncio.Semaphore(evaluations)
+        self._held: Counter[str] = Counter()
+        self._gone: set[str] = set()
         self._stopping = False
         self._events: list[tuple[str, TurnOutcome]] = []
 
-    async def acquire(self) -> None:
-        """Wait for a free evaluation slot."""
+    async def acquire(self, trajectory_id: str) -> None:
+        """Wait for a free evaluation slot, held by ``trajectory_id``."""
         await self._slots.acquire()
+        if trajectory_id in self._gone:  # its task ended while this call waited: the slot goes back
+            self._slots.release()
+            return
+        self._held[trajectory_id] += 1
 
-    async def release(self) -> None:
-        """Give an evaluation slot back."""
-        self._slots.release()
+    async def release(self, trajectory_id: str) -> None:
+        """Give back a slot ``trajectory_id`` holds."""
+        if self._held[trajectory_id] > 0:
+            self._held[trajectory_id] -= 1
+            self._slots.release()
+
+    async def forget(self, trajectory_id: str) -> None:
+        """Give back every slot ``trajectory_id`` still holds: the driver calls it when its task ended, so a
+        task whose worker or node died mid-evaluation (or while it waited for one) keeps no slot from the others."""
+        self._gone.add(trajectory_id)
+        for _ in range(self._held.pop(trajectory_id, 0)):
+            self._slots.release()
 
     async def stop(self) -> None:
         """Ask every trajectory to end at its next model call."""
         self._stopping = True
 
     async def stopping(self) -> bool:
+        """Whether the experiment was asked to stop."""
         return self._stopping
 
     async def turn(self, trajectory_id: str, outcome: TurnOutcome) -> None:
         """Note a finished turn of ``trajectory_id`` for the driver's progress display."""
         self._events.append((trajectory_id, outcome))
-
-    async def ping(self) -> None:
-        """Nothing; answered after every earlier call of the same caller (calls run in submission order)."""
 
     async def drain(self) -> list[tuple[str, TurnOutcome]]:
         """The turns noted since the last call, oldest first."""
@@ -92,16 +107,26 @@ class ExperimentControl:
 
 
 class _ActorSlots:
-    """The control actor's evaluation slots as the context manager :class:`~.runner.ExperimentBackend` takes."""
+    """The control actor's evaluation slots, held by one trajectory, as the context manager
+    :class:`~.runner.ExperimentBackend` takes."""
 
-    def __init__(self, control: Any):
+    def __init__(self, control: Any, trajectory_id: str):
         self.control = control
+        self.trajectory_id = trajectory_id
 
     def __enter__(self) -> None:
-        ray.get(self.control.acquire.remote())
+        try:
+            ray.get(self.control.acquire.remote(self.trajectory_id))
+        except RayError as exc:  # the driver's control actor is gone: not the kernel's fault, nor the model's
+            from ..evaluation import EvaluationInfrastructureError
+
+            raise EvaluationInfrastructureError(
+                f"the experiment's control actor: {first_line(exc)}"
+            ) from None
 
     def __exit__(self, *exc: object) -> None:
-        ray.get(self.control.release.remote())
+        with contextlib.suppress(RayError):
+            ray.get(self.control.release.remote(self.trajectory_id))
 
 
 class _ActorStopFlag:
@@ -111,20 +136,26 @@ class _ActorStopFlag:
         self.control = control
 
     def is_set(self) -> bool:
-        return bool(ray.get(self.control.stopping.remote()))
+        """True once the driver asked to stop, or when its control actor is gone (the driver is too)."""
+        try:
+            return bool(ray.get(self.control.stopping.remote()))
+        except RayError:
+            return True
 
 
 class _TaskSideRunner(ExperimentRunner):
     """The runner inside a trajectory's task: slots, stop flag and progress through the control actor."""
 
-    def __init__(self, *args: Any, control: Any, **kwargs: Any):
+    def __init__(self, *args: Any, control: Any, trajectory_id: str, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.slots = _ActorSlots(control)
+        self.slots = _ActorSlots(control, trajectory_id)
         self._stop = _ActorStopFlag(control)  # type: ignore[assignment]
-        self.on_turn = lambda t, outcome: control.turn.remote(t.id, outcome)
+        self.noted: list[Any] = []
+        """This task's turn notes to the control actor, waited for before the task returns."""
+        self.on_turn = lambda t, outcome: self.noted.append(control.turn.remote(t.id, outcome))
 
 
-@ray.remote(num_cpus=TRAJECTORY_CPUS)
+@ray.remote(num_cpus=TRAJECTORY_CPUS, max_retries=0)  # a lost task is an error; --resume reruns it
 def _trajectory_task(
     setup: dict[str, Any], t: PlannedTrajectory, control: Any
 ) -> tuple[RunSummary | None, dict[str, Any], str | None]:
@@ -133,12 +164,14 @@ def _trajectory_task(
     runner = _TaskSideRunner(
         setup["plan"], Path(setup["root"]), url=setup["url"], token=service_token(setup["embedded"]),
         lanes=setup["lanes"], checked=setup["checked"], model_host=setup["model_host"], control=control,
+        trajectory_id=t.id,
     )  # fmt: skip
     try:
         ended: tuple[RunSummary | None, str | None] = (runner.run_one(t), None)
     except Exception as exc:  # a bug; run_trajectory recorded it in summary.json when it got that far
         ended = (None, f"{type(exc).__name__}: {exc}")
-    ray.get(control.ping.remote())  # every turn noted before the driver hears the task ended
+    with contextlib.suppress(RayError):
+        ray.get(runner.noted)  # every turn noted before the driver hears the task ended
     return ended[0], runner.devices, ended[1]
 
 
@@ -183,7 +216,9 @@ def check_nodes(root: Path, url: str) -> int:
         RayExperimentError: a node does not see ``root/plan.json`` (not on a shared filesystem at the same path)
             or cannot reach ``url`` (an embedded FIBServe listens on 127.0.0.1 of the driver's host only).
     """
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = [
+        n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= TRAJECTORY_CPUS
+    ]  # nodes that can run a trajectory
     checks = [
         _node_check.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
@@ -191,7 +226,14 @@ def check_nodes(root: Path, url: str) -> int:
         for n in nodes
     ]
     problems = []
-    for node, seen in zip(nodes, ray.get(checks), strict=True):
+    try:
+        answers = ray.get(checks, timeout=120)
+    except RayError as exc:  # e.g. a node without this install cannot import the check
+        raise RayExperimentError(
+            f"checking the cluster's nodes failed ({first_line(exc)}): every node needs the same ptxbench "
+            "install (pip install 'mini-ptx-agent[ray]')"
+        ) from None
+    for node, seen in zip(nodes, answers, strict=True):
         where = f"node {node.get('NodeManagerAddress', '?')} ({seen['host']})"
         if not seen["plan"]:
             problems.append(
@@ -213,12 +255,14 @@ class RayExperimentRunner(ExperimentRunner):
 
     Takes :class:`~.runner.ExperimentRunner`'s arguments and ``embedded`` (whether ``url`` is an embedded
     FIBServe, which has no token). Bounds, progress callbacks (called on the driver), stop and the result are
-    as without Ray. A task whose worker or node dies counts as an error for its trajectory (``--resume`` runs it
-    again from its last complete turn)."""
+    as without Ray. A task whose worker or node dies is an error of its trajectory marked ``infrastructure:``
+    (``--resume`` runs it again from its last complete turn)."""
 
     def __init__(self, *args: Any, embedded: bool, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.control = ExperimentControl.remote(self.evaluation_slots)
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.control = ExperimentControl.options(scheduling_strategy=here).remote(self.evaluation_slots)
+        """On the driver's node: it lives and dies with the driver, not with a worker node."""
         self._setup = ray.put(
             {
                 "plan": self.plan,
@@ -246,18 +290,21 @@ class RayExperimentRunner(ExperimentRunner):
             self._stop_sent = True
         ended: list[str] = []
         if self._tasks:
-            ready, _ = ray.wait(list(self._tasks), num_returns=len(self._tasks), timeout=timeout_s)
+            ready, rest = ray.wait(list(self._tasks), num_returns=1, timeout=timeout_s)
+            if ready and rest:
+                ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
         else:
             ready = []
         self._progress()
         for ref in ready:
             t = self._tasks.pop(ref)
+            self.control.forget.remote(t.id)
             summary = None
             try:
                 summary, devices, error = ray.get(ref)
                 self.devices.update(devices)
-            except RayError as exc:  # the task's worker or node died
-                error = first_line(exc)
+            except RayError as exc:  # the task's worker or node died: infrastructure, not a bug of ours
+                error = f"infrastructure: {first_line(exc)}"
             if error is not None:
                 self.errors[t.id] = error
             if self.on_done is not None:
@@ -265,7 +312,25 @@ class RayExperimentRunner(ExperimentRunner):
             ended.append(t.id)
         return ended
 
+    def run(self) -> int:
+        """:meth:`ExperimentRunner.run`; the second Ctrl-C (KeyboardInterrupt) or an error cancels the running
+        tasks first, so none writes after the table and the manifest are written."""
+        try:
+            return super().run()
+        except BaseException:
+            for ref in list(self._tasks):
+                with contextlib.suppress(RayError):
+                    ray.cancel(ref, force=True)
+            raise
+
     def _progress(self) -> None:
-        for trajectory_id, outcome in ray.get(self.control.drain.remote()):
+        """Hand the turns the control actor noted since the last call to ``on_turn`` (on this thread)."""
+        try:
+            events = ray.get(self.control.drain.remote())
+        except RayError as exc:
+            raise RayExperimentError(
+                f"the experiment's control actor died ({first_line(exc)}); --resume continues the experiment"
+            ) from None
+        for trajectory_id, outcome in events:
             if self.on_turn is not None:
                 self.on_turn(self._by_id[trajectory_id], outcome)
