@@ -1,13 +1,16 @@
 """Joining a Ray cluster as a driver, for ``fibserve serve --ray`` and ``ptxbench experiment run --ray``.
 
 :func:`connect` checks first that something listens at a ``host:port`` address (``ray.init`` itself retries
-an address where nothing listens for minutes, printing GCS warnings), keeps the caller's SIGTERM and SIGINT
+an address where nothing listens for minutes, printing GCS warnings), turns off Ray's ``uv run`` hook (which
+would upload the current directory to the cluster), keeps the caller's SIGTERM and SIGINT
 handlers (``ray.init`` replaces them with ones that exit at once), and turns every failure into one
 :class:`RayConnectError` that says what to do.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import socket
 import threading
@@ -42,6 +45,23 @@ def _probe(address: str) -> None:
         ) from None
 
 
+def _no_uv_run_hook() -> None:
+    """Turn off Ray's ``uv run`` hook for this driver.
+
+    When any ancestor process is ``uv run`` (``uv run fibserve serve --ray``, ``uv run pytest``), Ray by
+    default zips the driver's current directory, uploads it to the cluster as every job's working directory
+    and starts each worker through ``uv run``: a user's files (a checkout, its ``.env``) would travel to every
+    node, and each worker start would pay a uv environment check. The nodes' own install runs the workers
+    instead (docs/scale-out.md). The switch, ``RAY_ENABLE_UV_RUN_RUNTIME_ENV``, is read once when Ray is
+    imported, so the module constant is set here as well as the variable (for processes started from here).
+    """
+    os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
+    with contextlib.suppress(ImportError):
+        from ray._private import ray_constants
+
+        ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
+
+
 def connect(address: str, namespace: str) -> None:
     """``ray.init(address, namespace)`` as a driver that keeps its own signal handlers and logs.
 
@@ -52,6 +72,7 @@ def connect(address: str, namespace: str) -> None:
             ``ray.init`` failed (its first line quoted).
     """
     _probe(address)
+    _no_uv_run_hook()
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         ray.init(address=address, namespace=namespace, log_to_driver=False, configure_logging=False)
