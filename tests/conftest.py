@@ -1,7 +1,8 @@
 """How the suite runs, and what that asks of a new test: parallel workers and one build cache per run.
 
 ``uv run pytest -m "not gpu"`` (the README's command, and CI's) runs the tests on every core with
-pytest-xdist (``-n auto --dist loadfile`` in pyproject's addopts) and prints the 15 slowest
+pytest-xdist (``-n auto --dist loadfile`` in pyproject's addopts; files with a ``slow`` test start first, see
+:func:`pytest_collection_modifyitems`) and prints the 15 slowest
 (``--durations=15``). ``-n 0`` runs them in one process (for ``--pdb`` or ``-s``).
 
 - **A test file runs on one worker**, top to bottom, as it would alone; files run beside each other. So a
@@ -60,6 +61,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[_RUN_VARIABLE] = str(run_dir)
         config.stash[_made_run_dir] = run_dir
     os.environ[CACHE_VARIABLE] = str(Path(os.environ[_RUN_VARIABLE]) / "builds")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding a ``slow`` test first, the rest after, each group in collection order.
+
+    With ``--dist loadfile --no-loadscope-reorder`` (pyproject's addopts) xdist hands files to workers in this
+    order, so the long end-to-end files start early and the many short ones fill the end: the run does not
+    wait at its end for one worker's last long file (xdist's own reorder, most tests first, put the long
+    files with few tests last). The order is the same on every worker, as xdist requires."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: collection order within each group
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
