@@ -194,11 +194,19 @@ class _interrupts:
         if self.runner.stopping:
             raise KeyboardInterrupt
         self.runner.stop()
-        self.console.print(
-            "stopping: no new trajectories; running ones end at their next model call "
-            "(Ctrl-C again to leave now; --resume continues either way)",
-            highlight=False,
-        )
+        # Printed by a thread of its own: the handler runs between two bytecodes of the main thread, which may
+        # be inside rich's printing or an import it makes (the Ray runner prints progress on the main thread);
+        # printing from here re-entered that import ("partially initialized module rich._emoji_codes").
+        threading.Thread(
+            target=self.console.print,
+            args=(
+                "stopping: no new trajectories; running ones end at their next model call "
+                "(Ctrl-C again to leave now; --resume continues either way)",
+            ),
+            kwargs={"highlight": False},
+            name="ptxbench-stopping-notice",
+            daemon=True,
+        ).start()
 
     def __enter__(self) -> _interrupts:
         if threading.current_thread() is threading.main_thread():
