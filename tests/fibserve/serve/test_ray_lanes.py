@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from fibserve.client import FIBServeClient
@@ -24,7 +25,7 @@ from fibserve.serve import ServeSettings
 from fibserve.serve.models import TaskAnswer
 from pydantic import ValidationError
 from ray_cluster import RayCluster, alive, descendants
-from serve_helpers import VECTOR_ADD_SMALL, ServerProcess, triton_add_solution
+from serve_helpers import VECTOR_ADD_SMALL, ServerProcess, free_port, triton_add_solution
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -139,6 +140,21 @@ def test_without_ray_the_server_never_imports_ray() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_address_where_no_cluster_listens_is_refused_before_the_server_starts(tmp_path) -> None:
+    fibserve = str(Path(sys.executable).with_name("fibserve"))
+    port = free_port()
+    result = subprocess.run(
+        [fibserve, "serve", "--ray", f"127.0.0.1:{port}", "--devices", "cpu", "--state-dir", str(tmp_path / "s")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert f"no Ray cluster at '127.0.0.1:{port}'" in result.stderr and "Traceback" not in result.stderr
+    help_text = subprocess.run(
+        [fibserve, "serve", "--help"], capture_output=True, text=True, timeout=60, env=os.environ | {"COLUMNS": "200"}
+    ).stdout  # fmt: skip
+    assert "pip install 'fibserve[ray]'" in help_text  # the extra's brackets are not eaten as markup
 
 
 def test_ray_settings_refuse_devices_the_cluster_cannot_honour() -> None:

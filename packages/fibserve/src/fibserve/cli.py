@@ -133,7 +133,7 @@ def serve_command(
             "--ray",
             metavar="ADDRESS",
             help=(
-                "Run the lanes on a Ray cluster (pip install 'fibserve[ray]'): 'auto' ($RAY_ADDRESS, or the "
+                "Run the lanes on a Ray cluster (pip install 'fibserve\\[ray]'): 'auto' ($RAY_ADDRESS, or the "
                 "cluster this host is a node of) or the head's host:port. One lane actor per GPU of each node, "
                 "or with --devices cpu one per unit of the node's fibserve_cpu_lane resource; this process "
                 "keeps the HTTP API and the task store (docs/scale-out.md)."
@@ -183,6 +183,12 @@ def serve_command(
         options["ray_address"] = ray_address
     try:
         settings = ServeSettings(**options)
+        if settings.ray_address is not None:  # refused here, before the server starts, not in its start-up
+            try:
+                from fibserve.ray_driver import probe
+            except ImportError as exc:
+                raise RuntimeError(f"--ray needs Ray ({exc}): pip install 'fibserve[ray]'") from None
+            probe(settings.ray_address)
         serve(settings, log_level=log_level.lower())
     except (ValidationError, ValueError, RuntimeError) as exc:
         typer.secho(f"fibserve serve: {exc}", err=True, fg=typer.colors.RED)

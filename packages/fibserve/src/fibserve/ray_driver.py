@@ -31,7 +31,13 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _probe(address: str) -> None:
+def probe(address: str) -> None:
+    """Check that something listens at a ``host:port`` address within :data:`PROBE_TIMEOUT_S` ('auto' and
+    other forms are left to ``ray.init``).
+
+    Raises:
+        RayConnectError: nothing answers there (the message says how to start a cluster).
+    """
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         return  # 'auto', 'local' or a ray:// URL: ray.init resolves those and fails fast on its own
@@ -71,7 +77,7 @@ def connect(address: str, namespace: str) -> None:
         RayConnectError: nothing listens at ``host:port`` (checked within :data:`PROBE_TIMEOUT_S`), or
             ``ray.init`` failed (its first line quoted).
     """
-    _probe(address)
+    probe(address)
     _no_uv_run_hook()
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -111,7 +111,7 @@ def run_command(
             "--ray",
             metavar="ADDRESS",
             help=(
-                "Run the trajectories as Ray tasks on a Ray cluster (pip install 'mini-ptx-agent[ray]'): 'auto' "
+                "Run the trajectories as Ray tasks on a Ray cluster (pip install 'mini-ptx-agent\\[ray]'): 'auto' "
                 "($RAY_ADDRESS, or the cluster this host is a node of) or the head's host:port. Every node needs "
                 "this install, the experiment directory at the same path and a route to the service; model keys "
                 "and $FIBSERVE_TOKEN come from each node's environment (docs/scale-out.md)."
