@@ -19,12 +19,14 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from ..trace import LatencySummary
 from .l2_state import Gate, reset_persisting_l2
+
+if TYPE_CHECKING:
+    from ..trace import LatencySummary
 
 DEFAULT_L2_BYTES = 64 << 20
 """L2 size assumed when the device does not report one (larger than any current NVIDIA L2, 60 MB on H100)."""
@@ -42,6 +44,10 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 def summarize(samples: Sequence[float]) -> LatencySummary:
     """Median, p10, p90, mean, min, max and count of ``samples`` (ms)."""
+    # Imported here, not at the top: only the trusted side summarizes, and the trace data model (pydantic)
+    # would add about 0.4 s to every sandbox worker's start.
+    from ..trace import LatencySummary
+
     values = sorted(samples)
     if not values:
         nan = math.nan
