@@ -157,9 +157,19 @@ class RayCluster:
         self.kill_tree(node)
 
     def kill_tree(self, node: subprocess.Popen[bytes], also: set[int] = frozenset()) -> None:
-        """SIGKILL ``node``'s process, everything below it and the pids ``also``, and reap it."""
-        for pid in {*descendants(node.pid), *also}:
-            self.seen.add(pid)
+        """SIGKILL ``node``'s process, everything below it and the pids ``also``, and reap it.
+
+        Every process is stopped (SIGSTOP) before any is killed, as a host losing power stops them all at
+        once: killed one by one, a lane's actor could outlive its sandbox worker by a moment and report the
+        worker's death as the task's failure, which no real power loss lets it do."""
+        stopped: set[int] = set()
+        while todo := {*descendants(node.pid), *also} - stopped:  # again: a process may have forked meanwhile
+            for pid in todo:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            stopped |= todo
+        self.seen |= stopped
+        for pid in stopped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         node.wait(timeout=30)
