@@ -1,9 +1,11 @@
-"""The CUDA IPC handle a worker sends is opened with exactly the argument types torch's ``_new_shared_cuda``
-accepts (bytes for every handle, a bool for the event flag), and no worker IPC event is ever opened.
+"""A worker's CUDA IPC handle is checked before the driver sees it, and nothing else of the reply is used.
 
-CUDA IPC needs a GPU, so here ``rebuild_cuda_tensor`` is replaced by a stand-in that applies torch's argument
-checks (torch/csrc/StorageSharing.cpp) and records what it was given; the GPU tests open real handles. This
-is the check that would have caught passing ``None`` as the event handle, which failed every GPU evaluation.
+The trusted side used to open handles with torch's ``rebuild_cuda_tensor``, passing on the worker's
+reference-counter file name and offset and its claimed allocation size: torch then mapped that file from the
+host's ``/dev/shm`` and, on release, decremented an ``int64`` at the worker's offset in it. The replacement
+(:mod:`fibserve.bench.cuda_ipc`) takes only the 64-byte handle and an offset, refuses anything else before a
+driver call, and asks the driver for the allocation's size (the GPU tests open real handles). These run without
+a GPU: every refusal here happens before ``libcuda`` is loaded.
 """
 
 from __future__ import annotations
@@ -12,58 +14,42 @@ import base64
 
 import pytest
 import torch
-import torch.multiprocessing.reductions as reductions
-from fibserve.bench.buffers import BufferError, open_buffer
+from fibserve.bench import cuda_ipc
+from fibserve.bench.buffers import BufferError, open_cuda_buffer
+from fibserve.bench.cuda_ipc import CudaIpcError, open_handle
 
 CUDA = torch.device("cuda", 0)
-SPEC = {"shape": [4, 8], "dtype": "bfloat16", "nbytes": 64, "path": "/unused"}
-
-
-def _handle(**changes):
-    handle = {
-        "kind": "cuda_ipc",
-        "device": 0,
-        "handle": base64.b64encode(b"h" * 64).decode(),
-        "storage_size_bytes": 2 << 20,
-        "storage_offset_bytes": 0,
-        "ref_counter_handle": base64.b64encode(b"/torch_1_2_0").decode(),
-        "ref_counter_offset": 0,
-        "tensor_offset": 0,
-    }
-    handle.update(changes)
-    return handle
+SPEC = {"shape": [4, 8], "dtype": "bfloat16", "nbytes": 64}
+GOOD = base64.b64encode(b"h" * 64).decode()
 
 
 @pytest.fixture
-def opened(monkeypatch):
-    calls = []
+def no_driver(monkeypatch):
+    """Fail the test if any check below lets a handle reach the CUDA driver."""
 
-    def strict_rebuild(tensor_cls, size, stride, offset, storage_cls, dtype, device, handle, size_bytes,
-                       offset_bytes, requires_grad, ref_counter, ref_counter_offset, event_handle, event_sync):  # fmt: skip
-        # the checks of THPStorage_newSharedCuda
-        assert (
-            isinstance(handle, bytes) and isinstance(ref_counter, bytes) and isinstance(event_handle, bytes)
-        )
-        assert isinstance(event_sync, bool)
-        calls.append({"size": tuple(size), "stride": stride, "dtype": dtype, "event_sync": event_sync,
-                      "event_handle": event_handle})  # fmt: skip
-        return torch.empty(tuple(size), dtype=dtype)
+    def reached() -> None:
+        raise AssertionError("a malformed handle reached the CUDA driver")
 
-    monkeypatch.setattr(reductions, "rebuild_cuda_tensor", strict_rebuild)
-    return calls
+    monkeypatch.setattr(cuda_ipc, "_driver", reached)
 
 
-def test_opened_with_torchs_argument_types_and_without_an_ipc_event(opened):
-    tensor = open_buffer(
-        _handle(event_handle=base64.b64encode(b"e" * 64).decode(), event_sync_required=True), SPEC, CUDA
-    )
-    assert tensor.shape == (4, 8) and tensor.dtype == torch.bfloat16
-    (call,) = opened
-    assert call["stride"] == (8, 1)
-    assert call["event_sync"] is False and call["event_handle"] == b""
+@pytest.mark.parametrize(
+    ("handle", "offset", "problem"),
+    [
+        (None, 0, "malformed"),
+        (GOOD, "0", "malformed"),
+        (GOOD, True, "malformed"),
+        ("not base64!", 0, "not base64"),
+        (base64.b64encode(b"h" * 63).decode(), 0, "63 bytes"),
+        (GOOD, -2, "offset -2"),
+        (GOOD, 3, "offset 3"),  # a bfloat16 buffer cannot start at an odd byte
+    ],
+)
+def test_a_malformed_handle_is_refused_before_the_driver(no_driver, handle, offset, problem) -> None:
+    with pytest.raises(CudaIpcError, match=problem):
+        open_handle(handle, offset, 64, torch.bfloat16, CUDA)
 
 
-def test_a_worker_that_claims_too_small_an_allocation_is_refused(opened):
-    with pytest.raises(BufferError, match="exported 32 bytes"):
-        open_buffer(_handle(storage_size_bytes=32), SPEC, CUDA)
-    assert opened == []
+def test_a_reply_that_is_not_a_cuda_handle_is_refused(no_driver) -> None:
+    with pytest.raises(BufferError, match="'fd' for a CUDA buffer"):
+        open_cuda_buffer({"kind": "fd"}, SPEC, CUDA)

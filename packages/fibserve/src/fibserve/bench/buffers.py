@@ -1,111 +1,73 @@
 """Buffers shared between the trusted process and a worker (trusted side).
 
-The worker owns the memory the candidate touches; the trusted process maps it to write inputs and poison and
-to read outputs. CUDA: the worker allocates and exports CUDA IPC handles, which are opened here from plain
-JSON fields (never unpickled) after checking that the allocation is large enough; the direction matters: the
-worker can never map trusted memory, where the reference outputs live. CPU: the trusted process creates one
-file per buffer in the worker's private work directory (reaching it through the sandbox's
-``/proc/<init>/root``) and both sides map it with ``torch.from_file(shared=True)``.
+The trusted process writes inputs and poison into these buffers and reads outputs from them; the worker
+passes them to the candidate. What crosses never lets the worker reach the trusted side's memory or files:
+
+- **CUDA**: the worker allocates and exports CUDA IPC handles, opened here through the driver with the
+  allocation's size checked against the driver's own figure (:mod:`fibserve.bench.cuda_ipc`). The direction
+  matters: the worker can never map trusted memory, where the reference outputs live.
+- **CPU**: the trusted process creates one memfd per buffer with its size sealed, maps it, and hands the
+  descriptor over (:mod:`fibserve.bench.handover`); no path in the worker's file system is ever opened here,
+  and the worker cannot truncate what is mapped here.
+
+Shape, dtype and strides always come from the spec the trusted side asked for, never from a reply.
 """
 
 from __future__ import annotations
 
-import base64
 import math
-from pathlib import Path
+import mmap
 from typing import Any
 
 import torch
 
-from ._dtypes import DTYPE_NAMES
+from ._dtypes import DTYPE_NAMES, TORCH_DTYPES
 
 
 class BufferError(RuntimeError):
-    """A buffer handle could not be opened (an infrastructure problem, or a worker that lied)."""
+    """A buffer could not be made or opened: the worker lied about its handle (the candidate's doing, once it
+    is loaded) or the machine refused memory."""
 
 
-def buffer_spec(shape: tuple[int, ...], dtype: torch.dtype, inner: Path, here: Path) -> dict[str, Any]:
-    """The worker ``alloc`` spec of one buffer; this creates the zero-filled backing file for a CPU worker at
-    ``here``, which the worker sees as ``inner`` (the spec names ``inner`` only)."""
+def buffer_spec(shape: tuple[int, ...], dtype: torch.dtype) -> dict[str, Any]:
+    """The worker ``alloc`` spec of one buffer: ``{"shape", "dtype", "nbytes"}`` (bytes)."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-    with open(here, "wb") as handle:
-        handle.truncate(max(nbytes, 1))
-    return {"shape": list(shape), "dtype": DTYPE_NAMES[dtype], "nbytes": nbytes, "path": str(inner)}
+    return {"shape": list(shape), "dtype": DTYPE_NAMES[dtype], "nbytes": nbytes}
 
 
-def _b64(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise BufferError("malformed handle field")
-    return base64.b64decode(value)
+def cpu_view(mapping: mmap.mmap, spec: dict[str, Any]) -> torch.Tensor:
+    """A trusted-side tensor over ``mapping`` (this process's map of a sealed memfd, see
+    :func:`fibserve.bench.handover.sealed_buffer`) with ``spec``'s shape and dtype."""
+    dtype = TORCH_DTYPES[spec["dtype"]]
+    nbytes = int(spec["nbytes"])
+    if nbytes == 0:
+        return torch.empty(tuple(spec["shape"]), dtype=dtype)
+    raw = torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes)
+    return raw.view(dtype).view(tuple(spec["shape"]))
 
 
-def open_buffer(
-    handle: dict[str, Any], spec: dict[str, Any], device: torch.device, here: Path | None = None
-) -> torch.Tensor:
-    """A trusted-side tensor aliasing the worker buffer described by ``handle`` with ``spec``'s shape/dtype.
-
-    Shape, dtype and strides come from ``spec`` (what we asked for), never from the worker's reply; a CPU
-    buffer is mapped from ``here``, where :func:`buffer_spec` created it.
+def open_cuda_buffer(handle: dict[str, Any], spec: dict[str, Any], device: torch.device) -> torch.Tensor:
+    """A trusted-side tensor aliasing the worker's device buffer described by ``handle`` (its reply), with
+    ``spec``'s shape and dtype.
 
     Raises:
-        BufferError: unknown handle kind, an allocation smaller than the tensor, or a CUDA IPC failure.
+        BufferError: the reply is not a CUDA IPC handle, or the driver refused it, or the buffer does not lie
+            inside the allocation the driver reports (:func:`fibserve.bench.cuda_ipc.open_handle`).
     """
-    from ._dtypes import TORCH_DTYPES
+    from .cuda_ipc import CudaIpcError, open_handle
 
     dtype = TORCH_DTYPES[spec["dtype"]]
     shape = tuple(spec["shape"])
     nbytes = int(spec["nbytes"])
-    kind = handle.get("kind")
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, device=device)
-    if device.type != "cuda":
-        if kind != "file" or handle.get("path") != spec["path"]:
-            raise BufferError(f"worker answered {kind!r} for a CPU file buffer")
-        path = str(here) if here is not None else spec["path"]
-        raw = torch.from_file(path, shared=True, size=max(nbytes, 1), dtype=torch.uint8)
-        return raw[:nbytes].view(dtype).view(shape)
-    if kind != "cuda_ipc":
-        raise BufferError(f"worker answered {kind!r} for a CUDA buffer")
-    from torch.multiprocessing.reductions import rebuild_cuda_tensor
-
+    if handle.get("kind") != "cuda_ipc":
+        raise BufferError(f"the worker answered {handle.get('kind')!r} for a CUDA buffer")
     try:
-        size_bytes = int(handle["storage_size_bytes"])
-        offset_bytes = int(handle["storage_offset_bytes"])
-        tensor_offset = int(handle["tensor_offset"])
-        element = torch.empty((), dtype=dtype).element_size()
-        if tensor_offset < 0 or size_bytes < nbytes + tensor_offset * element:
-            raise BufferError(f"worker exported {size_bytes} bytes for a {nbytes}-byte buffer")
-        stride = []
-        acc = 1
-        for extent in reversed(shape):
-            stride.append(acc)
-            acc *= max(extent, 1)
-        return rebuild_cuda_tensor(
-            torch.Tensor,
-            torch.Size(shape),
-            tuple(reversed(stride)),
-            tensor_offset,
-            torch.UntypedStorage,
-            dtype,
-            int(handle["device"]),
-            _b64(handle["handle"]),
-            size_bytes,
-            offset_bytes,
-            False,
-            _b64(handle["ref_counter_handle"]),
-            int(handle["ref_counter_offset"]),
-            # Never open an IPC event of the worker: it allocated and synchronized before replying, and an
-            # opened event stays mapped here after the worker is gone (see fibserve.bench.worker._export_cuda).
-            # torch requires bytes in this position even when no event is used.
-            b"",
-            False,
-        )
-    except BufferError:
-        raise
-    except Exception as exc:
-        raise BufferError(f"cannot open the worker's CUDA IPC buffer: {exc!r}") from exc
+        flat = open_handle(handle.get("handle"), handle.get("offset"), nbytes, dtype, device)
+    except CudaIpcError as exc:
+        raise BufferError(f"cannot open the worker's CUDA IPC buffer: {exc}") from None
+    return flat.view(shape)
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

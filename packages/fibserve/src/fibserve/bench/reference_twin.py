@@ -21,11 +21,11 @@ import torch
 from fibserve.trace import Definition, Solution
 
 from . import candidate as cand
-from .buffers import BufferError
 from .config import EvalConfig
+from .protocol import Failed, Loaded, ProtocolViolation, parse_reply
 from .reference import reference_solution
 from .sandbox import WorkerError, WorkerPool, WorkerProcess
-from .slots import Slots, WorkloadData, allocate_slots
+from .slots import AllocationRefused, Slots, WorkloadData, allocate_slots
 
 
 class TwinError(RuntimeError):
@@ -75,7 +75,7 @@ class ReferenceTwin:
         assert self.worker is not None
         try:
             return allocate_slots(self.worker, data, count, device, self.config.timeouts.load)
-        except (WorkerError, BufferError) as exc:
+        except (WorkerError, AllocationRefused, OSError) as exc:
             self.discard(f"a buffer allocation failure ({exc})")
             raise TwinError(f"could not share buffers with the {self.role} timing worker: {exc}") from None
 
@@ -101,16 +101,16 @@ class ReferenceTwin:
                 f"the {self.role} timing worker failed to start ({exc}): {exc.log[-2000:]}"
             ) from None
         try:
-            reply = self.worker.load({**prepared.load, "cast_outputs": True}, timeout)
-        except WorkerError as exc:
+            reply = parse_reply(self.worker.load({**prepared.load, "cast_outputs": True}, timeout), Loaded)
+        except (WorkerError, OSError, ProtocolViolation) as exc:
             self.discard(f"a failed load ({exc})")
             raise TwinError(
                 f"the {self.role} timing worker failed to load {self.solution.name!r}: {exc}"
             ) from None
-        if not reply.get("ok"):
+        if isinstance(reply, Failed):
             self.discard("a failed load")
             raise TwinError(
-                f"the {self.role} timing worker failed to load {self.solution.name!r}: {reply.get('error')}"
+                f"the {self.role} timing worker failed to load {self.solution.name!r}: {reply.error}"
             )
         self.start_seconds += time.monotonic() - started
 

@@ -6,9 +6,11 @@ private size-limited ``/tmp`` as its only writable directory, the GPU's device n
 ``/dev/shm``, which CUDA IPC needs) on a GPU, the limits of :class:`fibserve.sandbox.Limits`, and an
 environment from an allowlist. It talks JSON over two inherited pipes (:mod:`fibserve.bench.worker`);
 replies are parsed as JSON only (never unpickled: the worker is untrusted). Its stdout and stderr are read
-through a pipe and only their start and end are kept. The candidate's build products are copied into its
-work dir before it loads them, so it sees no build cache; CPU buffers are files the trusted side creates in
-that work dir, reached from here through ``/proc/<init>/root``.
+through a pipe and only their start and end are kept. A third inherited descriptor, a Unix socket, carries
+what the trusted side hands over as descriptors of memfds it made (:mod:`fibserve.bench.handover`): sealed
+copies of the candidate's build products (so it sees no build cache) and, on CPU, the shared buffers. The
+trusted side never opens a path inside the worker's file system: the candidate can make any of them a
+symbolic link or a file it truncates later.
 
 A :class:`WorkerPool` keeps warm spares started ahead of time, so loading a candidate does not wait for
 Python, torch and the CUDA context to start. A worker serves one candidate (or, as the reference's timing
@@ -22,7 +24,7 @@ import contextlib
 import json
 import os
 import selectors
-import shutil
+import socket
 import sys
 import threading
 import time
@@ -43,6 +45,9 @@ from fibserve.sandbox import (
 from fibserve.sandbox import status as sandbox_status
 from fibserve.sandbox.watchdog import tree_pids
 
+from . import shm_cleanup
+from .handover import HandoverError, sealed_copy, send_fds
+
 GRACE_S = 3.0
 """Seconds a worker gets to exit on its own after ``{"op": "exit"}`` before it is killed."""
 
@@ -61,43 +66,6 @@ class WorkerError(RuntimeError):
         self.limit = limit
 
 
-def _shm_files(pids: list[int]) -> dict[str, int]:
-    """``/dev/shm`` files that ``pids`` have mapped or open, with their inode numbers: torch's CUDA IPC
-    reference counters (``torch_<pid>_*``) and the CUDA driver's interprocess segments (``cuda.shm.*``).
-    Found by what the processes hold, not by the pid in the name: inside a PID namespace every worker has the
-    same pid. Files already unlinked (``... (deleted)``, e.g. a POSIX semaphore) are skipped: there is nothing
-    left to remove."""
-    found: dict[str, int] = {}
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-                fields = line.split(maxsplit=5)
-                if (
-                    len(fields) == 6
-                    and fields[5].startswith("/dev/shm/")
-                    and not fields[5].endswith(" (deleted)")
-                ):
-                    found[fields[5]] = int(fields[4])
-        with contextlib.suppress(OSError):
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                with contextlib.suppress(OSError):
-                    target = os.readlink(fd)
-                    if target.startswith("/dev/shm/") and not target.endswith(" (deleted)"):
-                        found[target] = os.stat(fd).st_ino
-    return found
-
-
-def _remove_shm(files: dict[str, int], keep: dict[str, int] | None = None) -> None:
-    """Unlink the recorded files that are still the same files (same inode), except those in ``keep`` (held
-    by a live worker: inside PID namespaces two workers' driver segments can have the same name)."""
-    for path, inode in files.items():
-        if keep and keep.get(path) == inode:
-            continue
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_ino == inode:
-                os.unlink(path)
-
-
 _LIVE: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
 """The workers of this process that have not been killed yet."""
 
@@ -107,8 +75,8 @@ def live_worker_pids() -> list[int]:
     return [pid for worker in list(_LIVE) if worker.alive for pid in tree_pids(worker.proc.pid)]
 
 
-def _held_by_live_workers() -> dict[str, int]:
-    return _shm_files([pid for worker in list(_LIVE) if worker.alive for pid in tree_pids(worker.proc.pid)])
+def _held_by_live_workers() -> set[shm_cleanup.FileId]:
+    return set(shm_cleanup.held_files(live_worker_pids()))
 
 
 _EXITING: set[threading.Thread] = set()
@@ -137,26 +105,30 @@ class WorkerProcess:
         self.ready: dict[str, Any] | None = None
         self.started = time.monotonic()
         self._buffer = b""
+        self._shm_before = shm_cleanup.snapshot() if device.startswith("cuda") else None
+        """The host's ``/dev/shm`` at the start, for a GPU worker (which shares it; a CPU worker's is private)."""
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
+        channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         argv = [sys.executable, "-m", "fibserve.bench.worker", "--in", str(req_r), "--out", str(rep_w)]
         try:
             self.sandbox = Sandbox(
-                [*argv, "--device", device],
+                [*argv, "--fds", str(worker_end.fileno()), "--device", device],
                 mounts=Mounts(python=True, gpu=device.startswith("cuda")),
                 limits=limits,
                 env={"TRITON_INTERPRET": "1"} if interpret_triton else None,
-                pass_fds=(req_r, rep_w),
+                pass_fds=(req_r, rep_w, worker_end.fileno()),
             )
         except BaseException:
             for fd in (req_w, rep_r):
                 os.close(fd)
+            channel.close()
             raise
         finally:
             os.close(req_r)
             os.close(rep_w)
-        self.workdir = self.sandbox.work
-        """The worker's private work dir, as the worker sees it (:meth:`host_path` reaches it from here)."""
+            worker_end.close()
+        self._channel = channel
         self._req = os.fdopen(req_w, "w", encoding="utf-8")
         self._rep = rep_r
         os.set_blocking(rep_r, False)
@@ -172,19 +144,15 @@ class WorkerProcess:
         """Whether the child is still running."""
         return self.sandbox.alive
 
-    def host_path(self, inner: Path) -> Path:
-        """Where the trusted side finds ``inner``, a path under :attr:`workdir`."""
-        return self.sandbox.host_path(inner)
-
     def log_tail(self, limit: int = 4000) -> str:
         """The last ``limit`` bytes the worker (and the candidate) printed."""
         return self.sandbox.output.tail(limit)
 
-    def limit_hit(self, reply: dict[str, Any] | None = None) -> LimitHit | None:
-        """The resource limit that ended the worker, or that an error ``reply`` (its ``errno``) names."""
+    def limit_hit(self, errno: int | None = None) -> LimitHit | None:
+        """The resource limit that ended the worker, or that an error reply's ``errno`` names."""
         hit = self.sandbox.limit_hit()
-        if hit is None and reply is not None and isinstance(reply.get("errno"), int):
-            hit = limit_of_errno(reply["errno"], self.sandbox.limits)
+        if hit is None and errno is not None:
+            hit = limit_of_errno(errno, self.sandbox.limits)
         return hit
 
     def _error(self, kind: str, message: str) -> WorkerError:
@@ -249,27 +217,38 @@ class WorkerProcess:
             raise self._error("died", "worker is gone (broken pipe)") from None
         return self._read_line(timeout)
 
-    def load(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Copy the build products named by a ``load`` request into the work dir, then send the request with
-        paths the worker can see (``candidate/solution.so`` or ``candidate/pkg/<package>``).
+    def hand_over(self, fds: list[int]) -> None:
+        """Send ``fds`` (descriptors this process made, see :mod:`fibserve.bench.handover`) to the worker, which
+        reads them when the next request announces them; they stay open here (the caller closes them).
 
         Raises:
-            WorkerError: as :meth:`request`, or the products could not be copied (``died``).
+            WorkerError: the worker is gone (``died``).
         """
-        inner = self.workdir / "candidate"
-        staged = dict(request)
         try:
-            here = self.host_path(inner)
-            if request.get("library"):
-                here.mkdir(parents=True)
-                shutil.copyfile(request["library"], here / "solution.so")
-                staged["library"] = str(inner / "solution.so")
-            else:
-                source = Path(request["package_root"]) / request["package"]
-                shutil.copytree(source, here / "pkg" / request["package"])
-                staged["package_root"] = str(inner / "pkg")
-        except (OSError, RuntimeError) as exc:
-            raise self._error("died", f"could not give the worker its candidate ({exc})") from None
+            send_fds(self._channel, fds)
+        except HandoverError as exc:
+            raise self._error("died", str(exc)) from None
+
+    def load(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Hand the build products named by a ``load`` request to the worker as sealed copies (the library,
+        or every file of the package), then send the request with their names instead of paths here.
+
+        Raises:
+            WorkerError: as :meth:`request`, or the products could not be handed over (``died``).
+            OSError: a build product could not be read here (the build cache is broken: infrastructure).
+        """
+        staged = {k: v for k, v in request.items() if k not in ("library", "package_root")}
+        if request.get("library"):
+            files = {"solution.so": Path(request["library"])}
+        else:
+            files = _package_files(Path(request["package_root"]) / request["package"])
+        fds = [sealed_copy(path.read_bytes(), name) for name, path in files.items()]
+        try:
+            self.hand_over(fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        staged["files"] = list(files)
         return self.request({"op": "load", **staged}, timeout)
 
     def kill(self, graceful: bool = False) -> None:
@@ -286,11 +265,11 @@ class WorkerProcess:
             thread.start()
             _EXITING.add(thread)  # after start: a thread that never started could not be joined
             return
-        self._hard_kill(_shm_files(tree_pids(self.proc.pid)))
+        self._hard_kill(self._held_shm())
 
     def _exit_then_kill(self) -> None:
         try:
-            files = _shm_files(tree_pids(self.proc.pid))
+            files = self._held_shm()
             with contextlib.suppress(OSError, ValueError):
                 self._req.write(json.dumps({"op": "exit"}) + "\n")
                 self._req.flush()
@@ -299,14 +278,33 @@ class WorkerProcess:
         finally:
             _EXITING.discard(threading.current_thread())
 
-    def _hard_kill(self, shm: dict[str, int]) -> None:
+    def _held_shm(self) -> dict[shm_cleanup.FileId, str]:
+        if self._shm_before is None:
+            return {}
+        return shm_cleanup.held_files(tree_pids(self.proc.pid))
+
+    def _hard_kill(self, shm: dict[shm_cleanup.FileId, str]) -> None:
         _LIVE.discard(self)
         self.sandbox.close()
+        self._channel.close()
         with contextlib.suppress(OSError, ValueError):
             self._req.close()
         with contextlib.suppress(OSError):
             os.close(self._rep)
-        _remove_shm(shm, _held_by_live_workers() if shm else None)
+        if shm and self._shm_before is not None:
+            shm_cleanup.remove_left_behind(shm, self._shm_before, _held_by_live_workers())
+
+
+def _package_files(package_dir: Path) -> dict[str, Path]:
+    """Every regular file of a built Python/Triton package (written by the trusted builder), keyed by its path
+    relative to ``package_dir``; links are not followed."""
+    files = {}
+    for directory, _subdirs, names in os.walk(package_dir):
+        for name in sorted(names):
+            path = Path(directory) / name
+            if path.is_file() and not path.is_symlink():
+                files[path.relative_to(package_dir).as_posix()] = path
+    return files
 
 
 class WorkerPool:

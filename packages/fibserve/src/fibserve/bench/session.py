@@ -36,7 +36,6 @@ from fibserve.trace import (
 )
 
 from . import candidate as cand
-from .buffers import BufferError
 from .comparators import Comparators
 from .config import EvalConfig
 from .correctness import check_correctness, correctness_of
@@ -46,12 +45,13 @@ from .failures import CandidateFailure, DeviceShared, ReferenceTimingError, limi
 from .inputs import InputError, generate_inputs, torch_dtype
 from .measure import measure, untimed_performance
 from .plausibility import check_plausibility, roofline_extra
+from .protocol import Failed, Loaded, ProtocolViolation, parse_reply
 from .reference import ReferenceCache, ReferenceError, reference_key, run_reference
 from .reference_twin import TwinError
 from .report import EvaluationReport
 from .sandbox import WorkerError, WorkerPool, WorkerProcess
 from .sides import ReferencePlan
-from .slots import Slots, WorkloadData, allocate_slots
+from .slots import AllocationRefused, Slots, WorkloadData, allocate_slots, worker_failure
 from .twin_blame import interference_failure, solo_probe
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -330,19 +330,27 @@ class EvaluationSession:
         t0 = time.monotonic()
         self.report.executed = True
         try:
-            reply = worker.load(self.load or {}, self.config.timeouts.load)
+            message = worker.load(self.load or {}, self.config.timeouts.load)
         except WorkerError as exc:
             worker.kill()
             if exc.limit is not None:
                 return self._limit_evaluation(limit_failure(exc.limit, "loading the candidate", exc.log))
             status = EvaluationStatus.TIMEOUT if exc.kind == "timeout" else EvaluationStatus.RUNTIME_ERROR
             return self._evaluation(status, f"loading the candidate: {exc}\n{exc.log}")
+        except OSError as exc:
+            worker.kill()
+            raise _TaskError(f"could not hand the build products to the worker: {exc}") from None
         finally:
             self._time("load", time.monotonic() - t0)
-        if not reply.get("ok"):
+        try:
+            reply = parse_reply(message, Loaded)
+        except ProtocolViolation as exc:
+            worker.kill()
+            return self._evaluation(EvaluationStatus.RUNTIME_ERROR, f"loading the candidate: {exc}")
+        if isinstance(reply, Failed):
             worker.kill()
             return self._evaluation(
-                EvaluationStatus.COMPILE_ERROR, f"loading the candidate failed: {reply.get('error')}"
+                EvaluationStatus.COMPILE_ERROR, f"loading the candidate failed: {reply.error}"
             )
         self.worker = worker
         return worker
@@ -412,9 +420,17 @@ class EvaluationSession:
         slot_count = max(1, min(self.config.num_input_sets, len(data.inputs)))
         try:
             slots = allocate_slots(loaded, data, slot_count, self.lane.device, self.config.timeouts.load)
-        except (WorkerError, BufferError) as exc:
+        except OSError as exc:  # this process could not make the buffers: nobody's fault but the machine's
             self._discard(f"a buffer allocation failure ({exc})")
-            raise _TaskError(f"could not share buffers with the worker: {exc}") from None
+            raise _TaskError(f"could not make buffers for the worker: {exc}") from None
+        except (WorkerError, AllocationRefused) as exc:  # the loaded candidate's worker answered (or not)
+            self._discard(f"a buffer allocation failure ({exc})")
+            failure = (
+                worker_failure(exc, "sharing buffers", self.config.timeouts.load)
+                if isinstance(exc, WorkerError)
+                else CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"sharing buffers: {exc}")
+            )
+            return self._limit_evaluation(failure)
         try:
             correctness, call_ms = self._correctness(workload, loaded, slots, data)
             if self.lane.cpu_mode:

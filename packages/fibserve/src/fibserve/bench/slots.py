@@ -10,6 +10,7 @@ use the same slots and calls, so both sides of a timing pair are handled alike.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -20,9 +21,11 @@ from fibserve.trace import EvaluationStatus
 
 from . import timing_checks as checks
 from ._dtypes import poison_
-from .buffers import open_buffer
+from .buffers import BufferError, buffer_spec, cpu_view, open_cuda_buffer
 from .degenerate import Degeneracy
 from .failures import CandidateFailure, limit_failure
+from .handover import sealed_buffer
+from .protocol import Allocated, Called, Failed, ProtocolViolation, ReplyModel, parse_reply
 from .sandbox import WorkerError, WorkerProcess
 
 
@@ -76,6 +79,54 @@ class WorkerTimes(NamedTuple):
     persisting_l2: tuple[int, ...] = ()
     gated: bool | None = None
     """Whether the worker's cold-L2 overwrite was the gate kernel (None: it did not say)."""
+    torch_ops: list[str] | None = None
+    """The PyTorch operators the candidate's own code ran, when the call asked for that audit."""
+
+
+def worker_failure(exc: WorkerError, what: str, timeout: float) -> CandidateFailure:
+    """The candidate's failure for a worker that did not answer a request properly: its resource limit, a
+    TIMEOUT after ``timeout`` seconds, or a RUNTIME_ERROR for a crash or a broken protocol."""
+    if exc.limit is not None:
+        return limit_failure(exc.limit, what, exc.log)
+    if exc.kind == "timeout":
+        return CandidateFailure(
+            EvaluationStatus.TIMEOUT, f"{what}: no result within {timeout:.1f} s (limit)\n{exc.log}"
+        )
+    detail = "crashed" if exc.kind == "died" else "broke the worker protocol"
+    return CandidateFailure(
+        EvaluationStatus.RUNTIME_ERROR, f"{what}: the candidate {detail} ({exc})\n{exc.log}"
+    )
+
+
+def reply_failure(worker: WorkerProcess, reply: Failed, what: str) -> CandidateFailure:
+    """The candidate's failure for an error reply: the limit its ``errno`` names, the INCORRECT_SHAPE or
+    INCORRECT_DTYPE it says, else RUNTIME_ERROR, with the worker's error text and output tail."""
+    log = f"{what}: {reply.error}\n{worker.log_tail()}"
+    if hit := worker.limit_hit(reply.errno):
+        return limit_failure(hit, what, log)
+    if reply.status is not None:
+        return CandidateFailure(EvaluationStatus(reply.status), log)
+    return CandidateFailure(EvaluationStatus.RUNTIME_ERROR, log)
+
+
+def candidate_reply(
+    worker: WorkerProcess, message: dict[str, Any], success: type[ReplyModel], what: str
+) -> ReplyModel:
+    """``message`` (a reply of the candidate's worker) as ``success``.
+
+    Raises:
+        CandidateFailure: an error reply (:func:`reply_failure`) or one that breaks the protocol
+            (RUNTIME_ERROR naming the problem): the worker runs the candidate, so either is its doing.
+    """
+    try:
+        reply = parse_reply(message, success)
+    except ProtocolViolation as exc:
+        raise CandidateFailure(
+            EvaluationStatus.RUNTIME_ERROR, f"{what}: {exc}\n{worker.log_tail()}"
+        ) from None
+    if isinstance(reply, Failed):
+        raise reply_failure(worker, reply, what)
+    return reply
 
 
 def worker_call(
@@ -83,114 +134,103 @@ def worker_call(
 ) -> WorkerTimes:
     """Send a call; returns the worker's times and the round trip's wall time here (ms).
 
-    Every failure becomes a CandidateFailure (the worker is then discarded), including timings that could
-    not have happened: a call's ``ms`` longer than its ``bound_ms``, or their sum longer than the round trip
-    (a worker can only report less time than that). ``discount_post`` (the reference's twin only, never a
-    candidate) subtracts the worker's reported untimed copy from the round trip."""
+    Every failure becomes a CandidateFailure (the worker is then discarded), including replies that do not
+    fit the protocol (:mod:`fibserve.bench.protocol`) and timings that could not have happened: a call's
+    ``ms`` longer than its ``bound_ms``, or their sum longer than the round trip (a worker can only report
+    less time than that). ``discount_post`` (the reference's twin only, never a candidate) subtracts the
+    worker's reported untimed copy from the round trip."""
     started = time.perf_counter()
     try:
-        reply = worker.request({"op": "call", **request}, timeout)
+        message = worker.request({"op": "call", **request}, timeout)
     except WorkerError as exc:
-        if exc.limit is not None:
-            raise limit_failure(exc.limit, what, exc.log) from None
-        if exc.kind == "timeout":
-            raise CandidateFailure(
-                EvaluationStatus.TIMEOUT, f"{what}: no result within {timeout:.1f} s (limit)\n{exc.log}"
-            ) from None
-        detail = "crashed" if exc.kind == "died" else "broke the worker protocol"
-        raise CandidateFailure(
-            EvaluationStatus.RUNTIME_ERROR, f"{what}: the candidate {detail} ({exc})\n{exc.log}"
-        ) from None
-    if not reply.get("ok"):
-        status = reply.get("status")
-        log = f"{what}: {reply.get('error', 'error')}\n{worker.log_tail()}"
-        if hit := worker.limit_hit(reply):
-            raise limit_failure(hit, what, log)
-        if status in ("INCORRECT_SHAPE", "INCORRECT_DTYPE"):
-            raise CandidateFailure(EvaluationStatus(status), log)
-        raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, log)
-    ms, bound, overwrite = reply.get("ms"), reply.get("bound_ms"), reply.get("overwrite_ms")
-    for values in (ms, bound, overwrite):
-        if not isinstance(values, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in values):
-            raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
+        raise worker_failure(exc, what, timeout) from None
+    wall_ms = (time.perf_counter() - started) * 1e3
+    reply = candidate_reply(worker, message, Called, what)
+    return _checked_times(reply, wall_ms, what, discount_post)
+
+
+def _checked_times(reply: Called, wall_ms: float, what: str, discount_post: bool) -> WorkerTimes:
+    ms, bound, overwrite = reply.ms, reply.bound_ms, reply.overwrite_ms
     if not len(ms) == len(bound) == len(overwrite) or any(
         m > b + checks.WALL_SLACK_MS for m, b in zip(ms, bound, strict=True)
     ):
         raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
-    wall_ms = (time.perf_counter() - started) * 1e3
     if sum(bound) > wall_ms * (1 + checks.WALL_TOLERANCE) + checks.WALL_SLACK_MS:
         raise CandidateFailure(
             EvaluationStatus.RUNTIME_ERROR,
             f"{what}: the worker reported {sum(bound):.3f} ms of calls in a {wall_ms:.3f} ms round trip",
         )
-    post = reply.get("post_ms")
-    if discount_post and isinstance(post, (int, float)) and post > 0:
-        wall_ms = max(sum(bound), wall_ms - float(post))
-    persisting = reply.get("persisting_l2_bytes") or []
-    kept = (
-        tuple(int(x) for x in persisting if isinstance(x, int) and x >= 0)
-        if isinstance(persisting, list)
-        else ()
-    )
-    gated = reply.get("l2_gate")
+    if discount_post and reply.post_ms > 0:
+        wall_ms = max(sum(bound), wall_ms - reply.post_ms)
     return WorkerTimes(
-        [float(x) for x in ms],
-        [float(x) for x in bound],
-        wall_ms,
-        [float(x) for x in overwrite],
-        kept,
-        gated if isinstance(gated, bool) else None,
-    )
+        list(ms), list(bound), wall_ms, list(overwrite), tuple(reply.persisting_l2_bytes), reply.l2_gate,
+        reply.torch_ops,
+    )  # fmt: skip
 
 
 def allocate_slots(
     worker: WorkerProcess, data: WorkloadData, count: int, device: torch.device, timeout: float
 ) -> Slots:
-    """Ask the worker for ``count`` slots of input and output buffers and map them here.
+    """Ask the worker for ``count`` slots of input and output buffers and map them here
+    (:mod:`fibserve.bench.buffers`): on CPU the buffers are size-sealed memfds made and mapped here first and
+    handed over; on a GPU the worker allocates them and exports CUDA IPC handles, opened here.
 
     Raises:
-        WorkerError / BufferError: the allocation failed (infrastructure; the caller reports a task error).
+        WorkerError: the worker did not answer the request (it died, hung or broke the protocol).
+        AllocationRefused: it answered, but with an error or handles that do not fit the protocol or cannot be
+            opened (once the candidate is loaded, its doing).
+        OSError: this process could not make the CPU buffers (out of memory: infrastructure).
     """
-    from .buffers import buffer_spec
-
     first = data.inputs[0]
-    tensor_inputs = [(n, v) for n, v in first.items() if isinstance(v, torch.Tensor)]
-    specs, places = [], []
-
-    def spec(shape: tuple[int, ...], dtype: torch.dtype, name: str) -> dict[str, Any]:
-        inner = worker.workdir / f"buf-{name}.bin"
-        places.append(worker.host_path(inner))
-        return buffer_spec(shape, dtype, inner, places[-1])
-
-    for s in range(count):
-        specs.append(
-            {
-                "inputs": [spec(tuple(v.shape), v.dtype, f"{s}-in-{n}") for n, v in tensor_inputs],
-                "outputs": [
-                    spec(data.output_shapes[n], data.output_dtypes[n], f"{s}-out-{n}")
-                    for n in data.output_shapes
-                ],
-            }
-        )
-    reply = worker.request({"op": "alloc", "slots": specs}, timeout)
-    if not reply.get("ok"):
-        raise WorkerError("protocol", f"buffer allocation failed in the worker: {reply.get('error')}")
-    here = iter(places)
+    tensor_inputs = [n for n, v in first.items() if isinstance(v, torch.Tensor)]
+    specs = [
+        {
+            "inputs": [buffer_spec(tuple(first[n].shape), first[n].dtype) for n in tensor_inputs],
+            "outputs": [
+                buffer_spec(data.output_shapes[n], data.output_dtypes[n]) for n in data.output_shapes
+            ],
+        }
+        for _ in range(count)
+    ]
+    flat = [spec for slot in specs for kind in ("inputs", "outputs") for spec in slot[kind]]
+    views: list[torch.Tensor] = []
+    if device.type != "cuda":
+        made = [sealed_buffer(int(spec["nbytes"])) for spec in flat]
+        try:
+            worker.hand_over([fd for fd, _ in made])
+        finally:
+            for fd, _ in made:
+                os.close(fd)
+        views = [cpu_view(mapping, spec) for (_, mapping), spec in zip(made, flat, strict=True)]
+    message = worker.request({"op": "alloc", "slots": specs}, timeout)
+    try:
+        reply = parse_reply(message, Allocated)
+    except ProtocolViolation as exc:
+        raise AllocationRefused(str(exc)) from None
+    if isinstance(reply, Failed):
+        raise AllocationRefused(f"buffer allocation failed in the worker: {reply.error}")
+    if len(reply.slots) != count:
+        raise AllocationRefused(f"the worker answered {len(reply.slots)} slots where {count} were asked for")
+    if device.type == "cuda":
+        handles = [h for slot in reply.slots for kind in (slot.inputs, slot.outputs) for h in kind]
+        if len(handles) != len(flat):
+            raise AllocationRefused(f"the worker answered {len(handles)} handles for {len(flat)} buffers")
+        try:
+            views = [
+                open_cuda_buffer(h.model_dump(), spec, device) for h, spec in zip(handles, flat, strict=True)
+            ]
+        except BufferError as exc:
+            raise AllocationRefused(str(exc)) from None
+    opened = iter(views)
     slots = Slots([], [], worker)
-    for spec_, handles in zip(specs, reply["slots"], strict=True):
-        slots.inputs.append(
-            {
-                n: open_buffer(h, sp, device, next(here))
-                for (n, _), sp, h in zip(tensor_inputs, spec_["inputs"], handles["inputs"], strict=True)
-            }
-        )
-        slots.outputs.append(
-            {
-                n: open_buffer(h, sp, device, next(here))
-                for n, sp, h in zip(data.output_shapes, spec_["outputs"], handles["outputs"], strict=True)
-            }
-        )
+    for _ in range(count):
+        slots.inputs.append({n: next(opened) for n in tensor_inputs})
+        slots.outputs.append({n: next(opened) for n in data.output_shapes})
     return slots
+
+
+class AllocationRefused(RuntimeError):
+    """The worker answered ``alloc`` with an error, or with handles that do not fit or do not open."""
 
 
 def fill(slots: Slots, slot: int, inputs: dict[str, Any], device: torch.device) -> None:

@@ -8,14 +8,18 @@ drains, keeping only the start and the end.
 Requests (trusted -> worker) and replies (worker -> trusted), one JSON object per line:
 
 * on start the worker sends ``{"ready": true, "pid", "device", "torch"}`` once torch (and CUDA) are up;
-* ``{"op": "load", "language", "entry_file", "symbol", "dps", "arity"}`` plus ``"library"`` (tvm-ffi shared
-  library) or ``"package"``/``"package_root"`` (Python/Triton package), and ``"cast_outputs"`` for the
-  reference's timing twin -> ``{"ok": true}`` or ``{"ok": false, "error"}``;
+* ``{"op": "load", "language", "entry_file", "symbol", "dps", "arity", "files"}`` (plus ``"package"`` for a
+  Python/Triton package and ``"cast_outputs"`` for the reference's timing twin), after the trusted side sent
+  one sealed memfd per name in ``files`` over the descriptor channel: the library (``solution.so``) or the
+  package's files, written here into a fresh directory of this worker's own ``/tmp`` -> ``{"ok": true}`` or
+  ``{"ok": false, "error"}``;
 * ``{"op": "alloc", "slots": [{"inputs": [spec], "outputs": [spec]}]}`` with ``spec = {"shape", "dtype",
-  "path"?}`` -> ``{"ok": true, "slots": [{"inputs": [handle], "outputs": [handle]}]}``. CUDA buffers are
-  allocated here and exported as CUDA IPC handles; CPU buffers are files the trusted side created (``path``)
-  and both sides map. The trusted side writes inputs and poison into these buffers and reads outputs back;
-  nothing else crosses, and this process never sees reference outputs or the seed secret;
+  "nbytes"}`` -> ``{"ok": true, "slots": [{"inputs": [handle], "outputs": [handle]}]}``. CUDA buffers are
+  allocated here and exported as CUDA IPC handles (``{"kind": "cuda_ipc", "handle", "offset"}``,
+  :mod:`fibserve.bench.cuda_ipc`); on CPU the trusted side first sent one size-sealed memfd per spec over the
+  descriptor channel, which this worker maps (``{"kind": "fd"}``). The trusted side writes inputs and poison
+  into these buffers and reads outputs back; nothing else crosses, and this process never sees reference
+  outputs or the seed secret;
 * ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "repeat"}`` ->
   ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms", "persisting_l2_bytes": [...],
   "l2_gate"}`` or ``{"ok": false, "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in
@@ -27,6 +31,9 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   outputs, which the trusted side discounts for the reference's twin only;
 * ``{"op": "exit"}``.
 
+The trusted side validates every reply (:mod:`fibserve.bench.protocol`): once the candidate is loaded, its code
+runs in this interpreter and may rewrite any of it.
+
 Any error reply makes the trusted side discard this process. This module imports only the standard library,
 torch and :mod:`fibserve.bench.timing`/`l2_state`/`_dtypes` (Triton for the gate kernel on a GPU, and tvm_ffi or
 the candidate when loading).
@@ -35,12 +42,14 @@ the candidate when loading).
 from __future__ import annotations
 
 import argparse
-import base64
 import importlib.util
 import inspect
 import json
+import mmap
 import os
+import socket
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -49,42 +58,19 @@ from typing import Any
 import torch
 
 from fibserve.bench._dtypes import TORCH_DTYPES
+from fibserve.bench.handover import read_all, receive_fds
 from fibserve.bench.l2_state import persisting_l2_bytes, warm_gate
 from fibserve.bench.timing import GATE_HOLD_MS, ColdL2, OverwritePlan, time_call
-
-
-def _b64(value: bytes | None) -> str | None:
-    return None if value is None else base64.b64encode(value).decode()
-
-
-def _export_cuda(tensor: torch.Tensor) -> dict[str, Any]:
-    """CUDA IPC handle fields of ``tensor``'s allocation (see torch.multiprocessing.reductions).
-
-    No IPC event is handed over (the trusted side opens none): :meth:`Worker.alloc` synchronizes the
-    device before it replies, so the memory is ready without one. While the trusted side opened the workers'
-    IPC events, the H200 showed one ``/dev/shm/cuda.shm.*`` file per retired worker and about 0.26 MiB of
-    trusted host RSS per evaluation (benchmarks/eval_overhead.py, docs/gpu-results.md).
-    """
-    from torch.multiprocessing.reductions import reduce_tensor
-
-    _, args = reduce_tensor(tensor)
-    return {
-        "kind": "cuda_ipc",
-        "device": int(args[6]),
-        "handle": _b64(args[7]),
-        "storage_size_bytes": int(args[8]),
-        "storage_offset_bytes": int(args[9]),
-        "ref_counter_handle": _b64(args[11]),
-        "ref_counter_offset": int(args[12]),
-        "tensor_offset": int(args[3]),
-    }
 
 
 class Worker:
     """State of one worker: the loaded candidate, its buffers, the cold-L2 buffer."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, channel: socket.socket | None = None):
         self.device = torch.device(device)
+        self.channel = channel
+        """The descriptor channel: the trusted side's memfds arrive here (:mod:`fibserve.bench.handover`);
+        None in the tool runner, which reads the build products from read-only mounts instead."""
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
             torch.zeros(1, device=self.device)  # create the context now, off the critical path
@@ -96,21 +82,38 @@ class Worker:
         self.flush: ColdL2 | None = None
         self.source_dir: str | None = None
 
+    def _receive_files(self, names: list[str]) -> Path:
+        """Write the handed-over files ``names`` (in the order their memfds were sent) into a fresh directory
+        of this worker's own ``/tmp``; returns it."""
+        if self.channel is None:
+            raise RuntimeError("this worker has no descriptor channel: the load request must name paths")
+        root = Path(tempfile.mkdtemp(prefix="candidate-"))
+        for name, fd in zip(names, receive_fds(self.channel, len(names)), strict=True):
+            target = root / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(read_all(fd))
+        return root
+
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
         language = req["language"]
         self.dps = bool(req.get("dps", True))
         self.cast_outputs = bool(req.get("cast_outputs", False))
-        if language == "cuda" or req.get("library"):
+        if language in ("cuda", "cpp"):
+            library = req.get("library") or str(self._receive_files(["solution.so"]) / "solution.so")
             import tvm_ffi
 
-            module = tvm_ffi.load_module(req["library"])
+            module = tvm_ffi.load_module(library)
             fn = module.get_function(req["symbol"]) if hasattr(module, "get_function") else None
             if fn is None:
                 return {"ok": False, "error": f"the built library exports no function {req['symbol']!r}"}
             self.fn = fn
             return {"ok": True}
-        self.source_dir = str(Path(req["package_root"]) / req["package"])
-        fn = _import_entry(req["package_root"], req["package"], req["entry_file"], req["symbol"])
+        package = req["package"]
+        package_root = req.get("package_root") or str(
+            self._receive_files([f"pkg/{package}/{name}" for name in req["files"]]) / "pkg"
+        )
+        self.source_dir = str(Path(package_root) / package)
+        fn = _import_entry(package_root, package, req["entry_file"], req["symbol"])
         if not callable(fn):
             return {"ok": False, "error": f"{req['entry_file']} defines no callable {req['symbol']!r}"}
         problem = _arity_problem(fn, int(req["arity"]), req["symbol"])
@@ -119,26 +122,37 @@ class Worker:
         self.fn = fn
         return {"ok": True}
 
-    def _buffer(self, spec: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
+    def _buffer(self, spec: dict[str, Any], fd: int | None) -> tuple[torch.Tensor, dict[str, Any]]:
         dtype = TORCH_DTYPES[spec["dtype"]]
         shape = tuple(int(s) for s in spec["shape"])
-        if int(spec["nbytes"]) == 0:
-            return torch.empty(shape, dtype=dtype, device=self.device), {"kind": "empty"}
-        if self.device.type == "cuda":
-            tensor = torch.empty(shape, dtype=dtype, device=self.device)
-            return tensor, _export_cuda(tensor)
         nbytes = int(spec["nbytes"])
-        raw = torch.from_file(spec["path"], shared=True, size=max(nbytes, 1), dtype=torch.uint8)
-        return raw[:nbytes].view(dtype).view(shape), {"kind": "file", "path": spec["path"]}
+        if fd is not None:  # CPU: map the trusted side's sealed memfd
+            mapping = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            os.close(fd)
+            if nbytes == 0:
+                return torch.empty(shape, dtype=dtype), {"kind": "fd"}
+            raw = torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes)
+            return raw.view(dtype).view(shape), {"kind": "fd"}
+        tensor = torch.empty(shape, dtype=dtype, device=self.device)
+        if nbytes == 0:
+            return tensor, {"kind": "empty"}
+        from fibserve.bench.cuda_ipc import export_handle
+
+        return tensor, export_handle(tensor)
 
     def alloc(self, req: dict[str, Any]) -> dict[str, Any]:
+        specs = [spec for slot in req["slots"] for kind in ("inputs", "outputs") for spec in slot[kind]]
+        fds: list[int | None] = (
+            [None] * len(specs) if self.device.type == "cuda" else list(receive_fds(self.channel, len(specs)))
+        )
+        received = iter(fds)
         self.slots, handles = [], []
         for slot in req["slots"]:
-            made = {"inputs": [], "outputs": []}
-            out = {"inputs": [], "outputs": []}
+            made: dict[str, list[torch.Tensor]] = {"inputs": [], "outputs": []}
+            out: dict[str, list[dict[str, Any]]] = {"inputs": [], "outputs": []}
             for kind in ("inputs", "outputs"):
                 for spec in slot[kind]:
-                    tensor, handle = self._buffer(spec)
+                    tensor, handle = self._buffer(spec, next(received))
                     made[kind].append(tensor)
                     out[kind].append(handle)
             self.slots.append(made)
@@ -287,16 +301,17 @@ def _os_errno(exc: BaseException | None) -> int | None:
     return None
 
 
-def serve(fd_in: int, fd_out: int, device: str) -> None:
-    """Answer requests until ``exit`` or end of input."""
+def serve(fd_in: int, fd_out: int, fd_channel: int, device: str) -> None:
+    """Answer requests until ``exit`` or end of input; ``fd_channel`` is the descriptor channel."""
     reader = os.fdopen(fd_in, "r", encoding="utf-8")
     writer = os.fdopen(fd_out, "w", encoding="utf-8")
+    channel = socket.socket(fileno=fd_channel)
 
     def send(message: dict[str, Any]) -> None:
         writer.write(json.dumps(message) + "\n")
         writer.flush()
 
-    worker = Worker(device)
+    worker = Worker(device, channel)
     send({"ready": True, "pid": os.getpid(), "device": str(worker.device), "torch": torch.__version__})
     for line in reader:
         req = json.loads(line)
@@ -330,14 +345,15 @@ def _die_with_parent() -> None:
 
 
 def main() -> None:
-    """Parse ``--in``/``--out``/``--device`` and serve."""
+    """Parse ``--in``/``--out``/``--fds``/``--device`` and serve."""
     _die_with_parent()
     parser = argparse.ArgumentParser(description="fibserve sandbox worker (started by fibserve.bench)")
     parser.add_argument("--in", dest="fd_in", type=int, required=True)
     parser.add_argument("--out", dest="fd_out", type=int, required=True)
+    parser.add_argument("--fds", dest="fd_channel", type=int, required=True)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    serve(args.fd_in, args.fd_out, args.device)
+    serve(args.fd_in, args.fd_out, args.fd_channel, args.device)
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ def _build_into(
         src = staging / "src"
         for relative, text in sources.items():
             (src / relative).parent.mkdir(parents=True, exist_ok=True)
-            (src / relative).write_text(text)
+            (src / relative).write_bytes(text.encode("utf-8"))  # the bytes the policy judged
         units = sorted(p for p in sources if p.lower().endswith(COMPILED_SUFFIXES))
         if not units:
             result.status = BuildStatus.COMPILE_ERROR

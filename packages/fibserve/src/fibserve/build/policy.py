@@ -17,7 +17,8 @@ CUDA/C++ rules (comments and string literals ignored, see :mod:`fibserve.build.c
   that has no such files: :mod:`fibserve.sandbox`).
 
 Python/Triton rules (a module allowlist per language, and the torch rules of Triton) are in
-:mod:`fibserve.build.python_policy`.
+:mod:`fibserve.build.python_policy`, the rules on which files they may ship (encodings, bytecode, names that
+shadow modules) in :mod:`fibserve.build.python_files`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from .c_source import strip_c_source
 from .policy_config import PolicyConfig, PolicyViolation
+from .python_files import check_python_files
 from .python_policy import check_python_source
 
 if TYPE_CHECKING:
@@ -170,6 +172,7 @@ def check_policy(solution: Solution, config: PolicyConfig | None = None) -> list
             if source.path.lower().endswith(_C_SUFFIXES):
                 found += check_cuda_source(source.path, source.content, config)
     elif language in config.python_languages:
+        found += check_python_files((source.path, source.content) for source in solution.sources)
         local = {source.path.split("/")[0].removesuffix(".py") for source in solution.sources}
         for source in solution.sources:
             if source.path.endswith(".py"):

@@ -37,7 +37,7 @@ def write_python_package(build_dir: Path, key: str, sources: dict[str, str]) -> 
     for relative, text in sources.items():
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        target.write_bytes(text.encode("utf-8"))  # the bytes the policy judged (python_files)
         if relative.endswith(".py"):
             try:
                 compile(text, relative, "exec", dont_inherit=True)

@@ -150,15 +150,12 @@ def _system() -> tuple[list[str], list[Path]]:
     return args, covered
 
 
-def bwrap_argv(bwrap: str, mounts: Mounts, limits: Limits, info_fd: int, cwd: Path = WORK_DIR) -> list[str]:
+def bwrap_argv(bwrap: str, mounts: Mounts, limits: Limits, cwd: Path = WORK_DIR) -> list[str]:
     """The bubblewrap command line (up to, not including, the sandboxed command) for ``mounts``, starting
-    the command in ``cwd`` (a path the sandbox sees).
-
-    ``info_fd``: a descriptor bubblewrap writes ``{"child-pid": N, ...}`` to (the namespace's init, through
-    whose ``/proc/N/root`` the service reaches the sandbox's private work dir).
-    """
+    the command in ``cwd`` (a path the sandbox sees). Nothing of the host is written through the sandbox's
+    own root: what the service hands in crosses as descriptors (``fibserve.bench.handover``)."""
     args, covered = _system()
-    args = [bwrap, *NAMESPACES, "--info-fd", str(info_fd), *args, "--proc", "/proc", "--dev", "/dev"]
+    args = [bwrap, *NAMESPACES, *args, "--proc", "/proc", "--dev", "/dev"]
     if limits.disk_bytes is not None:
         args += ["--size", str(limits.disk_bytes)]
     args += ["--tmpfs", str(WORK_DIR)]

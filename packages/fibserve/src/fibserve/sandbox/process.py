@@ -3,8 +3,9 @@
 ``Sandbox(argv, mounts=..., limits=...)`` starts ``argv`` as :mod:`fibserve.sandbox.launch` -> bubblewrap
 (:mod:`fibserve.sandbox.mounts`) -> the command, with the environment of :func:`fibserve.sandbox.env.sandbox_env`,
 in a cgroup where one can be made, its output drained by :class:`fibserve.sandbox.watchdog.OutputCapture`
-and its limits watched by the watchdog. The service reaches the sandbox's private ``/tmp`` through
-``/proc/<its init>/root/tmp`` (:meth:`Sandbox.host_path`), so no host directory is shared for writing.
+and its limits watched by the watchdog. No host directory is shared for writing beyond the caller's
+``writable`` mounts, and the service never reaches into the sandbox's own files (the candidate could have
+made any path there a link): what it hands over crosses as descriptors on pipes and sockets.
 
 Killing it (a timeout, a limit, the end of its work) kills everything it started: bubblewrap is the
 process group leader, and when it dies the kernel kills its PID namespace, whose processes cannot leave it
@@ -18,9 +19,7 @@ happened.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -76,11 +75,9 @@ class Sandbox:
         """The work dir as the sandboxed command sees it."""
         self.cgroup = cgroups.create(limits)
         launch = [sys.executable, "-I", "-S", LAUNCHER, *self._launch_options()]
-        info_r = info_w = None
         prefix: list[str] = []
         if self.mode == "bwrap":
-            info_r, info_w = os.pipe()
-            prefix = bwrap_argv(status.bwrap or "bwrap", mounts, limits, info_w, cwd or WORK_DIR)
+            prefix = bwrap_argv(status.bwrap or "bwrap", mounts, limits, cwd or WORK_DIR)
         out_r, out_w = os.pipe()
         environment = sandbox_env(self.work, python_path=python_path() if mounts.python else None, extra=env)
         try:
@@ -90,22 +87,16 @@ class Sandbox:
                 stdout=out_w,
                 stderr=out_w,
                 env=environment,
-                pass_fds=(*pass_fds, *([info_w] if info_w is not None else [])),
+                pass_fds=tuple(pass_fds),
                 start_new_session=True,
                 cwd=str(cwd or self._unsafe_dir) if self._unsafe_dir is not None else "/",
             )
         except BaseException:
-            for fd in (out_r, info_r):
-                if fd is not None:
-                    os.close(fd)
+            os.close(out_r)
             self._release()
             raise
         finally:
-            for fd in (out_w, info_w):
-                if fd is not None:
-                    os.close(fd)
-        self._info_fd = info_r
-        self._init_pid: int | None = None
+            os.close(out_w)
         self.output = OutputCapture(out_r, limits.output_bytes, self._output_exceeded)
         WATCHDOG.watch(self)
 
@@ -119,47 +110,10 @@ class Sandbox:
             options += ["--rlimit", f"fsize={self.limits.file_bytes}"]
         return [*options, "--rlimit", "core=0"]
 
-    # -- reaching into the sandbox ------------------------------------------------------------------------
-
     @property
     def pid(self) -> int:
         """The host pid of the tree's first process (the process group leader)."""
         return self.proc.pid
-
-    def init_pid(self, timeout: float = 30.0) -> int:
-        """Host pid of the namespace's init (bubblewrap's ``child-pid``); the launcher's pid when unsandboxed.
-
-        Raises:
-            RuntimeError: bubblewrap reported nothing within ``timeout`` seconds (it failed to start).
-        """
-        if self._init_pid is None:
-            self._init_pid = self.proc.pid if self._info_fd is None else self._read_info(timeout)
-        return self._init_pid
-
-    def _read_info(self, timeout: float) -> int:
-        assert self._info_fd is not None
-        data, deadline = b"", time.monotonic() + timeout
-        try:
-            while b"}" not in data and time.monotonic() < deadline:
-                ready, _, _ = select.select([self._info_fd], [], [], max(0.0, deadline - time.monotonic()))
-                chunk = os.read(self._info_fd, 4096) if ready else b""
-                if ready and not chunk:
-                    break
-                data += chunk
-        finally:
-            os.close(self._info_fd)
-            self._info_fd = None
-        try:
-            return int(json.loads(data)["child-pid"])
-        except (ValueError, KeyError):
-            raise RuntimeError(f"bubblewrap did not start: {self.output.tail(500)}") from None
-
-    def host_path(self, inner: Path | str) -> Path:
-        """Where the service finds ``inner`` (a path as the sandbox sees it, under its work dir)."""
-        inner = Path(inner)
-        if self._unsafe_dir is not None:
-            return inner
-        return Path(f"/proc/{self.init_pid()}/root") / inner.relative_to("/")
 
     # -- limits -------------------------------------------------------------------------------------------
 
@@ -230,9 +184,6 @@ class Sandbox:
         self._finished = True
         WATCHDOG.forget(self)
         self.output.join()
-        if self._info_fd is not None:
-            os.close(self._info_fd)
-            self._info_fd = None
         self._release()
 
     def _release(self) -> None:

@@ -131,6 +131,8 @@ def run_tool(
                 runner = json.loads(line[len(RESULT_PREFIX) :])
             except ValueError:
                 runner = None
+            if not isinstance(runner, dict):  # the candidate printed this line as much as the runner did
+                runner = None
             break
     seconds = result.wall_ms / 1000.0
     return ToolRun(result.returncode, output, result.timed_out, seconds, result.sandbox, runner)

@@ -34,12 +34,24 @@ class SourceFile(TraceModel):
     path: NonEmptyStr
     """Relative POSIX path inside the solution (no absolute paths, no ``..``)."""
     content: str
-    """Full text of the file."""
+    """Full text of the file (valid Unicode: it is written as UTF-8, the bytes every tool then reads)."""
 
     @field_validator("path")
     @classmethod
     def _safe_path(cls, value: str) -> str:
         return check_relative_path(value)
+
+    @field_validator("path", "content")
+    @classmethod
+    def _utf8_text(cls, value: str) -> str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            line = value.count("\n", 0, exc.start) + 1
+            raise ValueError(
+                f"not valid Unicode text at line {line} (a lone surrogate); send UTF-8 text"
+            ) from None
+        return value
 
 
 class BuildSpec(TraceModel):

@@ -1,0 +1,114 @@
+"""The candidate attacks the trusted side through what it leaves behind, against a real `fibserve serve`.
+
+The sandbox holds the candidate in; these candidates instead prepare traps for the *service* (docs/security.md,
+"What the candidate leaves behind"): symbolic links where the service used to open the buffers it shares
+with the worker, and truncation of those buffers while the service has them mapped. The source policy is
+switched off by the operator config, so each attack reaches the trusted side's defences themselves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from fibserve.client import FIBServeClient
+from serve_helpers import VECTOR_ADD_SMALL, ServerProcess, triton_add_solution
+
+pytestmark = pytest.mark.slow
+
+VECTOR_ADD_LARGE = "55c949d1-0b81-5fe4-ad11-654f2cdd6637"
+"""The N=65536 workload of ``vector_add_f32``: a second workload, whose buffers are made after the import."""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("trusted-side")
+    config = root / "no-policy.yaml"
+    config.write_text("defaults:\n  enforce_source_policy: false\n")
+    server = ServerProcess(root / "state", ["--devices", "cpu"], env={"FIBSERVE_EVAL_CONFIG": str(config)})
+    server.start()
+    yield server
+    server.kill()
+
+
+def _python(name: str, body: str) -> dict:
+    solution = triton_add_solution(name, body)
+    solution["spec"]["language"] = "python"
+    return solution
+
+
+LINKS = """import os
+
+VICTIM = {victim!r}
+MISSING = {missing!r}
+# Every name the service ever used for a shared buffer or a handed-over build product in this /tmp.
+for slot in range(4):
+    for direction in ("in", "out"):
+        for name in ("x", "y", "z"):
+            target = VICTIM if name != "z" else MISSING
+            path = f"/tmp/buf-{{slot}}-{{direction}}-{{name}}.bin"
+            if not os.path.lexists(path):
+                os.symlink(target, path)
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
+
+
+def test_links_planted_by_the_candidate_lead_the_service_nowhere(server: ServerProcess, tmp_path: Path) -> None:
+    """Before: the service created and truncated its CPU buffer files through ``/proc/<pid>/root/tmp``, so
+    links planted there at import made it write input tensors into any host file (the task store
+    included). Now buffers are memfds the service made, and no path in the worker is ever opened."""
+    victim = tmp_path / "precious.sqlite3"
+    victim.write_bytes(b"precious data" * 100)
+    missing = tmp_path / "created-by-the-service"
+    body = LINKS.format(victim=str(victim), missing=str(missing))
+    with FIBServeClient(server.url) as client:
+        answer = client.wait(
+            client.submit_evaluate(_python("plants links", body), [VECTOR_ADD_SMALL, VECTOR_ADD_LARGE]),
+            timeout=300,
+        )
+    assert answer.status == "completed", answer.error
+    assert [t.evaluation.status.value for t in answer.traces] == ["PASSED", "PASSED"]
+    assert victim.read_bytes() == b"precious data" * 100
+    assert not missing.exists()
+
+
+TRUNCATE = """import glob
+import os
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+    # Shrink every buffer the service may have mapped: by the names it used to give them, by every open
+    # descriptor, and through /proc/self/map_files (the memfds this worker mapped).
+    for path in glob.glob("/tmp/buf-*.bin"):
+        os.truncate(path, 0)
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            os.ftruncate(int(fd), 0)
+        except OSError:
+            pass
+    for entry in os.listdir("/proc/self/map_files"):
+        try:
+            with open(f"/proc/self/map_files/{entry}", "r+b") as handle:
+                handle.truncate(0)
+        except OSError:
+            pass
+"""
+
+
+def test_buffers_truncated_by_the_candidate_cannot_kill_the_service(server: ServerProcess) -> None:
+    """Before: the service mapped the same tmpfs files as the worker, and a candidate that truncated them
+    after writing its outputs killed the whole service with SIGBUS (exit 135) when it read them. Now the
+    service's memfds are size-sealed: truncation fails, and the service answers and serves on."""
+    with FIBServeClient(server.url) as client:
+        answer = client.wait(client.submit_evaluate(_python("truncates", TRUNCATE), [VECTOR_ADD_SMALL]), timeout=300)
+        honest = client.wait(client.submit_evaluate(triton_add_solution(), [VECTOR_ADD_SMALL]), timeout=300)
+    assert server.proc is not None and server.proc.poll() is None, server.log()
+    assert answer.status == "completed", answer.error
+    assert answer.traces[0].evaluation.status.value == "PASSED"  # nothing shrank: the outputs stayed readable
+    assert honest.status == "completed" and honest.traces[0].evaluation.status.value == "PASSED"
+    assert httpx.get(server.url + "/health", timeout=10).status_code == 200
