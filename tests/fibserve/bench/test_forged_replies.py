@@ -37,8 +37,16 @@ FORGERIES = {
     "alloc error": ("alloc", '{"ok": False, "error": "out of memory (forged)"}', "out of memory (forged)"),
     "alloc malformed": ("alloc", '{"ok": True, "slots": "none"}', "reply to `alloc` is malformed"),
     "alloc too few": ("alloc", '{"ok": True, "slots": []}', "answered 0 slots where"),
-    "call status": ("call", '{"ok": False, "status": "PASSED", "error": "x"}', "reply to `call` is malformed"),
-    "call timings": ("call", '{"ok": True, "ms": ["fast"], "bound_ms": [], "overwrite_ms": []}', "reply to `call`"),
+    "call status": (
+        "call",
+        '{"ok": False, "status": "PASSED", "error": "x"}',
+        "reply to `call` is malformed",
+    ),
+    "call timings": (
+        "call",
+        '{"ok": True, "ms": ["fast"], "bound_ms": [], "overwrite_ms": []}',
+        "reply to `call`",
+    ),
     "call extra": (
         "call",
         '{"ok": True, "ms": [0.1], "bound_ms": [0.1], "overwrite_ms": [0.0], "speedup": 100}',
@@ -62,7 +70,11 @@ def evaluated(trace_set, tmp_path_factory: pytest.TempPathFactory) -> dict:
                     "name": name,
                     "definition": "vector_add_f32",
                     "author": "tests",
-                    "spec": {"language": "python", "target_hardware": ["cpu"], "entry_point": "kernel.py::run"},
+                    "spec": {
+                        "language": "python",
+                        "target_hardware": ["cpu"],
+                        "entry_point": "kernel.py::run",
+                    },
                     "sources": [{"path": "kernel.py", "content": PATCH.format(op=op, reply=reply)}],
                 }
             )

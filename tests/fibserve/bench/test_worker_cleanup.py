@@ -119,5 +119,7 @@ def test_a_cpu_worker_cannot_get_a_host_file_removed_by_copying_its_name_and_ino
     with Evaluator("cpu", warm_spare=False, config_path=config) as evaluator:
         report = evaluator.evaluate(definition, solution, [workload])
     inode = victim.stat().st_ino
-    assert f"holding {victim.name} as inode {inode} of {inode}" in report.traces[0].evaluation.log  # the attack's setup
+    assert (
+        f"holding {victim.name} as inode {inode} of {inode}" in report.traces[0].evaluation.log
+    )  # the attack's setup
     assert victim.exists() and victim.read_bytes() == b"another process's segment"

@@ -57,7 +57,9 @@ def run(x, y, z):
 """
 
 
-def test_links_planted_by_the_candidate_lead_the_service_nowhere(server: ServerProcess, tmp_path: Path) -> None:
+def test_links_planted_by_the_candidate_lead_the_service_nowhere(
+    server: ServerProcess, tmp_path: Path
+) -> None:
     """Before: the service created and truncated its CPU buffer files through ``/proc/<pid>/root/tmp``, so
     links planted there at import made it write input tensors into any host file (the task store
     included). Now buffers are memfds the service made, and no path in the worker is ever opened."""
@@ -105,7 +107,9 @@ def test_buffers_truncated_by_the_candidate_cannot_kill_the_service(server: Serv
     after writing its outputs killed the whole service with SIGBUS (exit 135) when it read them. Now the
     service's memfds are size-sealed: truncation fails, and the service answers and serves on."""
     with FIBServeClient(server.url) as client:
-        answer = client.wait(client.submit_evaluate(_python("truncates", TRUNCATE), [VECTOR_ADD_SMALL]), timeout=300)
+        answer = client.wait(
+            client.submit_evaluate(_python("truncates", TRUNCATE), [VECTOR_ADD_SMALL]), timeout=300
+        )
         honest = client.wait(client.submit_evaluate(triton_add_solution(), [VECTOR_ADD_SMALL]), timeout=300)
     assert server.proc is not None and server.proc.poll() is None, server.log()
     assert answer.status == "completed", answer.error

@@ -102,23 +102,41 @@ def judge(
     raise CandidateFailure(result.status, message, correctness, worker_dead=False)
 
 
+TORCH_AT_RUN_TIME = "python.torch-at-run-time"
+"""Rule id of PyTorch compute found while a Triton candidate ran (:mod:`fibserve.bench.torch_audit`)."""
+
+
 def check_correctness(
-    worker: WorkerProcess, slots: Slots, data: WorkloadData, config: EvalConfig, device: torch.device
+    worker: WorkerProcess,
+    slots: Slots,
+    data: WorkloadData,
+    config: EvalConfig,
+    device: torch.device,
+    *,
+    audit_torch: bool = False,
 ) -> tuple[ComparisonResult, float]:
-    """Run every input set through slot 0 and judge it; returns the last comparison and the call wall ms."""
+    """Run every input set through slot 0 and judge it; returns the last comparison and the call wall ms.
+
+    ``audit_torch`` (Triton candidates under the source policy): each call runs under the worker's PyTorch
+    operator audit, and a candidate whose own code ran PyTorch compute fails with COMPILE_ERROR and the
+    source-policy rule :data:`TORCH_AT_RUN_TIME`, naming the operators.
+
+    Raises:
+        CandidateFailure: the candidate failed, computed wrong values, changed its inputs or ran PyTorch
+            compute (see ``audit_torch``).
+    """
     result = None
     wall_ms = 0.0
     for k, inputs in enumerate(data.inputs):
         fill(slots, 0, inputs, device)
         poison(slots, 0, device)
         started = time.perf_counter()
-        worker_call(
-            worker,
-            {"slot": 0, "scalars": scalars(data, k), "timed": False},
-            config.timeouts.correctness,
-            f"correctness call, input set {k}",
-        )
+        what = f"correctness call, input set {k}"
+        request = {"slot": 0, "scalars": scalars(data, k), "timed": False, "audit_torch": audit_torch}
+        times = worker_call(worker, request, config.timeouts.correctness, what)
         wall_ms = (time.perf_counter() - started) * 1e3
+        if audit_torch:
+            _refuse_torch_compute(times.torch_ops, what)
         result = judge(slots, 0, data, k, config, "correctness")
         if config.check_input_mutation:
             mutated = [n for n, view in slots.inputs[0].items() if not bitwise_equal(view, inputs[n])]
@@ -133,3 +151,16 @@ def check_correctness(
                     worker_dead=False,
                 )
     return result, wall_ms
+
+
+def _refuse_torch_compute(ops: list[str] | None, what: str) -> None:
+    if ops is None:
+        raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: the worker did not report its audit")
+    if ops:
+        names = ", ".join(f"aten.{op}" for op in ops)
+        raise CandidateFailure(
+            EvaluationStatus.COMPILE_ERROR,
+            f"source policy / ABI check failed:\n[{TORCH_AT_RUN_TIME}] {what}: the solution's own code ran "
+            f"PyTorch operators ({names}), which this benchmark forbids in Triton solutions (operators and "
+            "tensor methods included); allocate with torch.empty and compute inside @triton.jit kernels.",
+        )

@@ -489,7 +489,10 @@ class EvaluationSession:
         """
         self.progress("phase", {"uuid": workload.uuid, "phase": "correctness"})
         t0 = time.monotonic()
-        result, call_ms = check_correctness(worker, slots, data, self.config, self.lane.device)
+        audit = self.language == "triton" and self.config.enforce_source_policy
+        result, call_ms = check_correctness(
+            worker, slots, data, self.config, self.lane.device, audit_torch=audit
+        )
         self._time("correctness", time.monotonic() - t0)
         extra = {"input_sets": len(data.inputs), "degenerate": data.degenerate.as_dict()}
         return correctness_of(result, self.config, extra), call_ms

@@ -20,12 +20,14 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   descriptor channel, which this worker maps (``{"kind": "fd"}``). The trusted side writes inputs and poison
   into these buffers and reads outputs back; nothing else crosses, and this process never sees reference
   outputs or the seed secret;
-* ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "repeat"}`` ->
+* ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "repeat",
+  "audit_torch"?}`` ->
   ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms", "persisting_l2_bytes": [...],
   "l2_gate"}`` or ``{"ok": false, "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in
   the failure, else null); ``persisting_l2_bytes`` is the persisting-L2 carve-out each timed call left (reset
   before the next, :mod:`fibserve.bench.l2_state`), ``l2_gate`` whether the overwrite was the gate kernel.
-  ``l2_plan`` is the trusted side's ``[passes, solo_ms, gate]``
+  ``audit_torch`` runs the candidate under :class:`fibserve.bench.torch_audit.TorchAudit` and adds the
+  ``torch_ops`` its own code ran to the reply. ``l2_plan`` is the trusted side's ``[passes, solo_ms, gate]``
   (:class:`fibserve.bench.timing.OverwritePlan`); for the three lists see
   :func:`fibserve.bench.timing.time_call`; ``post_ms`` is the untimed copy of a returned value into the
   outputs, which the trusted side discounts for the reference's twin only;
@@ -42,6 +44,7 @@ the candidate when loading).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import inspect
 import json
@@ -172,12 +175,18 @@ class Worker:
         args = self._args(slot, req.get("scalars") or {})
         outputs = slot["outputs"]
         returned: list[Any] = []
+        audit = None
+        if req.get("audit_torch"):
+            from fibserve.bench.torch_audit import TorchAudit
+
+            audit = TorchAudit()
 
         def once() -> None:
-            if self.dps:
-                self.fn(*args, *outputs)
-            else:
-                returned[:] = [self.fn(*args)]
+            with audit if audit is not None else contextlib.nullcontext():
+                if self.dps:
+                    self.fn(*args, *outputs)
+                else:
+                    returned[:] = [self.fn(*args)]
 
         times, bounds, overwrites = [], [], []
         flush = None
@@ -209,6 +218,7 @@ class Worker:
             "post_ms": post_ms,
             "persisting_l2_bytes": persisting,
             "l2_gate": flush is not None and flush.gate is not None,
+            "torch_ops": audit.ops if audit is not None else None,
         }
 
 
