@@ -32,3 +32,32 @@ def test_include_inside_comment_is_not_an_include() -> None:
 def test_unterminated_string_does_not_swallow_the_file() -> None:
     stripped = strip_c_source('const char* s = "oops\ncublasCreate(&h);\n')
     assert "cublasCreate(&h);" in stripped.code
+
+
+def test_includes_are_found_as_the_preprocessor_reads_them() -> None:
+    """Each of these was skipped by the include policy (the compiler's sandbox held, but the policy must see
+    what the preprocessor sees): after a comment, as a digraph or trigraph, as #import, spliced."""
+    source = (
+        '/* lead */ #include "/etc/hostname"\n'
+        "%:include </proc/self/environ>\n"
+        "??=include <../up.h>\n"
+        '#import "cublas_v2.h"\n'
+        "#inc\\\nlude <spliced.h>\n"
+        "  #  include_next <next.h>\n"
+        "// #include <commented.h>\n"
+        'const char* s = "#include <in_a_string.h>";\n'
+    )
+    stripped = strip_c_source(source)
+    assert stripped.includes == [
+        (1, "/etc/hostname"),
+        (2, "/proc/self/environ"),
+        (3, "../up.h"),
+        (4, "cublas_v2.h"),
+        (5, "spliced.h"),
+        (7, "next.h"),
+    ]
+
+
+def test_a_directive_without_a_header_name_is_a_computed_include() -> None:
+    stripped = strip_c_source("#define H <cublas_v2.h>\n/* x */ %:include H\n")
+    assert stripped.includes == [] and stripped.computed_includes == [(2, "H")]

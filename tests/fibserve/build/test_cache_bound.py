@@ -1,4 +1,5 @@
-"""The build cache stays under its size bound: least recently used builds go first, builds in use stay."""
+"""The build cache stays under its size bound, also under a burst: least recently used builds go first, however
+young; only builds in use (a lease is held) or being built stay. One build's products are bounded too."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fibserve.build import BuildStatus, build_solution, load_python_entry
-from fibserve.build.cache import IN_USE_S, BuildCache
+from fibserve.build.cache import BuildCache
 from fibserve.trace import Solution
 from filelock import FileLock
 
@@ -49,9 +50,11 @@ def bounded(monkeypatch: pytest.MonkeyPatch) -> int:
 def test_least_recently_used_builds_are_evicted_down_to_the_bound(tmp_path: Path, bounded: int) -> None:
     first, second, third = (build_solution(_python_solution(t), cache_dir=tmp_path) for t in "abc")
     assert all(b.status == BuildStatus.OK for b in (first, second, third))
-    _age(first.build_dir, IN_USE_S + 300)
-    _age(second.build_dir, IN_USE_S + 100)
-    _age(third.build_dir, IN_USE_S + 200)  # used after the first and before the second
+    for build in (first, second, third):
+        build.release()
+    _age(first.build_dir, 300)
+    _age(second.build_dir, 100)
+    _age(third.build_dir, 200)  # used after the first and before the second
     fourth = build_solution(_python_solution("d"), cache_dir=tmp_path)
     assert not Path(first.build_dir).exists() and not Path(third.build_dir).exists()
     assert Path(second.build_dir).exists() and Path(fourth.build_dir).exists()
@@ -60,18 +63,46 @@ def test_least_recently_used_builds_are_evicted_down_to_the_bound(tmp_path: Path
     assert not again.cached and load_python_entry(again)([1]) == [1]
 
 
+def test_a_burst_of_young_builds_keeps_the_bound(tmp_path: Path, bounded: int) -> None:
+    """Builds used seconds ago used to be kept whatever the bound (a burst of large builds grew the cache without
+    limit); now only builds someone still uses are kept."""
+    for tag in "abcdefgh":
+        build_solution(_python_solution(tag), cache_dir=tmp_path).release()  # used and let go at once
+        assert _cache_bytes(tmp_path) <= bounded
+
+
 def test_builds_in_use_or_locked_by_a_builder_are_kept_over_the_bound(tmp_path: Path, bounded: int) -> None:
-    recent = build_solution(_python_solution("recent"), cache_dir=tmp_path)
+    in_use = build_solution(_python_solution("in use"), cache_dir=tmp_path)  # its lease is held
     locked = build_solution(_python_solution("locked"), cache_dir=tmp_path)
     old = build_solution(_python_solution("old"), cache_dir=tmp_path)
-    _age(locked.build_dir, IN_USE_S + 100)
-    _age(old.build_dir, IN_USE_S + 100)
-    _age(recent.build_dir, IN_USE_S + 100)
-    assert build_solution(_python_solution("recent"), cache_dir=tmp_path).cached  # a hit marks it used
+    locked.release()
+    old.release()
     cache = BuildCache(tmp_path)
     with FileLock(str(cache.lock_path(locked.key))):  # another process is (re)building this key
         assert cache.evict() == [old.key]
-    assert Path(recent.build_dir).exists() and Path(locked.build_dir).exists()
+    assert Path(in_use.build_dir).exists() and Path(locked.build_dir).exists()
+    in_use.release()
+    assert in_use.key in BuildCache(tmp_path, max_bytes=0).evict() and not Path(in_use.build_dir).exists()
+
+
+def test_a_cache_hit_holds_a_lease_until_released(tmp_path: Path, bounded: int) -> None:
+    build_solution(_python_solution("hit"), cache_dir=tmp_path).release()
+    hit = build_solution(_python_solution("hit"), cache_dir=tmp_path)
+    assert hit.cached
+    cache = BuildCache(tmp_path, max_bytes=0)
+    assert cache.evict() == []
+    del hit  # dropping the result ends the lease as releasing it does
+    assert cache.evict() != []
+
+
+def test_a_build_whose_products_exceed_the_limit_fails_as_the_candidates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FIBSERVE_MAX_BUILD_MB", "1")
+    result = build_solution(_python_solution("huge", padding_kib=1200), cache_dir=tmp_path)
+    assert result.status == BuildStatus.COMPILE_ERROR
+    assert "more than the limit of 1 MiB per build" in result.log
+    assert _cache_bytes(tmp_path) < 64 * KIB  # only the record of why is kept
 
 
 def test_a_malformed_bound_is_an_error_naming_the_variable(

@@ -242,3 +242,17 @@ def test_a_computed_include_is_refused_and_ordinary_includes_pass() -> None:
     code = '#define F "/etc/hostname"\n#include F\n#include <cuda_bf16.h>\n#include "tiles/mma.cuh"\n'
     violations = check_policy(_cuda(code))
     assert [(v.rule, v.line) for v in violations] == [("cuda.include-path", 2)]
+
+
+@pytest.mark.parametrize(
+    "directive",
+    [
+        '/* x */ #include "/etc/hostname"',
+        "%:include </etc/hostname>",
+        '#import "/etc/hostname"',
+        "#incl\\\nude </etc/hostname>",
+    ],
+)
+def test_include_spellings_the_preprocessor_accepts_are_policed(directive: str) -> None:
+    violations = check_policy(_cuda(f"{directive}\nint x;\n"))
+    assert [v.rule for v in violations] == ["cuda.include-path"], directive

@@ -112,6 +112,8 @@ class EvaluationSession:
         self.arch = cand.cuda_arch(lane.capability)
         self.worker: WorkerProcess | None = None
         self.load: dict[str, Any] | None = None
+        self.build: Any = None
+        """The ``BuildResult``: its lease keeps the build in the cache while workers may still load it."""
         self._current: str | None = None
         """The uuid of the workload being evaluated."""
         self.twins = Comparators(
@@ -251,6 +253,7 @@ class EvaluationSession:
         report.build = (
             {**prepared.summary, "log": prepared.log[-8000:]} if prepared.summary or prepared.log else None
         )
+        self.build = prepared.result
         if prepared.task_error:
             report.task_error = prepared.task_error
             return None
@@ -294,6 +297,8 @@ class EvaluationSession:
         finally:
             self._discard()
             self.twins.discard()
+            if self.build is not None:
+                self.build.release()
             if self.twins.start_seconds:
                 self._time("reference_worker", self.twins.start_seconds)
         if report.workload_errors and report.task_error is None:

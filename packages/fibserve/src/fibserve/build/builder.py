@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,7 +11,7 @@ from filelock import FileLock, Timeout
 
 from fibserve.sandbox import BUILD_LIMITS, Limits, SandboxUnavailable
 
-from .cache import BuildCache, build_key
+from .cache import BuildCache, build_key, max_build_bytes, tree_bytes
 from .cuda import BASE_FLAGS, COMPILED_SUFFIXES, compile_tvm_ffi
 from .python_build import write_python_package
 from .result import BuildResult, BuildStatus
@@ -94,7 +95,8 @@ def build_solution(
     if (hit := cache.load(key)) is not None:
         hit.timings_ms = {"total": (time.perf_counter() - start) * 1000.0}
         return hit
-    limits = limits or BUILD_LIMITS.with_(cpu_s=int(timeout_s) + 1)
+    cap = max_build_bytes()
+    limits = limits or BUILD_LIMITS.with_(cpu_s=int(timeout_s) + 1, file_bytes=cap)
     lock = FileLock(str(_ensure_parent(cache.lock_path(key))), timeout=timeout_s + 120)
     try:
         with lock:
@@ -111,8 +113,10 @@ def build_solution(
                 **base,
             )
             _build_into(solution, staging, result, list(extra_flags or []), timeout_s, limits)
+            _bound_products(staging, result, cap)
             result.timings_ms["total"] = (time.perf_counter() - start) * 1000.0
             published = cache.publish(staging, result)
+            published.hold(cache.lease(key))  # before the key's lock goes: no deleter can come in between
         cache.evict()  # outside the key's lock: other builders of this key need not wait for it
         return published
     except Timeout:
@@ -123,6 +127,26 @@ def build_solution(
             log=f"timed out waiting for another build of the same solution (lock {cache.lock_path(key)})",
             **base,
         )
+
+
+def _bound_products(staging: Path, result: BuildResult, cap: int) -> None:
+    """Fail a build whose products exceed ``cap`` bytes (the candidate's COMPILE_ERROR, cached like one) and
+    delete them, keeping only the record of why."""
+    size = tree_bytes(staging)
+    if size <= cap:
+        return
+    for entry in staging.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    result.status, result.transient = BuildStatus.COMPILE_ERROR, False
+    result.library, result.ptx, result.cubins, result.package = None, [], [], None
+    result.log = (
+        f"the build wrote {size / 2**20:.0f} MiB, more than the limit of {cap / 2**20:.0f} MiB per build "
+        "(FIBSERVE_MAX_BUILD_MB): a kernel's library, PTX and cubins take a few MiB; do not embed files "
+        "(.incbin) or huge tables"
+    )
 
 
 def _ensure_parent(path: Path) -> Path:

@@ -1,46 +1,58 @@
-"""Strip comments and string literals from C/C++/CUDA source, keeping line numbers.
+"""Strip comments and string literals from C/C++/CUDA source, keeping line numbers; find the ``#include``s as
+the preprocessor does.
 
 The source policy must not reject a kernel because ``cublas`` appears in a comment or a log message, and it
 must not accept one because a call hides behind a macro line continuation. So the policy scans *code only*:
 this module replaces every comment and the contents of every string and character literal with spaces
-(newlines kept, so line numbers stay right) and returns ``#include`` targets separately, because a header name
-such as ``"cublas_v2.h"`` looks like a string literal but is code.
+(newlines kept, so line numbers stay right).
 
-Handled: ``//`` and ``/* */`` comments, backslash-newline continuations inside ``//`` comments (they extend
-the comment, as in the C standard's translation phase 2), escape sequences in ``"..."`` and ``'...'``,
-encoding prefixes (``u8``, ``u``, ``U``, ``L``) and C++11 raw strings ``R"delim( ... )delim"``.
-An apostrophe right after a letter or digit is a digit separator (``1'000``), not a character literal.
-Not handled: trigraphs, and a ``#include`` that follows a block comment on the same line.
+Include directives are found separately, from the text the preprocessor reads: after line splicing (a
+backslash at the end of a line joins the next, even inside ``#inc\\<newline>lude``), with the trigraph ``??=``
+and the digraph ``%:`` read as ``#``, and with comments replaced by a space (so ``/* x */ #include <y>`` is a
+directive). ``#include``, ``#include_next`` and ``#import`` (a GCC extension nvcc's host compiler accepts) all
+count. A directive's header is ``<...>``, ``"..."``, or anything else, which is a computed include.
 
-One compiled regular expression does the scan (about 1 ms for a 300-line kernel; a character loop in Python
-was ten times slower).
+Handled in comments and literals: ``//`` and ``/* */`` comments, escape sequences in ``"..."`` and ``'...'``,
+encoding prefixes (``u8``, ``u``, ``U``, ``L``) and C++11 raw strings ``R"delim( ... )delim"``. An apostrophe
+right after a letter or digit is a digit separator (``1'000``), not a character literal.
+
+One compiled regular expression does each scan (about 1 ms for a 300-line kernel; a character loop in Python
+was ten times slower). Source: ISO C++ [lex.phases] (phases 1-3) and [lex.digraph].
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
 _TOKENS = re.compile(
-    r"""(?P<include>^[ \t]*\#[ \t]*include[ \t]*[<"](?P<header>[^>"\n]*)[>"])
-      | (?P<line_comment>//(?:[^\\\n]|\\[\s\S])*)
+    r"""(?P<line_comment>//(?:[^\\\n]|\\[\s\S])*)
       | (?P<block_comment>/\*[\s\S]*?(?:\*/|\Z))
       | (?P<raw>(?<![\w])(?:u8|u|U|L)?R"(?P<delim>[^()\\\s]{0,16})\((?P<raw_body>[\s\S]*?)(?:\)(?P=delim)"|\Z))
       | (?P<string>"(?:[^"\\\n]|\\[\s\S])*"?)
       | (?P<char>(?<![\w])(?:u8|u|U|L)?'(?:[^'\\\n]|\\[\s\S])*'?)
     """,
-    re.MULTILINE | re.VERBOSE,
+    re.VERBOSE,
 )
+_SPLICE = re.compile(r"\\[ \t]*\n")
+"""A line splice (GCC also splices when spaces follow the backslash, with a warning)."""
+_DIRECTIVE = re.compile(
+    r"^[ \t]*(?:#|%:)[ \t]*(?:include_next|include|import)\b[ \t]*(?P<rest>.*)$", re.MULTILINE
+)
+_HEADER = re.compile(r"^(?:<(?P<angle>[^>\n]*)>|\"(?P<quote>[^\"\n]*)\")")
 
 
 @dataclass
 class StrippedSource:
-    """Code with comments and literal contents blanked, plus the ``#include`` directives found."""
+    """Code with comments and literal contents blanked, plus the include directives found."""
 
     code: str
     """Same length and line structure as the input; comments and literal contents are spaces."""
     includes: list[tuple[int, str]] = field(default_factory=list)
-    """``(line, header)`` for each ``#include`` directive outside comments; line numbers start at 1."""
+    """``(line, header)`` for each ``#include <h>`` or ``#include "h"`` directive; line numbers start at 1."""
+    computed_includes: list[tuple[int, str]] = field(default_factory=list)
+    """``(line, text)`` for each directive that names its header through a macro or anything else."""
 
     def line_of(self, offset: int) -> int:
         """1-based line number of character ``offset`` in :attr:`code`."""
@@ -52,26 +64,15 @@ def _blank(text: str) -> str:
     return "".join("\n" if ch == "\n" else " " for ch in text)
 
 
-def strip_c_source(source: str) -> StrippedSource:
-    """Blank comments and string/char literal contents in C/C++/CUDA ``source``.
-
-    Returns:
-        A :class:`StrippedSource` whose ``code`` has the same length as ``source``; quotes stay in place so
-        ``f("x")`` becomes ``f(" ")``.
-    """
-    includes: list[tuple[int, str]] = []
-    line, counted = 1, 0
+def _blank_tokens(source: str, *, literals: bool) -> str:
+    """``source`` with comments blanked, and with the contents of literals blanked too when ``literals``."""
 
     def replace(match: re.Match[str]) -> str:
-        nonlocal line, counted
         kind, text = match.lastgroup, match.group(0)
-        if kind == "include":
-            line += source.count("\n", counted, match.start())
-            counted = match.start()
-            includes.append((line, match.group("header").strip()))
-            return text
         if kind in ("line_comment", "block_comment"):
             return _blank(text)
+        if not literals:
+            return text
         if kind == "raw":
             body_start = match.start("raw_body") - match.start()
             body_end = match.end("raw_body") - match.start()
@@ -84,5 +85,41 @@ def strip_c_source(source: str) -> StrippedSource:
             text[: quote_at + 1] + _blank(body[:-1] if closed else body) + (text[quote_at] if closed else "")
         )
 
-    code = _TOKENS.sub(replace, source)
-    return StrippedSource(code=code, includes=includes)
+    return _TOKENS.sub(replace, source)
+
+
+def _directives(source: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """The include directives of ``source`` as the preprocessor reads them (see the module docstring)."""
+    text = source.replace("??=", "#").replace("??/", "\\")
+    splices: list[int] = []  # offsets in the spliced text where a physical newline was removed
+    pieces, last, length = [], 0, 0
+    for match in _SPLICE.finditer(text):
+        pieces.append(text[last : match.start()])
+        length += match.start() - last
+        splices.append(length)
+        last = match.end()
+    pieces.append(text[last:])
+    logical = _blank_tokens("".join(pieces), literals=False)
+    includes, computed = [], []
+    for match in _DIRECTIVE.finditer(logical):
+        line = logical.count("\n", 0, match.start()) + 1 + bisect.bisect_right(splices, match.start())
+        rest = match.group("rest").strip()
+        header = _HEADER.match(rest)
+        if header:
+            includes.append((line, (header.group("angle") or header.group("quote") or "").strip()))
+        else:
+            computed.append((line, rest))
+    return includes, computed
+
+
+def strip_c_source(source: str) -> StrippedSource:
+    """Blank comments and string/char literal contents in C/C++/CUDA ``source``, and find its includes.
+
+    Returns:
+        A :class:`StrippedSource` whose ``code`` has the same length as ``source``; quotes stay in place so
+        ``f("x")`` becomes ``f(" ")``.
+    """
+    includes, computed = _directives(source)
+    return StrippedSource(
+        code=_blank_tokens(source, literals=True), includes=includes, computed_includes=computed
+    )

@@ -1,4 +1,4 @@
-"""Build cache: one directory per key, filled once, safe under concurrent builders.
+"""Build cache: one directory per key, filled once, safe under concurrent builders, bounded under any load.
 
 Layout under the cache root (``FIBSERVE_CACHE_DIR``, default ``~/.cache/fibserve``)::
 
@@ -6,28 +6,32 @@ Layout under the cache root (``FIBSERVE_CACHE_DIR``, default ``~/.cache/fibserve
     builds/<key>.tmp-<id>/   a build in progress (renamed into place when done), or a timed-out build kept
                              for its log until the next build of the same key
     locks/<key>.lock         held while one process builds <key>; others wait, then read the result
+    locks/<key>.use          share-locked (``flock``) by every user of the finished build: a lease
 
 A directory only appears under its final name once ``result.json`` is complete, so a reader never sees half a
 build. Compile errors are cached (they are a function of the key); timeouts, infrastructure errors and compilers
 killed by a signal (a memory limit, say) are not.
 
 The cache is bounded (``FIBSERVE_CACHE_MAX_GB``, default 10 GiB): after each new build, the least recently
-used builds are deleted until the rest fit. The modification time of ``result.json`` is a build's last use
-(every cache hit touches it first). A build used within ``IN_USE_S`` is never deleted, since its user may still
-be loading its library or writing its analysis; nor is one whose lock a builder holds. A deleter takes the key's
-lock, renames the build out of place, and puts it back if a reader touched it in the meantime: a reader either
-sees the whole build (and has marked it used) or none, and then rebuilds under the lock.
+used builds are deleted until the rest fit, however young they are, except builds *in use*. A build is in use
+while someone holds its lease (:class:`BuildLease`): :func:`fibserve.build.build_solution` returns every
+result with a lease taken before the key's lock is let go, and the lease ends when the caller releases the
+result or drops it. A deleter takes the key's lock and the lease file exclusively (without waiting), renames
+the build out of place and deletes it; a reader takes the lease first and then looks, so it either holds the
+whole build or finds none and rebuilds under the lock. So the cache holds at most its bound plus the builds in
+use, each at most ``FIBSERVE_MAX_BUILD_MB`` (a burst of large builds cannot grow it further). The modification
+time of ``result.json`` is a build's last use (every cache hit touches it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
-import time
 import uuid
 from pathlib import Path
 
@@ -43,8 +47,9 @@ CACHE_FORMAT = 1
 DEFAULT_MAX_GB = 10.0
 """Default size bound of the cache (GiB), when ``FIBSERVE_CACHE_MAX_GB`` is not set."""
 
-IN_USE_S = 600.0
-"""A build used (built or read from the cache) this many seconds ago or less is never evicted."""
+DEFAULT_MAX_BUILD_MB = 256
+"""Default bound of one build's products (MiB), when ``FIBSERVE_MAX_BUILD_MB`` is not set: a kernel library with
+its PTX and cubins is a few MiB; an assembler ``.incbin`` of a toolkit library made one 846 MB build."""
 
 _SIZE_FILE = "size-bytes"
 """File in a finished build holding its size in bytes, so eviction need not walk every build."""
@@ -72,6 +77,36 @@ def default_max_bytes() -> int:
     return int(gib * 1024**3)
 
 
+def max_build_bytes() -> int:
+    """``FIBSERVE_MAX_BUILD_MB`` (MiB) in bytes, else ``DEFAULT_MAX_BUILD_MB``: the most one build may write.
+
+    Raises:
+        ValueError: the variable is not a positive integer.
+    """
+    env = os.environ.get("FIBSERVE_MAX_BUILD_MB")
+    try:
+        mib = int(env) if env else DEFAULT_MAX_BUILD_MB
+    except ValueError:
+        mib = -1
+    if mib <= 0:
+        raise ValueError(f"FIBSERVE_MAX_BUILD_MB={env!r} is not a positive number of MiB (e.g. 256)")
+    return mib << 20
+
+
+class BuildLease:
+    """A shared ``flock`` on a build's lease file: while any lease is held, the build is not evicted. Ends at
+    :meth:`release`, or when the object is garbage-collected (the descriptor closes)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "a+b")  # noqa: SIM115 (held for the lease's lifetime)
+        fcntl.flock(self._file.fileno(), fcntl.LOCK_SH)
+
+    def release(self) -> None:
+        """End the lease (idempotent)."""
+        self._file.close()
+
+
 def build_key(payload: dict[str, object]) -> str:
     """SHA-256 hex of the canonical JSON of ``payload`` (plus the cache format version)."""
     canonical = json.dumps({"format": CACHE_FORMAT, **payload}, sort_keys=True, separators=(",", ":"))
@@ -93,6 +128,10 @@ class BuildCache:
         """The lock file guarding ``key``."""
         return self.root / "locks" / f"{key}.lock"
 
+    def lease(self, key: str) -> BuildLease:
+        """Take a lease on ``key``'s build (waits while a deleter holds it); see the module docstring."""
+        return BuildLease(self.root / "locks" / f"{key}.use")
+
     def staging_dir(self, key: str) -> Path:
         """A fresh, empty directory to build ``key`` in. Call it holding the key's lock: earlier staging
         directories of the same key (a crashed builder, an unpublished timeout) are removed first."""
@@ -103,19 +142,18 @@ class BuildCache:
         return path
 
     def load(self, key: str) -> BuildResult | None:
-        """The cached result of ``key``, or None if there is none (or it is unreadable)."""
+        """The cached result of ``key`` holding a lease on it, or None if there is none (or it is unreadable)."""
         final = self.final_dir(key)
+        lease = self.lease(key)
         try:
-            os.utime(final / "result.json")  # marks the use before reading: see the module docstring
-            text = (final / "result.json").read_text()
-        except OSError:
-            return None
-        try:
-            result = BuildResult.model_validate_json(text)
-        except ValueError:
+            os.utime(final / "result.json")  # its last use, for the order of eviction
+            result = BuildResult.model_validate_json((final / "result.json").read_text())
+        except (OSError, ValueError):
+            lease.release()
             return None
         result.build_dir = str(final)
         result.cached = True
+        result.hold(lease)
         return result
 
     def publish(self, staging: Path, result: BuildResult) -> BuildResult:
@@ -129,7 +167,7 @@ class BuildCache:
             result.build_dir = str(final)
         (staging / "result.json").write_text(result.model_dump_json(indent=2))
         if cacheable:
-            (staging / _SIZE_FILE).write_text(str(_tree_bytes(staging)))
+            (staging / _SIZE_FILE).write_text(str(tree_bytes(staging)))
             if final.exists():  # a stale or unreadable build: replace it
                 shutil.rmtree(final, ignore_errors=True)
             os.replace(staging, final)
@@ -138,9 +176,9 @@ class BuildCache:
     def evict(self) -> list[str]:
         """Delete the least recently used builds until the cache holds at most ``max_bytes``.
 
-        Builds used within ``IN_USE_S`` and builds whose key lock is held are kept (the cache may then stay
-        above its bound for a while). Kept staging directories of unpublished builds (timeouts) count too and
-        go first once unused. One process evicts at a time; others skip.
+        Builds in use (a lease is held) and builds whose key lock a builder holds are kept; the others go,
+        however recently used. Kept staging directories of unpublished builds (timeouts) count too and go
+        first. One process evicts at a time; others skip.
 
         Returns:
             Names of the directories deleted under ``builds/`` (none when the cache cannot be read: that is
@@ -188,44 +226,35 @@ class BuildCache:
             return None
         try:
             if ".tmp-" in path.name:
-                return path.stat().st_mtime, path, _tree_bytes(path)
+                return path.stat().st_mtime, path, tree_bytes(path)
             used = (path / "result.json").stat().st_mtime
         except OSError:
             return None
         try:
             size = int((path / _SIZE_FILE).read_text())
         except (OSError, ValueError):
-            size = _tree_bytes(path)
+            size = tree_bytes(path)
         return used, path, size
 
     def _remove(self, path: Path) -> bool:
-        """Delete one build (or staging directory) unless it is in use; True when it was deleted."""
+        """Delete one build (or staging directory) unless a builder or a lease holds it; True when deleted."""
         key = path.name.split(".tmp-")[0]
         try:
             lock = FileLock(str(self._lock_file(key)), timeout=0).acquire()  # the builders' lock_path(key)
         except Timeout:
             return False  # a builder of this key is at work
-        with lock:
-            marker = path if ".tmp-" in path.name else path / "result.json"
-            if _recently_used(marker):
-                return False
+        with lock, open(self.root / "locks" / f"{key}.use", "a+b") as use:
+            try:
+                fcntl.flock(use.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # in use
             away = path.with_name(f"{path.name}.evict-{uuid.uuid4().hex[:12]}")
             try:
                 os.replace(path, away)
             except OSError:
                 return False
-            if _recently_used(away if ".tmp-" in path.name else away / "result.json"):
-                os.replace(away, path)  # a reader marked it used just before the rename: keep it
-                return False
         shutil.rmtree(away, ignore_errors=True)
         return True
-
-
-def _recently_used(marker: Path) -> bool:
-    try:
-        return time.time() - marker.stat().st_mtime < IN_USE_S
-    except OSError:
-        return False
 
 
 def _listdir(path: Path) -> list[Path]:
@@ -235,7 +264,7 @@ def _listdir(path: Path) -> list[Path]:
         return []
 
 
-def _tree_bytes(path: Path) -> int:
+def tree_bytes(path: Path) -> int:
     """Bytes of the regular files under ``path`` (symlinks not followed)."""
     total = 0
     for folder, _dirs, files in os.walk(path):

@@ -54,7 +54,6 @@ _DEPENDENCY: dict[str, re.Pattern[str]] = {
 }
 LIBRARY_NAMES: dict[str, str] = {"cublas": "cuBLAS/cuBLASLt", "cudnn": "cuDNN", "cutlass": "CUTLASS/CuTe"}
 _DYNAMIC_LOADING = re.compile(r"\b(dlopen|dlsym|dlvsym|dlmopen)\s*\(")
-_COMPUTED_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include(?:_next)?[ \t]*(?![<\"\s])(\S+)", re.MULTILINE)
 _C_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl")
 
 
@@ -75,13 +74,13 @@ def check_include_paths(path: str, source: str) -> list[PolicyViolation]:
                     "'/' and no '..'.",
                 )
             )
-    for match in _COMPUTED_INCLUDE.finditer(stripped.code):
+    for line, text in stripped.computed_includes:
         found.append(
             PolicyViolation(
                 rule="cuda.include-path",
                 file=path,
-                line=stripped.line_of(match.start()),
-                message=f"#include {match.group(1)} names its header through a macro; write the header name "
+                line=line,
+                message=f"#include {text} names its header through a macro; write the header name "
                 'itself (#include "file.cuh" or #include <header.h>).',
             )
         )

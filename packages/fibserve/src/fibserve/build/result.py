@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
 
 class BuildStatus(StrEnum):
@@ -67,6 +68,18 @@ class BuildResult(BaseModel):
     """True when the failure may not repeat (the compiler was killed by a signal); such results are not cached."""
     timings_ms: dict[str, float] = Field(default_factory=dict)
     """Milliseconds: ``compile`` (the compiler), ``total`` (including cache and file work)."""
+    _lease: Any = PrivateAttr(default=None)
+
+    def hold(self, lease: Any) -> None:
+        """Keep the build cache's lease on this build (:class:`fibserve.build.cache.BuildLease`) for as long as
+        this result lives or until :meth:`release`: the build is not evicted meanwhile."""
+        self._lease = lease
+
+    def release(self) -> None:
+        """Let the build cache evict this build again (idempotent; dropping the result does the same)."""
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

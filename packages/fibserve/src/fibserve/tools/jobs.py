@@ -148,6 +148,8 @@ def run_each(
                     extra_env=extra_env,
                 )
                 results.append(finished(workload, variant, run))
+        if prepared.build is not None:
+            prepared.build.release()
         return results
     finally:
         shutil.rmtree(job.scratch, ignore_errors=True)

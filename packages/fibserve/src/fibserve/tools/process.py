@@ -148,6 +148,8 @@ class PreparedCandidate:
     """Candidate-side failure (COMPILE_ERROR / TIMEOUT with its log) when it did not build."""
     infrastructure_error: str | None
     """Service-side failure (toolchain missing, builder crashed)."""
+    build: Any = None
+    """The ``BuildResult``, whose lease keeps the build in the cache while the tool runs read it."""
 
 
 def prepare_candidate(
@@ -167,7 +169,7 @@ def prepare_candidate(
     if prepared.load is None:
         status = prepared.status.value if prepared.status is not None else "COMPILE_ERROR"
         return PreparedCandidate(None, f"the candidate did not build ({status}):\n{prepared.log}", None)
-    return PreparedCandidate(prepared.load, None, None)
+    return PreparedCandidate(prepared.load, None, None, prepared.result)
 
 
 def write_request(workdir: Path, name: str, request: dict[str, Any]) -> Path:
