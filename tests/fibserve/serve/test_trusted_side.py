@@ -116,3 +116,66 @@ def test_buffers_truncated_by_the_candidate_cannot_kill_the_service(server: Serv
     assert answer.traces[0].evaluation.status.value == "PASSED"  # nothing shrank: the outputs stayed readable
     assert honest.status == "completed" and honest.traces[0].evaluation.status.value == "PASSED"
     assert httpx.get(server.url + "/health", timeout=10).status_code == 200
+
+
+SLEEPS = "import time\n\n\ndef run(x, y, z):\n    time.sleep(120)\n"
+
+
+def test_a_cancel_stops_a_call_that_is_still_running(server: ServerProcess) -> None:
+    """Before: a cancel flagged the task and waited for the candidate's call to return (up to its 60 s
+    correctness limit). Now the evaluation's workers are killed at once."""
+    import time
+
+    with FIBServeClient(server.url) as client:
+        task_id = client.submit_evaluate(_python("sleeps", SLEEPS), [VECTOR_ADD_SMALL])
+        deadline = time.monotonic() + 120
+        while client.task(task_id).status != "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(12)  # the worker has started and loaded the candidate: its call is sleeping now
+        started = time.monotonic()
+        client.cancel(task_id)
+        answer = client.wait(task_id, timeout=120)
+        took = time.monotonic() - started
+    assert answer.status == "failed" and answer.error is not None and answer.error.code == "cancelled"
+    assert took < 15, f"the cancel took {took:.1f} s"
+
+
+def test_a_timeout_beyond_the_servers_limit_is_refused(server: ServerProcess) -> None:
+    body = {"solution": triton_add_solution(), "workload_uuids": [VECTOR_ADD_SMALL], "timeout": 3600}
+    answer = httpx.post(server.url + "/evaluate", json=body, timeout=30)
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert (
+        error["code"] == "timeout_too_long"
+        and "600 s" in error["message"]
+        and "--max-timeout" in error["message"]
+    )
+    accepted = httpx.post(server.url + "/evaluate", json={**body, "timeout": 60}, timeout=30)
+    assert accepted.status_code == 202
+
+
+TOKEN = "fibserve-trusted-side-token-9c1e"
+
+
+def test_health_names_running_tasks_only_to_a_request_with_the_token(start_server, tmp_path: Path) -> None:
+    """A task id is a capability (read the answer, cancel the task): the unauthenticated /health used to list
+    every running one."""
+    import time
+
+    for args in ((), ("--token", TOKEN)):
+        server = start_server("--devices", "cpu", *args, state_dir=tmp_path / f"state{len(args)}")
+        with FIBServeClient(server.url, token=TOKEN if args else None) as client:
+            task_id = client.submit_evaluate(_python("sleeps", SLEEPS), [VECTOR_ADD_SMALL])
+            deadline, seen = time.monotonic() + 120, {}
+            while time.monotonic() < deadline and len(seen) < 2:
+                for name, headers in (
+                    ("anonymous", {}),
+                    ("with the token", {"Authorization": f"Bearer {TOKEN}"}),
+                ):
+                    workers = httpx.get(server.url + "/health", headers=headers, timeout=10).json()["workers"]
+                    seen.update({name: w["task_id"] for w in workers if w["busy"]})
+                time.sleep(0.2)
+            client.cancel(task_id)
+        server.kill()
+        expected = {"anonymous": None, "with the token": task_id if args else None}
+        assert seen == expected, (args, seen)

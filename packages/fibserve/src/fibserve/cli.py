@@ -126,6 +126,13 @@ def serve_command(
     task_ttl_s: Annotated[
         float, typer.Option("--task-ttl-s", help="Seconds finished answers are kept (default 7 days).")
     ] = 604800.0,
+    max_timeout: Annotated[
+        float,
+        typer.Option(
+            "--max-timeout",
+            help="Longest per-phase 'timeout' a request may ask for (seconds; more: HTTP 422).",
+        ),
+    ] = 600.0,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
     ray_address: Annotated[
         str | None,
@@ -163,6 +170,7 @@ def serve_command(
         "max_sources": max_sources,
         "max_source_mb": max_source_mb,
         "task_ttl_s": task_ttl_s,
+        "max_timeout_s": max_timeout,
         "unsafe_no_sandbox": unsafe_no_sandbox,
         "legacy": legacy,
     }

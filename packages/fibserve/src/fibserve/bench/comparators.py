@@ -85,6 +85,12 @@ class Comparators:
             if twin is not None:
                 twin.discard(reason)
 
+    def stop_now(self) -> None:
+        """Kill both twins' process trees at once, from any thread (a cancel); they are discarded later."""
+        for twin in (self.baseline_twin, self.reference_twin):
+            if twin is not None and (worker := twin.worker) is not None:
+                worker.sandbox.stop()
+
     @property
     def start_seconds(self) -> float:
         """Wall time spent packaging, acquiring and loading the twins (s)."""

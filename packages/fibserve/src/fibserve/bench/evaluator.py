@@ -106,6 +106,7 @@ class Evaluator:
         self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)
         self.scratch = Path(tempfile.mkdtemp(prefix="fibserve-bench-"))
         self._lock = threading.Lock()
+        self._session: EvaluationSession | None = None
         self.healthy = True
         """False once the trusted process's own CUDA context failed: the owner must replace this Evaluator."""
         self.device_name = snapshot(self.device).name
@@ -118,6 +119,13 @@ class Evaluator:
         self.pool.close()
         self.references.clear()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def cancel(self) -> None:
+        """Stop the running evaluation now, from another thread: its workers are killed in the middle of a call
+        (a candidate's call could otherwise run until its timeout). The evaluation then ends at its next check
+        of ``progress``; nothing happens when none is running."""
+        if (session := self._session) is not None:
+            session.stop_now()
 
     def __enter__(self) -> Evaluator:
         return self
@@ -171,9 +179,10 @@ class Evaluator:
                     # references may allocate on "the current device": make it ours in whatever thread calls us
                     scope = torch.cuda.device(self.device) if not self.cpu_mode else contextlib.nullcontext()
                     with scope:
-                        EvaluationSession(
+                        self._session = EvaluationSession(
                             self, report, definition, solution, list(workloads), progress, roots, baseline
-                        ).execute()
+                        )
+                        self._session.execute()
             except Exception as exc:  # the serving process never dies from an evaluation
                 report.task_error = f"internal error in the evaluator: {exc!r}"
                 if isinstance(exc, _ACCELERATOR_ERRORS):
@@ -181,6 +190,8 @@ class Evaluator:
                     report.notes.append(
                         "the evaluator's own CUDA context failed; this lane must be restarted (Evaluator.healthy is False)"
                     )
+            finally:
+                self._session = None
             report.notes.extend(n for n in self.pool.notes if n not in report.notes)
             report.device.end = snapshot(self.device)
             report.timings_s["total"] = time.monotonic() - started

@@ -304,6 +304,13 @@ class EvaluationSession:
         if report.workload_errors and report.task_error is None:
             report.task_error = "; ".join(f"{u}: {m}" for u, m in report.workload_errors.items())
 
+    def stop_now(self) -> None:
+        """Kill the candidate's and the twins' process trees at once, from any thread: a cancel reaches a call
+        that is still running (the lane's thread then sees the workers die and stops at its next check)."""
+        if (worker := self.worker) is not None:
+            worker.sandbox.stop()
+        self.twins.stop_now()
+
     def _discard(self, reason: str | None = None) -> None:
         """Retire the worker: killed at once after a failure (``reason``), else asked to exit gracefully."""
         if self.worker is not None:

@@ -1,4 +1,4 @@
-"""What a server admits beyond a valid request body: source limits and locked tolerances.
+"""What a server admits beyond a valid request body: source limits, time limits and locked tolerances.
 
 Both are settings of the server (``fibserve serve --max-sources``, ``--max-source-mb``, ``--locked-tolerances``),
 so they are checked here, after validation, with answers that name the field and the option.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from fibserve.trace import Solution
 
 from .errors import ApiError
-from .models import EvaluateRequest
+from .models import EvaluateRequest, ProfileRequest, SanitizeRequest
 from .settings import ServeSettings
 
 
@@ -38,6 +38,24 @@ def check_source_limits(solution: Solution, settings: ServeSettings) -> None:
             f"solution.sources holds {size} bytes; this server builds at most {settings.max_source_bytes} "
             f"({settings.max_source_mb:g} MiB, fibserve serve --max-source-mb)",
             {"field": "solution.sources", "bytes": size, "limit": settings.max_source_bytes},
+        )
+
+
+def check_timeout(
+    request: EvaluateRequest | SanitizeRequest | ProfileRequest, settings: ServeSettings
+) -> None:
+    """Refuse a ``timeout`` above this server's limit.
+
+    Raises:
+        ApiError: 422 ``timeout_too_long`` naming the field, the value and the limit.
+    """
+    if request.timeout is not None and request.timeout > settings.max_timeout_s:
+        raise ApiError(
+            422,
+            "timeout_too_long",
+            f"timeout {request.timeout:g} s is longer than this server allows ({settings.max_timeout_s:g} s, "
+            "fibserve serve --max-timeout): ask for less, or leave it out for the server's default",
+            {"field": "timeout", "value": request.timeout, "limit": settings.max_timeout_s},
         )
 
 

@@ -23,6 +23,7 @@ from fibserve.datasets.catalog import Catalog
 from fibserve.tools.executables import ToolPaths
 
 from . import routes
+from .compile_slots import FairSlots
 from .errors import GuardMiddleware, install_error_handlers
 from .models import ErrorBody
 from .scheduler import ResourceCloser, ResourceFactory, Scheduler, TaskHandler
@@ -116,7 +117,7 @@ def create_app(
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: ServerState = app.state.fib
     state.waiters = TaskWaiters(asyncio.get_running_loop())
-    state.compile_slots = asyncio.Semaphore(state.settings.compile_concurrency)
+    state.compile_slots = FairSlots(state.settings.compile_concurrency)
     requeued, failed = state.store.recover()
     state.requeued_at_start = requeued
     if requeued or failed:

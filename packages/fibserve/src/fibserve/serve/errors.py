@@ -156,7 +156,9 @@ async def _send_json(
 class GuardMiddleware:
     """Pure-ASGI guard in front of the app: bearer-token auth, then the request-body size limit.
 
-    Auth applies to every path except ``open_paths`` (health and docs). The body limit refuses a declared
+    Auth applies to every path except ``open_paths`` (health and docs); on those, ``scope["state"]
+    ["authenticated"]`` says whether the request carried the server's token anyway (``/health`` shows running
+    task ids only then; without a token configured, never). The body limit refuses a declared
     ``Content-Length`` above ``max_body_bytes`` before reading anything, and stops a chunked body as soon as
     it passes the limit; both answer 413.
     """
@@ -174,19 +176,24 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if self.token is not None and scope.get("path") not in self.open_paths:
-            given = headers.get(b"authorization", b"")
-            scheme, _, value = given.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token):
-                message = (
-                    "missing bearer token: send 'Authorization: Bearer <token>' (the server was started with --token)"
-                    if not given
-                    else "wrong bearer token: check the token the server was started with (--token or FIBSERVE_TOKEN)"
-                )
-                await _send_json(
-                    send, 401, error_body("unauthorized", message), [(b"www-authenticate", b"Bearer")]
-                )
-                return
+        given = headers.get(b"authorization", b"")
+        scheme, _, value = given.partition(b" ")
+        authenticated = (
+            self.token is not None
+            and scheme.lower() == b"bearer"
+            and hmac.compare_digest(value.strip(), self.token)
+        )
+        scope.setdefault("state", {})["authenticated"] = authenticated
+        if self.token is not None and scope.get("path") not in self.open_paths and not authenticated:
+            message = (
+                "missing bearer token: send 'Authorization: Bearer <token>' (the server was started with --token)"
+                if not given
+                else "wrong bearer token: check the token the server was started with (--token or FIBSERVE_TOKEN)"
+            )
+            await _send_json(
+                send, 401, error_body("unauthorized", message), [(b"www-authenticate", b"Bearer")]
+            )
+            return
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             await _send_json(send, 413, self._too_large(int(declared)))

@@ -212,7 +212,8 @@ class WorkerInfo(_Answer):
     busy: bool
     """Whether it is running a task now."""
     task_id: str | None = None
-    """The task it is running."""
+    """The task it is running; shown only to a request that carries the server's token (a task id lets its
+    holder read and cancel the task)."""
     detail: str | None = None
     """Why it is unhealthy."""
 

@@ -20,7 +20,7 @@ from fibserve.static_analysis import Analysis, check
 from fibserve.trace import Definition, Workload
 from fibserve.trace.legacy import as_legacy
 
-from .admission import check_source_limits, check_tolerances
+from .admission import check_source_limits, check_timeout, check_tolerances
 from .errors import ApiError
 from .models import (
     BatchRequest,
@@ -90,11 +90,14 @@ def _not_found(exc: NotFound) -> ApiError:
 
 
 @router.get("/health", response_model=HealthAnswer, tags=["service"])
-def health(state: State) -> HealthAnswer:
-    """Lanes, queue length and running count; needs no token."""
+def health(state: State, request: Request) -> HealthAnswer:
+    """Lanes, queue length and running count; needs no token. The running tasks' ids (with them anyone could
+    read or cancel another client's task) only to a request that carries the server's token."""
     from fibserve.sandbox import status as sandbox_status
 
     workers = [WorkerInfo(**w) for w in state.scheduler.health()] if state.scheduler else []
+    if not getattr(request.state, "authenticated", False):
+        workers = [w.model_copy(update={"task_id": None}) for w in workers]
     counts = state.store.counts()
     confinement = sandbox_status()
     return HealthAnswer(
@@ -156,6 +159,7 @@ def submit(
     """
     solution = request.solution
     check_source_limits(solution, state.settings)
+    check_timeout(request, state.settings)
     try:
         chosen = state.catalog.select(solution.definition, request.workload_uuids)
     except NotFound as exc:
@@ -210,8 +214,9 @@ def profile(request: ProfileRequest, state: State) -> SubmitAnswer:
 
 
 @router.post("/compile", response_model=Analysis, tags=["analysis"])
-async def compile_(request: CompileRequest, state: State) -> Any:
-    """Static analysis of a solution, answered directly: policy, compile log, PTX/SASS families, resources."""
+async def compile_(request: CompileRequest, state: State, http: Request) -> Any:
+    """Static analysis of a solution, answered directly: policy, compile log, PTX/SASS families, resources.
+    Slots are shared fairly between client addresses (:mod:`fibserve.serve.compile_slots`)."""
     check_source_limits(request.solution, state.settings)
     try:
         definition = state.catalog.definition(request.solution.definition)
@@ -219,7 +224,7 @@ async def compile_(request: CompileRequest, state: State) -> Any:
         raise _not_found(exc) from None
     solution = as_legacy(request.solution, definition) if state.settings.legacy else request.solution
     assert state.compile_slots is not None
-    async with state.compile_slots:
+    async with state.compile_slots.slot(http.client.host if http.client else "unknown"):
         try:
             analysis = await asyncio.wait_for(
                 asyncio.to_thread(

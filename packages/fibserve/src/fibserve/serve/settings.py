@@ -60,12 +60,16 @@ class ServeSettings(BaseModel):
     """Operator evaluation config (YAML with defaults/op_type/definitions) laid over the packaged defaults."""
     max_long_poll_s: float = Field(120.0, gt=0, le=3600)
     """Upper bound on ``GET /tasks/{id}?timeout=`` (seconds)."""
-    compile_concurrency: int = Field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2), ge=1)
-    """``POST /compile`` requests analysed at the same time (each may run nvcc and ptxas)."""
+    compile_concurrency: int = Field(default_factory=lambda: max(2, (os.cpu_count() or 2) // 2), ge=1)
+    """``POST /compile`` requests analysed at the same time (each may run nvcc and ptxas); one client holds at
+    most all but one of them (:mod:`fibserve.serve.compile_slots`)."""
     compile_timeout_s: float = Field(600.0, gt=0)
     """Time limit of one ``POST /compile`` (seconds)."""
     tool_timeout_s: float = Field(600.0, gt=0)
     """Default limit on one compute-sanitizer or ncu run when the request gives none (seconds)."""
+    max_timeout_s: float = Field(600.0, gt=0, le=3600)
+    """Longest ``timeout`` a request may ask for (seconds): a larger one is refused (422 ``timeout_too_long``),
+    so no client can hold a lane for an hour with one hanging candidate."""
     ray_address: str | None = None
     """Run the lanes on a Ray cluster (``serve --ray``): ``auto`` (``$RAY_ADDRESS``, or the cluster this host
     belongs to) or the head's ``host:port``. Each lane is an actor owning one GPU (``num_gpus=1``), or with

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 from fibserve.datasets.catalog import Catalog
 from fibserve.tools.executables import ToolPaths
 
+from .compile_slots import FairSlots
 from .scheduler import ResourceCloser, ResourceFactory, Scheduler, TaskHandler
 from .settings import ServeSettings
 from .store import TaskStore
@@ -32,5 +32,5 @@ class ServerState:
     closer: ResourceCloser | None
     scheduler: Scheduler | None = None
     waiters: TaskWaiters | None = None
-    compile_slots: asyncio.Semaphore | None = None
+    compile_slots: FairSlots | None = None
     requeued_at_start: list[str] = field(default_factory=list)

@@ -98,6 +98,10 @@ class TaskWork:
         def progress(*_args: Any, **_kwargs: Any) -> None:
             ctx.check()
 
+        ctx.on_interrupt(
+            lambda _reason: ctx.resources.cancel()
+        )  # kill a call still running, not just the next
+
         report = ctx.resources.evaluate(
             definition,
             request.solution,

@@ -1,0 +1,58 @@
+"""Fair ``POST /compile`` slots: no client's compiles can keep another client's waiting.
+
+A compile may run for minutes (a template-instantiation bomb ran until the time limit and held the only slot
+for 5 minutes while an honest compile waited). So one client (one peer address) holds at most ``total - 1``
+of the slots, always leaving one for anybody else, and waiting requests are admitted in turn by client (the
+least-served first) rather than first come, first served, so a client with many queued requests does not get
+all the slots that free up. Behind a proxy every client has the proxy's address: run the proxy per client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter, deque
+from collections.abc import AsyncIterator
+
+
+class FairSlots:
+    """``total`` concurrent compiles, shared fairly between client addresses (see the module docstring).
+
+    Create it inside the running event loop (it holds an ``asyncio.Condition``).
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self._running: Counter[str] = Counter()
+        self._waiting: deque[str] = deque()
+        self._changed = asyncio.Condition()
+
+    def _may_start(self, client: str) -> bool:
+        if sum(self._running.values()) >= self.total:
+            return False
+        cap = max(1, self.total - 1)
+        eligible = [c for c in dict.fromkeys(self._waiting) if self._running[c] < cap]
+        # take turns: the least-served eligible client first, then the earliest to arrive
+        return bool(eligible) and client == min(
+            eligible, key=lambda c: (self._running[c], self._waiting.index(c))
+        )
+
+    @contextlib.asynccontextmanager
+    async def slot(self, client: str) -> AsyncIterator[None]:
+        """Hold one slot for ``client`` (its peer address) while the block runs."""
+        async with self._changed:
+            self._waiting.append(client)
+            try:
+                await self._changed.wait_for(lambda: self._may_start(client))
+            finally:
+                self._waiting.remove(client)
+            self._running[client] += 1
+            self._changed.notify_all()
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._running[client] -= 1
+                if not self._running[client]:
+                    del self._running[client]
+                self._changed.notify_all()

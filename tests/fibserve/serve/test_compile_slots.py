@@ -1,0 +1,45 @@
+"""``POST /compile`` slots are fair between clients (:mod:`fibserve.serve.compile_slots`).
+
+A template-instantiation bomb held the only compile slot for 5 minutes while an honest compile waited. Now one
+client holds at most all slots but one, and waiting clients take turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fibserve.serve.compile_slots import FairSlots
+
+
+async def _scenario(total: int, arrivals: list[str], hold_s: float = 0.3) -> list[str]:
+    """Each arrival (a client name, 10 ms apart) holds a slot for ``hold_s``; returns the order they started."""
+    slots = FairSlots(total)
+    started: list[str] = []
+
+    async def compile_(client: str) -> None:
+        async with slots.slot(client):
+            started.append(client)
+            await asyncio.sleep(hold_s)
+
+    tasks = []
+    for client in arrivals:
+        tasks.append(asyncio.create_task(compile_(client)))
+        await asyncio.sleep(0.01)
+    await asyncio.gather(*tasks)
+    return started
+
+
+def test_one_client_never_takes_the_last_slot() -> None:
+    """Four bombs from one client, then an honest compile: it starts second, not after the bombs."""
+    started = asyncio.run(_scenario(2, ["bomber"] * 4 + ["honest"]))
+    assert started[:2] == ["bomber", "honest"]
+
+
+def test_waiting_clients_take_turns() -> None:
+    started = asyncio.run(_scenario(3, ["a", "a", "a", "a", "b", "b", "c"], hold_s=0.2))
+    assert started[:3] == ["a", "a", "b"]  # a holds at most 2 of 3
+    assert started.index("c") < started.index("b", 3)  # c, with nothing running, goes before b's second
+
+
+def test_a_lone_client_still_uses_all_but_one_slot() -> None:
+    assert asyncio.run(_scenario(3, ["solo"] * 3)) == ["solo"] * 3
