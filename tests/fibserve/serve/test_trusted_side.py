@@ -173,7 +173,8 @@ def test_health_names_running_tasks_only_to_a_request_with_the_token(start_serve
                     ("with the token", {"Authorization": f"Bearer {TOKEN}"}),
                 ):
                     workers = httpx.get(server.url + "/health", headers=headers, timeout=10).json()["workers"]
-                    seen.update({name: w["task_id"] for w in workers if w["busy"]})
+                    for worker in (w for w in workers if w["busy"]):
+                        seen[name] = worker["task_id"]
                 time.sleep(0.2)
             client.cancel(task_id)
         server.kill()
