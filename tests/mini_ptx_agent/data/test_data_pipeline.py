@@ -1,0 +1,183 @@
+"""Fixit and KernelGen end to end on a real experiment: the experiment runner against a real FIBServe on
+127.0.0.1 (one CPU lane, the float32 CI definitions under the Triton interpreter) and the scripted models on an
+OpenAI-compatible server; the repair and reasoning models are scripted too, and every repair is evaluated by the
+same FIBServe.
+
+The experiment: vector_add_f32 and softmax_rows_f32 x ``scripted/good`` (a correct kernel every turn) and
+``scripted/broken`` (no code, then a kernel that does not compile, then a wrong one) x 3 turns. A copy of one
+trajectory flagged as a demo replay is given as a further source and must be skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from mini_ptx_agent.data.mining import mine_failures, mine_kernels
+from mini_ptx_agent.data.pairs import make_pairs
+from mini_ptx_agent.data.reasoning import write_reasoning
+from mini_ptx_agent.data.repair import repair_failures
+from mini_ptx_agent.data.sft import build_sft
+from mini_ptx_agent.experiments.config import ExperimentConfig
+from mini_ptx_agent.experiments.launch import run_experiment
+from mini_ptx_agent.service import EmbeddedService
+from scripted_kernels import BROKEN_MODEL, GOOD, GOOD_MODEL
+from scripted_model import ScriptedOpenAIServer
+from scripted_teachers import REASONING_MODEL, REASONING_TEXT, REPAIR_MODEL, TEACHERS
+
+pytestmark = pytest.mark.slow
+
+SECRETS = {"OPENAI_API_KEY": "sk-data-SECRET-0123456789", "TINKER_API_KEY": "tml-data-SECRET-987654"}
+
+
+@pytest.fixture(scope="module")
+def fibserve() -> Iterator[str]:
+    with EmbeddedService(devices=["cpu"]) as service:
+        yield service.url
+
+
+@pytest.fixture(scope="module")
+def models() -> Iterator[ScriptedOpenAIServer]:
+    with ScriptedOpenAIServer(respond=TEACHERS) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def experiment(fibserve: str, models: ScriptedOpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("data") / "experiment"
+    config = ExperimentConfig.model_validate(
+        {
+            "name": "data", "definitions": ["vector_add_f32", "softmax_rows_f32"], "workloads": 1,
+            "languages": ["triton"], "prompt_tags": ["triton-hopper"], "models": [GOOD_MODEL, BROKEN_MODEL],
+            "num_turns": 3, "concurrency": 4, "models_config": {"retry": {"max_attempts": 1}},
+        }
+    )  # fmt: skip
+    result = run_experiment(config, output=root, service_url=fibserve, model_host=models.host_port)
+    assert result.finished == 4, result
+    return root
+
+
+def demo_copy(experiment: Path, where: Path) -> Path:
+    """One broken trajectory's run directory, copied and flagged as a demo replay in its plan only."""
+    run = next((experiment / "runs").glob("softmax_rows_f32.*scripted-broken*"))
+    copy = where / "demo-run"
+    shutil.copytree(run, copy)
+    plan = json.loads((copy / "plan.json").read_text())
+    (copy / "plan.json").write_text(json.dumps(plan | {"demo": True}))
+    return copy
+
+
+def test_fixit_end_to_end(
+    experiment: Path, fibserve: str, models: ScriptedOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    work = tmp_path / "fixit"
+    selection = mine_failures([experiment, demo_copy(experiment, tmp_path)], work / "failures")
+    assert selection["demo_trajectories_skipped"] == 1 and selection["trajectories"] == 5
+    assert selection["by_class"] == {"compile": 2, "incorrect": 2}
+    assert selection["selected"] == 4
+    failures = [json.loads(line) for line in (work / "failures" / "failures.jsonl").read_text().splitlines()]
+    for failure in failures:
+        provenance = failure["provenance"]
+        assert (Path(provenance["source_dir"]) / provenance["evaluation"]).is_file()
+        assert provenance["model"] == BROKEN_MODEL and provenance["turn"] in (2, 3)
+        assert failure["error_log"].startswith("Evaluation of your kernel") and "VERDICT" in failure["error_log"]
+
+    estimate = repair_failures(work / "failures", work / "repairs", model=REPAIR_MODEL, dry_run=True)
+    assert (estimate.calls, estimate.evaluations) == (4, 4) and estimate.prompt_tokens > 4 * 2000
+    asked = len(models.answered)
+    result = repair_failures(
+        work / "failures", work / "repairs", model=REPAIR_MODEL, model_host=models.host_port, service_url=fibserve
+    )
+    assert (result.called, result.repairs, result.passed, result.failed) == (4, 4, 3, {})
+    assert len(models.answered) - asked == 4
+    again = repair_failures(
+        work / "failures", work / "repairs", model=REPAIR_MODEL, model_host=models.host_port, service_url=fibserve
+    )
+    assert again.called == 0 and len(models.answered) - asked == 4  # nothing is asked twice
+
+    summary = make_pairs(work / "repairs", work / "pairs")
+    assert summary["pairs"] == 3 and summary["dropped"] == {"not_passed": 1}
+    card = build_sft("fixit", work / "pairs", work / "sft")
+    assert card["rows"] == 3 and card["by_class"] == {"compile": 1, "incorrect": 2}
+    rows = [json.loads(line) for line in (work / "sft" / "sft.jsonl").read_text().splitlines()]
+    for row in rows:
+        assert row["format"] == "ptxbench.sft/1" and row["recipe"] == "fixit"
+        assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant", "user", "assistant"]
+        assert row["loss_mask"] == [0, 0, 0, 0, 1]
+        final = row["messages"][-1]["content"]
+        assert final.startswith("<think>\n") and "</think>" in final
+        assert GOOD[row["provenance"]["definition"]].strip() in final
+        assert row["fix"]["status"] == "PASSED" and Path(row["fix"]["repair_record"]).is_file()
+        assert row["kernel_hash"] == row["fix"]["kernel_hash"] != row["provenance"]["kernel_hash"]
+        assert row["tokens"]["total"] == row["tokens"]["prompt"] + row["tokens"]["completion"]
+    table = pq.read_table(work / "sft" / "sft.parquet").to_pylist()
+    assert [r["id"] for r in table] == [r["id"] for r in rows]
+    assert table[0]["messages"] == rows[0]["messages"] and table[0]["loss_mask"] == rows[0]["loss_mask"]
+    assert "README.md" in {p.name for p in (work / "sft").iterdir()}
+
+    small = build_sft("fixit", work / "pairs", tmp_path / "small", max_tokens=100)
+    assert small["rows"] == 0 and small["left_out"] == {"over_token_cap": 3}
+    for path in work.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes().decode("utf-8", "replace")
+            assert not any(secret in text for secret in SECRETS.values()), path
+
+
+def test_flagged_fixes_are_labelled_and_left_out(experiment: Path, fibserve: str, models: ScriptedOpenAIServer,
+                                                 tmp_path: Path) -> None:  # fmt: skip
+    """A fix whose evaluation carries the roofline flag (as FIBServe writes it) is kept in pairs.jsonl with its
+    flag, and left out of the SFT rows unless --include-flagged."""
+    work = tmp_path / "fixit"
+    mine_failures([experiment], work / "failures", classes=["incorrect"], limit=1)
+    repair_failures(
+        work / "failures", work / "repairs", model=REPAIR_MODEL, model_host=models.host_port, service_url=fibserve
+    )
+    path = work / "repairs" / "repairs.jsonl"
+    entry = json.loads(path.read_text())
+    evaluation = entry["report"]["traces"][0]["evaluation"]
+    evaluation["correctness"]["extra"]["plausibility"] = {
+        "device_model": "H200", "floor_ms": 0.01, "latency_ms": 0.001, "flagged": True,
+    }  # fmt: skip
+    path.write_text(json.dumps(entry) + "\n")
+    assert make_pairs(work / "repairs", work / "pairs")["flagged"] == 1
+    pair = json.loads((work / "pairs" / "pairs.jsonl").read_text())
+    assert [f["kind"] for f in pair["flags"]] == ["implausible"]
+    card = build_sft("fixit", work / "pairs", work / "sft")
+    assert card["rows"] == 0 and card["left_out"] == {"flagged": 1, "flagged:implausible": 1}
+    kept = build_sft("fixit", work / "pairs", work / "sft-all", include_flagged=True)
+    assert kept["rows"] == 1
+    row = json.loads((work / "sft-all" / "sft.jsonl").read_text())
+    assert row["flags"][0]["kind"] == "implausible"
+
+
+def test_kernelgen_end_to_end(experiment: Path, models: ScriptedOpenAIServer, tmp_path: Path) -> None:
+    work = tmp_path / "kernelgen"
+    selection = mine_kernels([experiment], work / "kernels")
+    assert selection["selected"] == 2 and selection["dropped"] == {"repeated_kernel": 4}
+    asked = len(models.answered)
+    result = write_reasoning(work / "kernels", work / "reasoning", model=REASONING_MODEL, model_host=models.host_port)
+    assert (result.called, result.written, result.empty) == (2, 2, 0)
+    card = build_sft("kernelgen", work / "reasoning", work / "sft")
+    assert card["rows"] == 2 and card["by_model"] == {GOOD_MODEL: 2}
+    assert card["by_teacher_model"] == {REASONING_MODEL: 2}
+    rows = [json.loads(line) for line in (work / "sft" / "sft.jsonl").read_text().splitlines()]
+    assert Counter(r["provenance"]["definition"] for r in rows) == {"vector_add_f32": 1, "softmax_rows_f32": 1}
+    for row in rows:
+        assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+        assert row["loss_mask"] == [0, 0, 1]
+        final = row["messages"][-1]["content"]
+        assert final.startswith(f"<think>\n{REASONING_TEXT}\n</think>\n\n```python\n")
+        assert row["provenance"]["status"] == "PASSED" and row["fix"] is None
+    assert write_reasoning(work / "kernels", work / "reasoning", model=REASONING_MODEL,
+                           model_host=models.host_port).called == 0  # fmt: skip
+    assert len(models.answered) - asked == 2
+    config = yaml.safe_load((experiment / "plan.json").read_text())
+    assert config["config_hash"] == rows[0]["provenance"]["config_hash"]
