@@ -19,8 +19,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent.parent / "experiments"))
 sys.path.insert(0, str(Path(__file__).parent.parent / "agent"))
 
-from scripted_kernels import BROKEN, GOOD, RESPOND, definition_of  # noqa: E402
-from scripted_model import ScriptedOpenAIServer  # noqa: E402
+from scripted_kernels import BROKEN, GOOD, RESPOND, definition_of
+from scripted_model import ScriptedOpenAIServer
 
 REPAIR_MODEL = "scripted/repair"
 REASONING_MODEL = "scripted/reasoning"

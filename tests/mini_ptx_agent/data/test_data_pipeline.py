@@ -74,7 +74,11 @@ def demo_copy(experiment: Path, where: Path) -> Path:
 
 
 def test_fixit_end_to_end(
-    experiment: Path, fibserve: str, models: ScriptedOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    experiment: Path,
+    fibserve: str,
+    models: ScriptedOpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
@@ -88,18 +92,28 @@ def test_fixit_end_to_end(
         provenance = failure["provenance"]
         assert (Path(provenance["source_dir"]) / provenance["evaluation"]).is_file()
         assert provenance["model"] == BROKEN_MODEL and provenance["turn"] in (2, 3)
-        assert failure["error_log"].startswith("Evaluation of your kernel") and "VERDICT" in failure["error_log"]
+        assert (
+            failure["error_log"].startswith("Evaluation of your kernel") and "VERDICT" in failure["error_log"]
+        )
 
     estimate = repair_failures(work / "failures", work / "repairs", model=REPAIR_MODEL, dry_run=True)
     assert (estimate.calls, estimate.evaluations) == (4, 4) and estimate.prompt_tokens > 4 * 2000
     asked = len(models.answered)
     result = repair_failures(
-        work / "failures", work / "repairs", model=REPAIR_MODEL, model_host=models.host_port, service_url=fibserve
+        work / "failures",
+        work / "repairs",
+        model=REPAIR_MODEL,
+        model_host=models.host_port,
+        service_url=fibserve,
     )
     assert (result.called, result.repairs, result.passed, result.failed) == (4, 4, 3, {})
     assert len(models.answered) - asked == 4
     again = repair_failures(
-        work / "failures", work / "repairs", model=REPAIR_MODEL, model_host=models.host_port, service_url=fibserve
+        work / "failures",
+        work / "repairs",
+        model=REPAIR_MODEL,
+        model_host=models.host_port,
+        service_url=fibserve,
     )
     assert again.called == 0 and len(models.answered) - asked == 4  # nothing is asked twice
 
@@ -138,7 +152,11 @@ def test_flagged_fixes_are_labelled_and_left_out(experiment: Path, fibserve: str
     work = tmp_path / "fixit"
     mine_failures([experiment], work / "failures", classes=["incorrect"], limit=1)
     repair_failures(
-        work / "failures", work / "repairs", model=REPAIR_MODEL, model_host=models.host_port, service_url=fibserve
+        work / "failures",
+        work / "repairs",
+        model=REPAIR_MODEL,
+        model_host=models.host_port,
+        service_url=fibserve,
     )
     path = work / "repairs" / "repairs.jsonl"
     entry = json.loads(path.read_text())
@@ -163,13 +181,18 @@ def test_kernelgen_end_to_end(experiment: Path, models: ScriptedOpenAIServer, tm
     selection = mine_kernels([experiment], work / "kernels")
     assert selection["selected"] == 2 and selection["dropped"] == {"repeated_kernel": 4}
     asked = len(models.answered)
-    result = write_reasoning(work / "kernels", work / "reasoning", model=REASONING_MODEL, model_host=models.host_port)
+    result = write_reasoning(
+        work / "kernels", work / "reasoning", model=REASONING_MODEL, model_host=models.host_port
+    )
     assert (result.called, result.written, result.empty) == (2, 2, 0)
     card = build_sft("kernelgen", work / "reasoning", work / "sft")
     assert card["rows"] == 2 and card["by_model"] == {GOOD_MODEL: 2}
     assert card["by_teacher_model"] == {REASONING_MODEL: 2}
     rows = [json.loads(line) for line in (work / "sft" / "sft.jsonl").read_text().splitlines()]
-    assert Counter(r["provenance"]["definition"] for r in rows) == {"vector_add_f32": 1, "softmax_rows_f32": 1}
+    assert Counter(r["provenance"]["definition"] for r in rows) == {
+        "vector_add_f32": 1,
+        "softmax_rows_f32": 1,
+    }
     for row in rows:
         assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
         assert row["loss_mask"] == [0, 0, 1]

@@ -238,3 +238,80 @@ def sft_command(
     except _bad_input() as exc:
         raise _fail(str(exc)) from None
     _finish(card, as_json)
+
+
+train_app = typer.Typer(
+    name="train",
+    help=(
+        "Fine-tune on Tinker from an SFT dataset (the optional `training` extra: uv sync --all-packages --extra "
+        "training). Needs TINKER_API_KEY in the environment or a git-ignored .env; the key is never written."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+)
+BaseUrl = Annotated[
+    str | None,
+    typer.Option("--base-url", help="The Tinker API; default $TINKER_BASE_URL, else Tinker's own."),
+]
+
+
+def _training_errors() -> tuple[type[Exception], ...]:
+    from .training import TrainingAPIError, TrainingSetupError
+
+    return (TrainingSetupError, TrainingAPIError)
+
+
+@train_app.command("sft")
+def train_sft_command(
+    dataset: Annotated[Path, typer.Argument(help="The directory of `ptxbench data sft` (or its sft.jsonl).")],
+    log_dir: Annotated[
+        Path, typer.Option("--log-dir", help="Metrics and checkpoint records; the same directory resumes.")
+    ],
+    base_model: Annotated[str, typer.Option("--base-model", help="The model Tinker fine-tunes (LoRA).")] = (
+        "Qwen/Qwen3-8B"
+    ),
+    renderer: Annotated[
+        str | None,
+        typer.Option("--renderer", help="The cookbook's chat renderer; default: its recommendation."),
+    ] = None,
+    lora_rank: Annotated[int, typer.Option("--lora-rank", min=1)] = 32,
+    learning_rate: Annotated[float, typer.Option("--learning-rate", min=0.0)] = 1e-4,
+    epochs: Annotated[int, typer.Option("--epochs", min=1)] = 1,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 8,
+    max_length: Annotated[
+        int, typer.Option("--max-length", min=1, help="Tokens per row, base tokenizer.")
+    ] = 32768,
+    base_url: BaseUrl = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start (or resume) a Tinker SFT run on DATASET, the loss on each row's final assistant message."""
+    from .training import SFTRunConfig, start_sft
+
+    try:
+        config = SFTRunConfig(
+            dataset=dataset, log_dir=log_dir, base_model=base_model, renderer=renderer, lora_rank=lora_rank,
+            learning_rate=learning_rate, epochs=epochs, batch_size=batch_size, max_length=max_length,
+            base_url=base_url,
+        )  # fmt: skip
+        run = start_sft(config)
+    except _training_errors() as exc:
+        raise _fail(str(exc)) from None
+    _print(run, as_json)
+
+
+@train_app.command("export")
+def train_export_command(
+    source: Annotated[
+        str, typer.Argument(help="A log directory of `train sft`, or a tinker:// checkpoint path.")
+    ],
+    output: Output,
+    base_url: BaseUrl = None,
+) -> None:
+    """Download a run's last sampler checkpoint (or the tinker:// path given) into OUTPUT."""
+    from .training import export_checkpoint
+
+    try:
+        path = export_checkpoint(source, output, base_url=base_url)
+    except _training_errors() as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"checkpoint written to {path}")
