@@ -11,7 +11,12 @@ trajectory flagged as a demo replay is given as a further source and must be ski
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +32,14 @@ from mini_ptx_agent.data.sft import build_sft
 from mini_ptx_agent.experiments.config import ExperimentConfig
 from mini_ptx_agent.experiments.launch import run_experiment
 from mini_ptx_agent.service import EmbeddedService
+from run_cli import CLEARED
 from scripted_kernels import BROKEN_MODEL, GOOD, GOOD_MODEL
 from scripted_model import ScriptedOpenAIServer
 from scripted_teachers import REASONING_MODEL, REASONING_TEXT, REPAIR_MODEL, TEACHERS
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[3]
+PTXBENCH = Path(sys.executable).parent / "ptxbench"
 
 SECRETS = {"OPENAI_API_KEY": "sk-data-SECRET-0123456789", "TINKER_API_KEY": "tml-data-SECRET-987654"}
 
@@ -204,3 +212,49 @@ def test_kernelgen_end_to_end(experiment: Path, models: ScriptedOpenAIServer, tm
     assert len(models.answered) - asked == 2
     config = yaml.safe_load((experiment / "plan.json").read_text())
     assert config["config_hash"] == rows[0]["provenance"]["config_hash"]
+
+
+def script(name: str, *args: str, env: dict[str, str]) -> subprocess.Popen:
+    cleared = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    return subprocess.Popen(
+        ["bash", str(ROOT / "scripts" / name), *args], env=cleared | env | {"PTXBENCH": str(PTXBENCH)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def test_reproduce_scripts_survive_a_kill_and_repeat_no_model_call(
+    experiment: Path, fibserve: str, models: ScriptedOpenAIServer, tmp_path: Path
+) -> None:
+    """reproduce_fixit.sh killed (SIGKILL to its whole process group) after its first journaled repair, then
+    run again: every failure's repair is asked exactly once; reproduce_kernelgen.sh the same way, once."""
+    env = {"SERVICE_URL": fibserve, "ACCRL_MODEL_HOST": models.host_port, "REPAIR_MODEL": REPAIR_MODEL,
+           "REASONING_MODEL": REASONING_MODEL, "REPAIR_ARGS": "--concurrency 1"}  # fmt: skip
+    work = tmp_path / "fixit"
+    check = script("reproduce_fixit.sh", "--check", str(work), str(experiment), env=env)
+    output = check.communicate(timeout=300)[0]
+    assert check.returncode == 0 and "calls: 4" in output, output
+    assert not work.exists()
+
+    asked = len(models.answered)
+    proc = script("reproduce_fixit.sh", str(work), str(experiment), env=env)
+    deadline = time.monotonic() + 300
+    while not list((work / "repairs" / "journal").glob("*.json")):
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline
+        time.sleep(0.1)  # polling the journal the script writes: there is nothing to wait on instead
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    again = script("reproduce_fixit.sh", str(work), str(experiment), env=env)
+    output = again.communicate(timeout=600)[0]
+    assert again.returncode == 0, output
+    repairs = [body for model, body in models.answered[asked:] if model == REPAIR_MODEL]
+    failing = Counter(
+        next(m["content"] for m in reversed(b["messages"]) if m["role"] == "assistant") for b in repairs
+    )
+    assert len(failing) == 4 and set(failing.values()) == {1}, failing  # each failure asked once
+    assert len((work / "sft" / "sft.jsonl").read_text().splitlines()) == 3
+
+    kernelgen = script("reproduce_kernelgen.sh", str(tmp_path / "kernelgen"), str(experiment), env=env)
+    output = kernelgen.communicate(timeout=600)[0]
+    assert kernelgen.returncode == 0, output
+    assert len((tmp_path / "kernelgen" / "sft" / "sft.jsonl").read_text().splitlines()) == 2

@@ -90,7 +90,7 @@ def _dataset_rows(dataset: Path) -> list[dict[str, Any]]:
     except (OSError, ValueError) as exc:
         raise TrainingSetupError(
             f"{path}: not a readable SFT dataset ({exc}); write one with `ptxbench data sft`"
-        )
+        ) from None
     formats = {row.get("format") for row in rows if isinstance(row, dict)}
     if not rows or formats != {SFT_FORMAT}:
         raise TrainingSetupError(
