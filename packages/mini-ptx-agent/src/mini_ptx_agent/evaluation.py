@@ -333,7 +333,9 @@ def _implausible_floor(correctness: Correctness | None) -> float | None:
     """The roofline floor (ms) when the service flagged the time as below the device roofline
     (:class:`fibserve.trace.CorrectnessFacts` ``plausibility.flagged``), else None."""
     verdict = CorrectnessFacts.of(correctness).plausibility
-    return verdict.floor_ms if verdict is not None and verdict.flagged else None
+    if verdict is None or not verdict.flagged:
+        return None
+    return verdict.floor_ms if verdict.floor_ms is not None else 0.0
 
 
 def build_report(

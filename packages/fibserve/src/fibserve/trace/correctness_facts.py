@@ -41,16 +41,17 @@ class OutputFacts(_Fact):
 
 
 class Plausibility(_Fact):
-    """The roofline verdict on a timed latency (``fibserve.bench.plausibility``)."""
+    """The roofline verdict on a timed latency (``fibserve.bench.plausibility``; only ``flagged`` is required,
+    so a verdict missing the other facts still reads)."""
 
-    device_model: str
-    """The peak table entry, e.g. ``H200``."""
-    floor_ms: float
-    """The fastest time the device's peaks allow for the workload's FLOPs and bytes (ms)."""
-    latency_ms: float
-    """The candidate's median latency (ms)."""
     flagged: bool
-    """``latency_ms < floor_ms``: faster than physics allows on this device (implausible)."""
+    """The latency is below ``floor_ms``: faster than physics allows on this device (implausible)."""
+    device_model: str | None = None
+    """The peak table entry, e.g. ``H200``."""
+    floor_ms: float | None = None
+    """The fastest time the device's peaks allow for the workload's FLOPs and bytes (ms)."""
+    latency_ms: float | None = None
+    """The candidate's median latency (ms)."""
     roofline_fraction: float | None = None
     """``floor_ms / latency_ms`` (1.0 at the roofline)."""
 
