@@ -27,6 +27,7 @@ RESENT_PROSE_CHARS = 4_000
 RESENT_KERNEL_CHARS = 64_000
 """Longest kernel of an earlier reply resent to the model (characters; head and tail kept past it)."""
 
+
 def bounded_reply(content: str, language: str) -> str:
     """``content`` (one assistant reply) as it is resent: unchanged within the caps, else condensed."""
     source = extract_kernel(content, language).source
