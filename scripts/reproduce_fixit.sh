@@ -9,31 +9,14 @@
 # "--per-cell 50 --limit 500"), $REPAIR_ARGS ("--concurrency 8"), $PAIRS_ARGS ("--require-architecture"),
 # $SFT_ARGS ("--max-tokens 16384"). Run it again after Ctrl-C or a kill: no finished model call is repeated.
 # --check changes nothing: it checks the configuration and prints what the repair step would call and cost.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-PTXBENCH=${PTXBENCH:-"uv run --frozen ptxbench"}
-
-check=0
-if [[ "${1:-}" == "--check" ]]; then check=1; shift; fi
-if [[ $# -lt 2 ]]; then
-    echo "usage: scripts/reproduce_fixit.sh [--check] WORK_DIR EXPERIMENT_DIR..." >&2
-    exit 2
-fi
-work=$1; shift
-model=${REPAIR_MODEL:-${MODEL_NAME:-}}
-if [[ -z "$model" ]]; then
-    echo "set REPAIR_MODEL (or MODEL_NAME) to the repair model, and ACCRL_MODEL_HOST for an endpoint" >&2
-    exit 2
-fi
-for source in "$@"; do
-    [[ -f "$source/plan.json" ]] || { echo "$source: not an experiment or run directory (no plan.json)" >&2; exit 2; }
-done
+source "$(dirname "$0")/data_steps.sh"
+data_steps_args reproduce_fixit.sh REPAIR_MODEL "$@"
 
 if [[ $check == 1 ]]; then
     scratch=$(mktemp -d)
     trap 'rm -rf "$scratch"' EXIT
     # shellcheck disable=SC2086
-    $PTXBENCH data failures "$@" --output "$scratch/failures" ${FAILURES_ARGS:-}
+    $PTXBENCH data failures "${sources[@]}" --output "$scratch/failures" ${FAILURES_ARGS:-}
     # shellcheck disable=SC2086
     $PTXBENCH data repair "$scratch/failures" --output "$work/repairs" --model "$model" --dry-run ${REPAIR_ARGS:-}
     echo "check: OK (nothing was written under $work)"
@@ -42,7 +25,7 @@ fi
 
 start=$(date +%s)
 # shellcheck disable=SC2086
-$PTXBENCH data failures "$@" --output "$work/failures" ${FAILURES_ARGS:-}
+$PTXBENCH data failures "${sources[@]}" --output "$work/failures" ${FAILURES_ARGS:-}
 # shellcheck disable=SC2086
 $PTXBENCH data repair "$work/failures" --output "$work/repairs" --model "$model" ${REPAIR_ARGS:-}
 # shellcheck disable=SC2086

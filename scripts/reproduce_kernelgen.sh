@@ -8,25 +8,8 @@
 # Options of the steps: $KERNELGEN_ARGS ("--per-definition 20"), $REASONING_ARGS ("--concurrency 8"),
 # $SFT_ARGS. Run it again after Ctrl-C or a kill: no finished model call is repeated. --check changes
 # nothing: it checks the configuration and prints what the reasoning step would call and cost.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-PTXBENCH=${PTXBENCH:-"uv run --frozen ptxbench"}
-
-check=0
-if [[ "${1:-}" == "--check" ]]; then check=1; shift; fi
-if [[ $# -lt 2 ]]; then
-    echo "usage: scripts/reproduce_kernelgen.sh [--check] WORK_DIR EXPERIMENT_DIR..." >&2
-    exit 2
-fi
-work=$1; shift
-model=${REASONING_MODEL:-${MODEL_NAME:-}}
-if [[ -z "$model" ]]; then
-    echo "set REASONING_MODEL (or MODEL_NAME) to the reasoning model, and ACCRL_MODEL_HOST for an endpoint" >&2
-    exit 2
-fi
-for source in "$@"; do
-    [[ -f "$source/plan.json" ]] || { echo "$source: not an experiment or run directory (no plan.json)" >&2; exit 2; }
-done
+source "$(dirname "$0")/data_steps.sh"
+data_steps_args reproduce_kernelgen.sh REASONING_MODEL "$@"
 
 kernels="$work/kernels"
 if [[ $check == 1 ]]; then
@@ -35,7 +18,7 @@ if [[ $check == 1 ]]; then
 fi
 start=$(date +%s)
 # shellcheck disable=SC2086
-$PTXBENCH data kernelgen "$@" --output "$kernels" ${KERNELGEN_ARGS:-}
+$PTXBENCH data kernelgen "${sources[@]}" --output "$kernels" ${KERNELGEN_ARGS:-}
 if [[ $check == 1 ]]; then
     # shellcheck disable=SC2086
     $PTXBENCH data reasoning "$kernels" --output "$work/reasoning" --model "$model" --dry-run ${REASONING_ARGS:-}

@@ -9,8 +9,8 @@
 # The same model writes the kernels and repairs them (REPAIR_MODEL overrides the repair model). The service is
 # $SERVICE_URL, else an embedded FIBServe (vector_add_f32 runs on a CPU under the Triton interpreter).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-PTXBENCH=${PTXBENCH:-"uv run --frozen ptxbench"}
+root=$(cd "$(dirname "$0")/.." && pwd)
+PTXBENCH=${PTXBENCH:-"uv run --frozen --project $root ptxbench"}
 mode=${1:-}
 failed=0
 ok() { echo "OK   $1"; }
@@ -49,7 +49,7 @@ case "$mode" in
     printf 'name: fixit-smoke\ndefinitions: [vector_add_f32]\nworkloads: 1\nlanguages: [triton]\nmodels: ["%s"]\nnum_turns: 2\n' \
         "$MODEL_NAME" >"$config"
     [[ -f "$work/experiment/plan.json" ]] || $PTXBENCH experiment run "$config" --output "$work/experiment"
-    FAILURES_ARGS="--limit 2" scripts/reproduce_fixit.sh "$work/fixit" "$work/experiment"
+    FAILURES_ARGS="--limit 2" "$root/scripts/reproduce_fixit.sh" "$work/fixit" "$work/experiment"
     echo "smoke: $work (a model that wrote no failing kernel gives an empty dataset: that is a pass too)"
     ;;
 *)

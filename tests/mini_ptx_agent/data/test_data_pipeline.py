@@ -114,7 +114,7 @@ def test_fixit_end_to_end(
         model_host=models.host_port,
         service_url=fibserve,
     )
-    assert (result.called, result.repairs, result.passed, result.failed) == (4, 4, 3, {})
+    assert (result.called, result.written, result.passed, result.failed) == (4, 4, 3, {})
     assert len(models.answered) - asked == 4
     again = repair_failures(
         work / "failures",

@@ -110,6 +110,29 @@ class Journal:
         """Write the entry of ``item_id`` atomically, secrets scrubbed."""
         write_json(self.directory / f"{item_id}.json", entry.model_dump(mode="json"))
 
+    def collect(self, item_ids: Sequence[str], model: type[E], path: Path) -> list[E]:
+        """The entries of ``item_ids`` that exist, in that order, also written to the JSON Lines file ``path``."""
+        from .records import write_jsonl
+
+        entries = [e for item_id in item_ids if (e := self.load(item_id, model)) is not None]
+        write_jsonl(path, entries)
+        return entries
+
+
+class StepResult(BaseModel):
+    """What a step of model calls did in one run."""
+
+    model: str
+    items: int
+    """Records the step worked on."""
+    called: int
+    """Model calls made in this run."""
+    written: int
+    """Records with a journaled reply (the step's JSON Lines file)."""
+    failed: dict[str, str] = Field(default_factory=dict)
+    """Record id -> why its model call or evaluation failed (run the step again to retry)."""
+    interrupted: bool = False
+
 
 class CallEstimate(BaseModel):
     """What a step would call (``--dry-run``), before any call."""

@@ -8,6 +8,7 @@ to fix; nothing done is lost).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,6 +74,15 @@ def _print(result: Any, as_json: bool) -> None:
             )
 
 
+def _step(call: Callable[[], Any], as_json: bool) -> None:
+    """Run one step (``call``), then :func:`_finish`; input it cannot use exits 2 with its message."""
+    try:
+        result = call()
+    except _bad_input() as exc:
+        raise _fail(str(exc)) from None
+    _finish(result, as_json)
+
+
 def _finish(result: Any, as_json: bool) -> None:
     """Print, then exit 130 when interrupted, 1 when items failed, else 0 (a dry run: 0)."""
     _print(result, as_json)
@@ -105,12 +115,8 @@ def failures_command(
     """Fixit, step 1: mine failed kernels (deduplicated by kernel hash, rebalanced) into failures.jsonl."""
     from .mining import mine_failures
 
-    try:
-        wanted = [c.strip() for c in classes.split(",") if c.strip()]
-        summary = mine_failures(sources, output, classes=wanted, per_cell=per_cell, limit=limit)  # type: ignore[arg-type]
-    except _bad_input() as exc:
-        raise _fail(str(exc)) from None
-    _finish(summary, as_json)
+    wanted = [c.strip() for c in classes.split(",") if c.strip()]
+    _step(lambda: mine_failures(sources, output, classes=wanted, per_cell=per_cell, limit=limit), as_json)  # type: ignore[arg-type]
 
 
 @app.command("kernelgen")
@@ -126,11 +132,7 @@ def kernelgen_command(
     """KernelGen, step 1: collect kernels that passed every workload (deduplicated) into kernels.jsonl."""
     from .mining import mine_kernels
 
-    try:
-        summary = mine_kernels(sources, output, per_cell=per_definition, limit=limit)
-    except _bad_input() as exc:
-        raise _fail(str(exc)) from None
-    _finish(summary, as_json)
+    _step(lambda: mine_kernels(sources, output, per_cell=per_definition, limit=limit), as_json)
 
 
 @app.command("repair")
@@ -153,14 +155,20 @@ def repair_command(
 
     from .repair import repair_failures
 
-    try:
-        result = repair_failures(
-            failures, output, model=model, model_host=model_host, service_url=service_url,
-            concurrency=concurrency, limit=limit, dry_run=dry_run, console=Console(stderr=True),
-        )  # fmt: skip
-    except _bad_input() as exc:
-        raise _fail(str(exc)) from None
-    _finish(result, as_json)
+    _step(
+        lambda: repair_failures(
+            failures,
+            output,
+            model=model,
+            model_host=model_host,
+            service_url=service_url,
+            concurrency=concurrency,
+            limit=limit,
+            dry_run=dry_run,
+            console=Console(stderr=True),
+        ),
+        as_json,
+    )
 
 
 @app.command("pairs")
@@ -179,11 +187,7 @@ def pairs_command(
     """Fixit, step 3: keep wrong -> fixed pairs whose fix passed every workload, into pairs.jsonl."""
     from .pairs import make_pairs
 
-    try:
-        summary = make_pairs(repairs, output, require_architecture=require_architecture)
-    except _bad_input() as exc:
-        raise _fail(str(exc)) from None
-    _finish(summary, as_json)
+    _step(lambda: make_pairs(repairs, output, require_architecture=require_architecture), as_json)
 
 
 @app.command("reasoning")
@@ -202,14 +206,19 @@ def reasoning_command(
 
     from .reasoning import write_reasoning
 
-    try:
-        result = write_reasoning(
-            kernels, output, model=model, model_host=model_host, concurrency=concurrency, limit=limit,
-            dry_run=dry_run, console=Console(stderr=True),
-        )  # fmt: skip
-    except _bad_input() as exc:
-        raise _fail(str(exc)) from None
-    _finish(result, as_json)
+    _step(
+        lambda: write_reasoning(
+            kernels,
+            output,
+            model=model,
+            model_host=model_host,
+            concurrency=concurrency,
+            limit=limit,
+            dry_run=dry_run,
+            console=Console(stderr=True),
+        ),
+        as_json,
+    )
 
 
 @app.command("sft")
@@ -233,11 +242,10 @@ def sft_command(
 
     if recipe not in ("fixit", "kernelgen"):
         raise _fail(f"--recipe {recipe!r}: choose fixit or kernelgen")
-    try:
-        card = build_sft(recipe, source, output, max_tokens=max_tokens, include_flagged=include_flagged)  # type: ignore[arg-type]
-    except _bad_input() as exc:
-        raise _fail(str(exc)) from None
-    _finish(card, as_json)
+    _step(
+        lambda: build_sft(recipe, source, output, max_tokens=max_tokens, include_flagged=include_flagged),  # type: ignore[arg-type]
+        as_json,
+    )
 
 
 train_app = typer.Typer(

@@ -12,13 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from ..extraction import FENCE_TAG, fenced
 from ..trajectory import write_json
-from .calls import CallEstimate, Journal, ModelCall, call_model, estimate, run_items
+from .calls import CallEstimate, Journal, ModelCall, StepResult, call_model, estimate, run_items
 from .mining import KERNELS_FILE, KernelRecord
-from .records import read_jsonl, step_file, write_jsonl
+from .records import read_jsonl, step_file
 
 REASONING_FILE = "reasoning.jsonl"
 SUMMARY_FILE = "reasoning.json"
@@ -56,20 +56,11 @@ def reasoning_messages(record: KernelRecord) -> list[dict[str, str]]:
     ]
 
 
-class ReasoningResult(BaseModel):
+class ReasoningResult(StepResult):
     """What ``ptxbench data reasoning`` did (also ``reasoning.json``)."""
 
-    model: str
-    kernels: int
-    called: int
-    """Model calls made in this run."""
-    written: int
-    """Kernels with a journaled reply (``reasoning.jsonl``)."""
     empty: int
     """Replies without reasoning."""
-    failed: dict[str, str] = Field(default_factory=dict)
-    """Kernel id -> why its model call failed (run the step again to retry)."""
-    interrupted: bool = False
 
 
 def write_reasoning(
@@ -111,10 +102,9 @@ def write_reasoning(
         todo, work, lambda r: r.id, concurrency=concurrency, description="writing reasoning",
         retryable=(ModelUnavailableError, ModelRequestError), console=console,
     )  # fmt: skip
-    entries = [e for r in records if (e := journal.load(r.id, ReasoningEntry)) is not None]
-    write_jsonl(Path(output) / REASONING_FILE, entries)
+    entries = journal.collect([r.id for r in records], ReasoningEntry, Path(output) / REASONING_FILE)
     result = ReasoningResult(
-        model=model, kernels=len(records), called=tally.done, written=len(entries),
+        model=model, items=len(records), called=tally.done, written=len(entries),
         empty=sum(1 for e in entries if not e.reasoning), failed=tally.failed, interrupted=tally.interrupted,
     )  # fmt: skip
     write_json(Path(output) / SUMMARY_FILE, result.model_dump(mode="json"))

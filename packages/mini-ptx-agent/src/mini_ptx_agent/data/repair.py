@@ -23,10 +23,10 @@ from ..evaluation import EvaluationInfrastructureError, KernelReport
 from ..extraction import FENCE_TAG, extract_kernel, fenced
 from ..prompts.tokens import count_tokens
 from ..trajectory import write_json
-from .calls import CallEstimate, Journal, ModelCall, call_model, estimate, run_items
+from .calls import CallEstimate, Journal, ModelCall, StepResult, call_model, estimate, run_items
 from .flags import Flag, kernel_flags
 from .mining import FAILURES_FILE, FailureRecord
-from .records import read_jsonl, step_file, write_jsonl
+from .records import read_jsonl, step_file
 
 REPAIRS_FILE = "repairs.jsonl"
 SUMMARY_FILE = "repair.json"
@@ -93,21 +93,12 @@ def _estimate(model: str, failures: Sequence[FailureRecord], journal: Journal) -
     return estimate_
 
 
-class RepairResult(BaseModel):
+class RepairResult(StepResult):
     """What ``ptxbench data repair`` did (also ``repair.json``)."""
 
-    model: str
-    failures: int
-    called: int
-    """Model calls made in this run."""
-    repairs: int
-    """Failures with a journaled reply (``repairs.jsonl``)."""
     passed: int
     """Repairs whose kernel passed every workload."""
     without_kernel: int
-    failed: dict[str, str] = Field(default_factory=dict)
-    """Failure id -> why its model call or evaluation failed (run the step again to retry)."""
-    interrupted: bool = False
 
 
 def repair_failures(
@@ -162,10 +153,9 @@ def repair_failures(
             todo, work, lambda f: f.id, concurrency=concurrency, description="repairing",
             retryable=(ModelUnavailableError, ModelRequestError, EvaluationInfrastructureError), console=console,
         )  # fmt: skip
-    entries = [e for f in failures if (e := journal.load(f.id, RepairEntry)) is not None]
-    write_jsonl(Path(output) / REPAIRS_FILE, entries)
+    entries = journal.collect([f.id for f in failures], RepairEntry, Path(output) / REPAIRS_FILE)
     result = RepairResult(
-        model=model, failures=len(failures), called=len(called), repairs=len(entries),
+        model=model, items=len(failures), called=len(called), written=len(entries),
         passed=sum(1 for e in entries if e.report is not None and e.report.all_passed),
         without_kernel=sum(1 for e in entries if e.kernel is None), failed=tally.failed,
         interrupted=tally.interrupted,
