@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 
 import typer
 
+from mini_ptx_agent.data.cli import app as data_app
+from mini_ptx_agent.data.cli import train_app
 from mini_ptx_agent.experiments.cli import app as experiment_app
 from mini_ptx_agent.prompts.cli import app as prompts_app
 
@@ -27,6 +29,8 @@ app = typer.Typer(
 )
 app.add_typer(prompts_app, name="prompts")
 app.add_typer(experiment_app, name="experiment")
+app.add_typer(data_app, name="data")
+app.add_typer(train_app, name="train")
 
 
 @app.command("quickstart")

@@ -15,7 +15,16 @@ import math
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from fibserve.trace import Comparisons, Definition, EvaluationStatus, Solution, TimingFacts, Trace
+from fibserve.trace import (
+    Comparisons,
+    Correctness,
+    CorrectnessFacts,
+    Definition,
+    EvaluationStatus,
+    Solution,
+    TimingFacts,
+    Trace,
+)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .architecture import has_target_families
@@ -230,6 +239,9 @@ class KernelReport(_Model):
     """Service notes for people (e.g. why a CUDA kernel was not executed)."""
     error: str | None = None
     """The infrastructure error message (status INFRASTRUCTURE_ERROR only)."""
+    limits_hit: dict[str, str] = Field(default_factory=dict)
+    """Workload uuid -> the sandbox's resource limit the candidate ran into there (``limit exceeded: memory
+    (...)``), as the service reported it (``TaskAnswer.limits_hit``)."""
 
 
 @runtime_checkable
@@ -313,17 +325,17 @@ def workload_result(trace: Trace) -> WorkloadResult:
         max_absolute_error=corr.max_absolute_error if corr else None,
         max_relative_error=corr.max_relative_error if corr else None,
         log=evaluation.log,
-        roofline_floor_ms=_implausible_floor(corr.extra if corr else None),
+        roofline_floor_ms=_implausible_floor(corr),
     )
 
 
-def _implausible_floor(extra: dict[str, Any] | None) -> float | None:
-    """The roofline floor (ms) when ``correctness.extra.plausibility.flagged`` is true (a time below the device roofline), else None."""
-    verdict = (extra or {}).get("plausibility")
-    if isinstance(verdict, dict) and verdict.get("flagged"):
-        floor = verdict.get("floor_ms")
-        return float(floor) if isinstance(floor, int | float) else 0.0
-    return None
+def _implausible_floor(correctness: Correctness | None) -> float | None:
+    """The roofline floor (ms) when the service flagged the time as below the device roofline
+    (:class:`fibserve.trace.CorrectnessFacts` ``plausibility.flagged``), else None."""
+    verdict = CorrectnessFacts.of(correctness).plausibility
+    if verdict is None or not verdict.flagged:
+        return None
+    return verdict.floor_ms if verdict.floor_ms is not None else 0.0
 
 
 def build_report(
@@ -335,10 +347,12 @@ def build_report(
     analysis: StaticAnalysis | None = None,
     sanitizer: SanitizerVerdict | None = None,
     notes: str = "",
+    limits_hit: dict[str, str] | None = None,
 ) -> KernelReport:
     """Derive the verdict fields (status, all_passed, min_speedup, target_met) from structured results.
 
     ``executed=False`` (CUDA without a GPU) gives ``NOT_EXECUTED`` unless the build itself failed.
+    ``limits_hit``: workload uuid -> the resource limit the candidate ran into (kept on the report).
     ``target_met`` requires every workload PASSED and timed on a GPU with speedup >= ``task.target_speedup``,
     and no timing flagged as faster than the roofline.
     """
@@ -351,6 +365,7 @@ def build_report(
         "sanitizer": sanitizer,
         "notes": notes,
         "traces": traces,
+        "limits_hit": dict(limits_hit or {}),
     }
     if sanitizer is not None and not sanitizer.passed:
         return KernelReport(status=NotEvaluated.SANITIZER_FAILED, **base)

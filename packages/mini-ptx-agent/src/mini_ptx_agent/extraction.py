@@ -17,6 +17,8 @@ LANGUAGE_TAGS: dict[str, frozenset[str]] = {
     "triton": frozenset({"python", "py"}),
 }
 """Fence info strings (lower-cased first word) accepted for each task language."""
+FENCE_TAG: dict[str, str] = {"cuda": "cuda", "triton": "python"}
+"""The fence info string a kernel of each task language is written with."""
 
 _OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,})[ \t]*(?P<info>[^`\s]*)[^`]*$")
 _CLOSE = re.compile(r"^ {0,3}(?P<fence>`{3,})[ \t]*$")
@@ -37,6 +39,8 @@ class Extraction:
     source: str | None
     blocks: tuple[CodeBlock, ...]
     unclosed_tag: str | None
+    prose: str = ""
+    """The reply without its fenced blocks (an unclosed block's text included), stripped."""
 
 
 def fenced_blocks(text: str) -> Extraction:
@@ -45,19 +49,29 @@ def fenced_blocks(text: str) -> Extraction:
     open_fence: str | None = None
     tag = ""
     body: list[str] = []
+    prose: list[str] = []
     for line in text.splitlines():
         if open_fence is None:
             match = _OPEN.match(line)
             if match:
-                open_fence, tag, body = match["fence"], match["info"].lower(), []
+                open_fence, tag, body = match["fence"], match["info"].lower(), [line]
+            else:
+                prose.append(line)
             continue
         close = _CLOSE.match(line)
         if close and len(close["fence"]) >= len(open_fence):
-            blocks.append(CodeBlock(tag=tag, content="\n".join(body)))
+            blocks.append(CodeBlock(tag=tag, content="\n".join(body[1:])))
             open_fence = None
         else:
             body.append(line)
-    return Extraction(source=None, blocks=tuple(blocks), unclosed_tag=tag if open_fence is not None else None)
+    if open_fence is not None:
+        prose += body
+    return Extraction(
+        source=None,
+        blocks=tuple(blocks),
+        unclosed_tag=tag if open_fence is not None else None,
+        prose="\n".join(prose).strip(),
+    )
 
 
 def extract_kernel(text: str, language: str) -> Extraction:
@@ -74,7 +88,10 @@ def extract_kernel(text: str, language: str) -> Extraction:
     for block in reversed(found.blocks):
         if block.tag in tags and block.content.strip():
             return Extraction(
-                source=block.content.rstrip() + "\n", blocks=found.blocks, unclosed_tag=found.unclosed_tag
+                source=block.content.rstrip() + "\n",
+                blocks=found.blocks,
+                unclosed_tag=found.unclosed_tag,
+                prose=found.prose,
             )
     return found
 

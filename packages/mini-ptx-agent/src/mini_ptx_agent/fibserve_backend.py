@@ -137,6 +137,7 @@ class FIBServeBackend:
             analysis=static_analysis_from(answer.analysis),
             sanitizer=sanitizer,
             notes=answer.logs or "",
+            limits_hit=answer.limits_hit,
         )
 
     def profile(self, solution: Solution, task: TaskConfig, workload: str, kernel_hash: str) -> NcuResult:

@@ -18,7 +18,7 @@ instead of 1 MB. The caps: 4,000 characters of prose (a page of reasoning) and 6
 
 from __future__ import annotations
 
-from .extraction import LANGUAGE_TAGS, extract_kernel, fenced, fenced_blocks
+from .extraction import FENCE_TAG, LANGUAGE_TAGS, extract_kernel, fenced, fenced_blocks
 from .feedback import trim
 from .feedback_options import ContextPolicy
 
@@ -26,8 +26,6 @@ RESENT_PROSE_CHARS = 4_000
 """Longest prose of an earlier reply resent to the model (characters; the head is kept)."""
 RESENT_KERNEL_CHARS = 64_000
 """Longest kernel of an earlier reply resent to the model (characters; head and tail kept past it)."""
-
-_FENCE_TAG = {"cuda": "cuda", "triton": "python"}
 
 
 def bounded_reply(content: str, language: str) -> str:
@@ -45,7 +43,7 @@ def bounded_reply(content: str, language: str) -> str:
     lines = [head, f"[... {left_out} characters of this reply are not repeated here ...]"]
     if source is not None and source.rstrip() not in head:
         kernel = source if kernel_chars <= RESENT_KERNEL_CHARS else trim(source, RESENT_KERNEL_CHARS)
-        lines.append("The kernel this reply sent:\n" + fenced(kernel, _FENCE_TAG[language]))
+        lines.append("The kernel this reply sent:\n" + fenced(kernel, FENCE_TAG[language]))
     return "\n".join(lines)
 
 
@@ -80,7 +78,7 @@ def single_user_message(task: str, reply: str, feedback: str | None, language: s
         draft = "Your previous reply had no kernel block."
     else:
         kernel = source if len(source) <= RESENT_KERNEL_CHARS else trim(source, RESENT_KERNEL_CHARS)
-        draft = "Your previous kernel:\n" + fenced(kernel, _FENCE_TAG[language])
+        draft = "Your previous kernel:\n" + fenced(kernel, FENCE_TAG[language])
     parts = [task, draft]
     if feedback:
         parts.append("Its evaluation:\n" + feedback)

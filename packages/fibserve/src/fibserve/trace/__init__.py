@@ -5,6 +5,7 @@ The models carry no I/O and import nothing heavy (no torch). Loading and merging
 """
 
 from .comparisons import BaselineComparison, Comparisons, ReferenceComparison, Roofline
+from .correctness_facts import CorrectnessFacts, OutputFacts, Plausibility
 from .definition import Axis, AxisConst, AxisVar, Definition, DType, TensorSpec
 from .evaluation import Correctness, Environment, Evaluation, EvaluationStatus, Performance
 from .problems import LoadProblem, TraceSetError
@@ -24,6 +25,7 @@ __all__ = [
     "BuildSpec",
     "Comparisons",
     "Correctness",
+    "CorrectnessFacts",
     "DType",
     "Definition",
     "Environment",
@@ -34,7 +36,9 @@ __all__ = [
     "Language",
     "LatencySummary",
     "LoadProblem",
+    "OutputFacts",
     "Performance",
+    "Plausibility",
     "RandomInput",
     "ReferenceComparison",
     "Roofline",

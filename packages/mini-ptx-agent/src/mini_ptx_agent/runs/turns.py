@@ -9,6 +9,8 @@ model call and what became of its reply: a format error (no kernel block), or a 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -162,35 +164,69 @@ def turn_rows(
         "replica": replica, "target_speedup": task.target_speedup, "demo": plan.demo,
     }  # fmt: skip
     rows: list[TurnRow] = []
+    for answered in answered_turns(messages):
+        if answered.kind == "evaluation":
+            outcome = _evaluated(turn_report(layout, answered))
+        elif answered.kind == "format_error":
+            outcome = {"failure_class": "format", "status": FORMAT_ERROR}
+        else:
+            outcome = {"failure_class": "infrastructure", "status": NotEvaluated.INFRASTRUCTURE_ERROR.value}
+        rows.append(
+            TurnRow(**common, turn=answered.turn, **outcome, **_usage(answered.reply, answered.following))
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class AnsweredTurn:
+    """One model call of a trajectory and the message that answered its reply."""
+
+    turn: int
+    """1-based model call number."""
+    reply: dict[str, Any]
+    """The assistant message."""
+    following: dict[str, Any]
+    """The feedback (user) message, or the exit message of a run that ended on an infrastructure failure."""
+    kind: Literal["evaluation", "format_error", "infrastructure"]
+    """An evaluated kernel, a reply without a kernel block, or an evaluation the service failed."""
+
+
+def answered_turns(messages: list[dict[str, Any]]) -> Iterator[AnsweredTurn]:
+    """The answered model calls of a trajectory's ``messages``, in turn order (see :func:`turn_rows`): a reply
+    followed by its feedback (``extra.ptxbench.kind`` ``evaluation`` or ``format_error``) or by the exit
+    message of an ``InfrastructureError``. A reply without either (the run stopped during its evaluation) is
+    counted as a turn but not yielded: a resumed run asks it again."""
     turn = 0
     for index, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
         turn += 1
         following = messages[index + 1] if index + 1 < len(messages) else {}
-        state = (following.get("extra") or {}).get("ptxbench") or {}
-        if following.get("role") == "user" and state.get("kind") == "evaluation":
-            report = _report(layout, turn, state)
-            outcome = _evaluated(report)
-        elif following.get("role") == "user" and state.get("kind") == "format_error":
-            outcome = {"failure_class": "format", "status": FORMAT_ERROR}
+        kind = ((following.get("extra") or {}).get("ptxbench") or {}).get("kind")
+        if following.get("role") == "user" and kind in ("evaluation", "format_error"):
+            yield AnsweredTurn(turn, message, following, kind)
         elif following.get("role") == "exit" and (following.get("extra") or {}).get("exit_status") == (
             "InfrastructureError"
         ):
-            outcome = {"failure_class": "infrastructure", "status": NotEvaluated.INFRASTRUCTURE_ERROR.value}
-        else:
-            continue  # a reply without feedback (the run stopped during its evaluation): asked again on resume
-        rows.append(TurnRow(**common, turn=turn, **outcome, **_usage(message, following)))
-    return rows
+            yield AnsweredTurn(turn, message, following, "infrastructure")
 
 
-def _report(layout: RunLayout, turn: int, state: dict[str, Any]) -> KernelReport:
-    path = layout.trajectory_dir / "evaluations" / f"turn_{turn:03d}.json"
+def turn_report(layout: RunLayout, answered: AnsweredTurn) -> KernelReport:
+    """The KernelReport of an evaluated turn: ``exp_000/evaluations/turn_NNN.json``, else the copy in its
+    feedback message's ``extra.ptxbench.report``.
+
+    Raises:
+        ValueError: the report does not validate.
+    """
+    path = layout.trajectory_dir / "evaluations" / f"turn_{answered.turn:03d}.json"
+    state = (answered.following.get("extra") or {}).get("ptxbench") or {}
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else state.get("report")
         return KernelReport.model_validate(data)
     except (ValueError, ValidationError) as exc:
-        raise ValueError(f"the KernelReport of turn {turn} ({path}) does not validate: {exc}") from None
+        raise ValueError(
+            f"the KernelReport of turn {answered.turn} ({path}) does not validate: {exc}"
+        ) from None
 
 
 def _evaluated(report: KernelReport) -> dict[str, Any]:
