@@ -2,8 +2,8 @@
 
     harbor_checks.py tasks DIR...      `harbor lint --extend-select ALL` findings and Harbor's Task model per task
     harbor_checks.py atif FILE...      Harbor's ATIF validator (harbor.utils.trajectory_validator) per file
-    harbor_checks.py agent LOGS        mini_ptx_agent.harbor.agent:MiniPtxAgent loaded as Harbor loads an
-                                       --agent-import-path, installed and run in a local shell, its context read
+    harbor_checks.py agent LOGS MODEL  mini_ptx_agent.harbor.agent:MiniPtxAgent loaded as Harbor loads
+                                       `-a module:Class`, installed and run in a local shell, its context read
 
 Nothing of PTXBench is imported here except the agent class, the way Harbor imports it.
 """

@@ -1,4 +1,4 @@
-"""mini-ptx-agent as a Harbor agent: ``harbor run ... --agent-import-path mini_ptx_agent.harbor.agent:MiniPtxAgent``.
+"""mini-ptx-agent as a Harbor agent: ``harbor run ... -a mini_ptx_agent.harbor.agent:MiniPtxAgent``.
 
 Harbor loads this class in its own Python (>= 3.12) on the host; the agent itself runs inside the task
 container, which already has it (every PTXBench task is built FROM ``ptxbench-eval``). So this module imports
