@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,14 +20,6 @@ from serve_helpers import ServerProcess
 pytestmark = pytest.mark.slow
 
 WORKLOAD = "fea76944-a9e9-5a63-b79f-53eb46ecdafd"  # vector_add_f32, N = 1024
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("fibserve") / "state", ["--devices", "cpu"])
-    process.start()
-    yield process
-    process.kill()
 
 
 def test_harbor_runs_the_agent_and_reads_its_atif_trajectory(server: ServerProcess, tmp_path: Path) -> None:

@@ -14,37 +14,19 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from harbor_env import run_checks
 from mini_ptx_agent.prompts import compose_system_prompt, first_user_message
+from run_cli import ptxbench
 from serve_helpers import ServerProcess, free_port
 
 pytestmark = pytest.mark.slow
 
 DEFINITIONS = ("rmsnorm_f32", "vector_add_f32")
 TASKS = tuple(f"{name}-triton" for name in DEFINITIONS)
-
-
-def ptxbench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).parent / "ptxbench"
-    base = {
-        k: v for k, v in os.environ.items() if k not in ("SERVICE_URL", "FIBSERVE_TOKEN", "DATASET_ROOTS")
-    }
-    return subprocess.run(
-        [str(exe), *args], capture_output=True, text=True, timeout=600, env=base | (env or {})
-    )
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("fibserve") / "state", ["--devices", "cpu"])
-    process.start()
-    yield process
-    process.kill()
 
 
 @pytest.fixture(scope="module")
