@@ -122,6 +122,7 @@ def export_command(
 
     from ..service import ServiceStartError
     from ..service import service_url as resolve_service
+    from ..task import validation_problems
     from .export import ExportOptions, HarborExportError, export_tasks
 
     try:
@@ -131,7 +132,7 @@ def export_command(
             gpus=gpus, agent_timeout_s=agent_timeout, verifier_timeout_s=verifier_timeout, force=force,
         )  # fmt: skip
     except ValidationError as exc:
-        raise _fail(str(exc.errors()[0]["msg"])) from None
+        raise _fail(validation_problems(exc)) from None
     from fibserve.client import FIBServeClient, FIBServeError
 
     try:
