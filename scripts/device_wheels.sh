@@ -19,7 +19,7 @@ lock = tomllib.load(open("uv.lock", "rb"))
 want = ["pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions",
         "fastapi", "starlette", "annotated-doc", "uvicorn", "h11", "apache-tvm-ffi", "anyio", "click",
         "mini-swe-agent", "python-dotenv", "platformdirs", "typer", "rich", "shellingham", "opentelemetry-api",
-        "bm25s"]
+        "bm25s", "tomli-w"]
 have = {p["name"]: p["version"] for p in lock["package"]}
 print(" ".join(f"{n}=={have[n]}" for n in want if n in have))
 PY

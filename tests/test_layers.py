@@ -41,7 +41,7 @@ only re-exports ``check`` lazily). ``ray_driver`` (joining a Ray cluster, for ``
 
 AGENT_LAYERS: list[set[str]] = [
     {"task", "feedback_options", "architecture", "extraction", "trajectory", "prompts", "models", "demo"},
-    {"evaluation", "fibserve_backend", "feedback", "history", "notes", "profiling", "service"},
+    {"evaluation", "fibserve_backend", "feedback", "history", "notes", "profiling", "service", "task_file"},
     {"agent"},
     {"runs"},
     {"quickstart", "experiments"},

@@ -158,7 +158,7 @@ def test_three_turns_format_error_failing_and_passing_kernel(
         "turn_003.json",
     ]
     evaluation = json.loads((layout.trajectory_dir / "evaluations" / "turn_003.json").read_text())
-    assert evaluation["schema_version"] == "ptxbench.eval/1" and evaluation["status"] == "PASSED"
+    assert evaluation["schema"] == "ptxbench.eval.v1" and evaluation["status"] == "PASSED"
     assert json.loads(layout.plan_path.read_text())["task"]["definition"] == DEFINITION
     assert json.loads(layout.summary_path.read_text())["exit_status"] == "LimitsExceeded"
 

@@ -87,7 +87,7 @@ def test_correct_triton_kernel_json(fibserve: str, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)  # nothing but JSON on stdout
-    assert report["schema_version"] == "ptxbench.eval/1"
+    assert report["schema"] == "ptxbench.eval.v1"
     assert report["status"] == "PASSED" and report["all_passed"] is True
     assert (
         report["executed_on_gpu"] is False and report["target_met"] is False and report["min_speedup"] is None

@@ -62,7 +62,7 @@ def test_sanitizer_failure_rejects_before_workloads() -> None:
 def test_report_json_is_versioned_and_round_trips() -> None:
     result = report(["PASSED"], speedups=[2.0])
     data = json.loads(result.model_dump_json())
-    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["schema"] == SCHEMA_VERSION == "ptxbench.eval.v1"
     assert {
         "status",
         "all_passed",

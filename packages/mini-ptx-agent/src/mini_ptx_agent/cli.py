@@ -13,6 +13,7 @@ import typer
 from mini_ptx_agent.data.cli import app as data_app
 from mini_ptx_agent.data.cli import train_app
 from mini_ptx_agent.experiments.cli import app as experiment_app
+from mini_ptx_agent.harbor.cli import app as harbor_app
 from mini_ptx_agent.prompts.cli import app as prompts_app
 
 app = typer.Typer(
@@ -31,6 +32,7 @@ app.add_typer(prompts_app, name="prompts")
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(data_app, name="data")
 app.add_typer(train_app, name="train")
+app.add_typer(harbor_app, name="harbor")
 
 
 @app.command("quickstart")
@@ -91,25 +93,44 @@ def quickstart_command(
 def eval_command(
     kernel: Annotated[Path, typer.Argument(help="The kernel file: kernel.cu (CUDA) or kernel.py (Triton).")],
     task_config: Annotated[
-        Path,
-        typer.Option("--task-config", help="task.json: definition, workloads, language, target, tolerances."),
-    ],
+        Path | None,
+        typer.Option(
+            "--task-config",
+            help="The task file, in our shape or the public PTXBench one; default $PTXBENCH_TASK_CONFIG, "
+            "else /opt/ptxbench/task.json.",
+        ),
+    ] = None,
     service_url: Annotated[
         str | None,
         typer.Option(
             "--service-url", help="FIBServe URL; default $SERVICE_URL, else an embedded local FIBServe."
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the versioned result as JSON.")] = False,
+    sanitizer_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--sanitizer-runs",
+            min=0,
+            help="Run the compute-sanitizer gate this many times before the evaluation (0: no gate); default "
+            "the task file's (sanitizer_runs, or the public shape's max_check_runs).",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the versioned result (schema ptxbench.eval.v1) as JSON.")
+    ] = False,
 ) -> None:
     """Evaluate one kernel for a fixed task through FIBServe; exit 0 for any kernel verdict, 2 if the service
     failed or the task config or kernel file cannot be used."""
     from mini_ptx_agent.evaluation import NotEvaluated
     from mini_ptx_agent.fibserve_backend import evaluate_kernel
-    from mini_ptx_agent.task import TaskConfigError, load_task_config
+    from mini_ptx_agent.task import TaskConfigError
+    from mini_ptx_agent.task_file import load_task_config, resolve_task_config
 
     try:
-        task = load_task_config(task_config)
+        task = load_task_config(resolve_task_config(task_config))
+        if sanitizer_runs is not None:
+            gate = {"sanitizer": sanitizer_runs > 0, "sanitizer_runs": max(sanitizer_runs, 1)}
+            task = task.model_copy(update=gate)
         report = evaluate_kernel(kernel, task, service_url=service_url)
     except (TaskConfigError, OSError, LookupError) as exc:
         typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)

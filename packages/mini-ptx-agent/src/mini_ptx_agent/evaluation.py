@@ -25,14 +25,19 @@ from fibserve.trace import (
     TimingFacts,
     Trace,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .architecture import has_target_families
 from .feedback_options import FeedbackOptions
 from .task import TaskConfig
 
-SCHEMA_VERSION = "ptxbench.eval/1"
-"""Version tag of :class:`KernelReport` JSON; bump when a field changes meaning."""
+SCHEMA_VERSION = "ptxbench.eval.v1"
+"""The schema name of :class:`KernelReport` JSON (its ``schema`` field): the name the public PTXBench
+verifier accepts (it rewards a result only when ``schema`` is ``ptxbench.eval.v1`` and ``all_passed`` is true).
+Bump when a field changes meaning."""
+
+LEGACY_SCHEMA_VERSION = "ptxbench.eval/1"
+"""What results said before (``schema_version: "ptxbench.eval/1"``, the same fields): still read, never written."""
 
 
 class EvaluationInfrastructureError(RuntimeError):
@@ -148,7 +153,12 @@ class SanitizerVerdict(_Model):
     """Result of the optional compute-sanitizer gate."""
 
     passed: bool
+    """No run found anything (the public result's ``sanitizer.clean``)."""
     tools: list[str] = Field(default_factory=list)
+    requested_runs: int = 1
+    """How many times the gate was asked to run (the task's ``sanitizer_runs``)."""
+    completed_runs: int = 1
+    """How many runs it made: fewer than requested when one found an error."""
     summary: str = ""
     """The first failing run's report (or empty when clean)."""
     findings: list[SanitizerFinding] = Field(default_factory=list)
@@ -206,12 +216,23 @@ class FixNote(_Model):
 
 
 class KernelReport(_Model):
-    """Versioned result of evaluating one candidate for one task (``ptxbench eval --json`` prints this)."""
+    """Versioned result of evaluating one candidate for one task (``ptxbench eval --json`` prints this).
 
-    schema_version: Literal["ptxbench.eval/1"] = SCHEMA_VERSION
+    Its JSON carries ``schema: "ptxbench.eval.v1"``; a result written as ``schema_version: "ptxbench.eval/1"``
+    (before the rename) reads as the same thing.
+    """
+
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
+
+    schema_name: Literal["ptxbench.eval.v1"] = Field(default=SCHEMA_VERSION, alias="schema")
+    """``ptxbench.eval.v1`` (JSON key ``schema``)."""
     status: KernelStatus
     definition: str
     language: str
+    task_id: str | None = None
+    """The task's ``task_id``, when the task file has one."""
+    kernel_sha256: str | None = None
+    """sha256 (hex) of the kernel file's text as UTF-8 (``ptxbench eval``), None for an agent's turn."""
     solution_name: str = ""
     all_passed: bool = False
     """Every requested workload PASSED."""
@@ -242,6 +263,14 @@ class KernelReport(_Model):
     limits_hit: dict[str, str] = Field(default_factory=dict)
     """Workload uuid -> the sandbox's resource limit the candidate ran into there (``limit exceeded: memory
     (...)``), as the service reported it (``TaskAnswer.limits_hit``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy_schema(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("schema_version") == LEGACY_SCHEMA_VERSION:
+            data = {k: v for k, v in data.items() if k != "schema_version"}
+            data.setdefault("schema", SCHEMA_VERSION)
+        return data
 
 
 @runtime_checkable
@@ -359,6 +388,7 @@ def build_report(
     base = {
         "definition": task.definition,
         "language": task.language,
+        "task_id": task.task_id,
         "solution_name": solution_name,
         "target_speedup": task.target_speedup,
         "static_analysis": analysis,
@@ -400,6 +430,7 @@ def infrastructure_report(task: TaskConfig, message: str, *, solution_name: str 
         status=NotEvaluated.INFRASTRUCTURE_ERROR,
         definition=task.definition,
         language=task.language,
+        task_id=task.task_id,
         solution_name=solution_name,
         target_speedup=task.target_speedup,
         error=message,
@@ -475,9 +506,12 @@ def _places(finding: dict[str, Any]) -> list[str]:
     return places
 
 
-def sanitizer_verdict_from(runs: list[Any]) -> SanitizerVerdict:
+def sanitizer_verdict_from(
+    runs: list[Any], *, requested_runs: int = 1, completed_runs: int = 1
+) -> SanitizerVerdict:
     """Summarize compute-sanitizer runs (one per tool and workload): passed when every run passed; the findings
-    of the failing runs flattened with their source lines (:class:`SanitizerFinding`)."""
+    of the failing runs flattened with their source lines (:class:`SanitizerFinding`). ``requested_runs`` and
+    ``completed_runs`` count the gate's rounds (each round runs every tool on every workload)."""
     rows = [r.model_dump() if hasattr(r, "model_dump") else dict(r) for r in runs]
     failed = [r for r in rows if not r.get("passed")]
     findings = [
@@ -499,6 +533,8 @@ def sanitizer_verdict_from(runs: list[Any]) -> SanitizerVerdict:
     return SanitizerVerdict(
         passed=not failed,
         tools=sorted({str(r.get("tool")) for r in rows}),
+        requested_runs=requested_runs,
+        completed_runs=completed_runs,
         summary=summary,
         findings=findings,
     )

@@ -177,9 +177,15 @@ def _sanitizer_section(report: KernelReport) -> list[str]:
     if sanitizer is None:
         return []
     tools = ", ".join(sanitizer.tools) or "compute-sanitizer"
+    runs = f" in {sanitizer.completed_runs} runs" if sanitizer.completed_runs > 1 else ""
     if sanitizer.passed:
-        return [f"Sanitizer ({tools}): clean."]
-    lines = [f"Sanitizer ({tools}): errors found:"]
+        return [f"Sanitizer ({tools}): clean{runs}."]
+    where = (
+        f" (run {sanitizer.completed_runs} of {sanitizer.requested_runs})"
+        if sanitizer.requested_runs > 1
+        else ""
+    )
+    lines = [f"Sanitizer ({tools}): errors found{where}:"]
     if not sanitizer.findings:
         return [*lines, trim(sanitizer.summary)]
     for finding in sanitizer.findings[:MAX_FINDINGS]:

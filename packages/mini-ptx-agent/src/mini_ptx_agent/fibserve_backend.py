@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from .evaluation import (
     EvaluationInfrastructureError,
     KernelReport,
     NcuResult,
+    SanitizerVerdict,
     build_report,
     infrastructure_report,
     ncu_result_from,
@@ -35,9 +37,10 @@ class UnknownDefinition(LookupError):
 class FIBServeBackend:
     """:class:`EvaluationBackend` over :class:`fibserve.client.FIBServeClient`.
 
-    One evaluation = optional ``POST /sanitize`` (the gate: any finding rejects the kernel before timing; a
-    kernel that did not build goes on to the evaluation, which reports the compile error), then
-    ``POST /evaluate`` on the task's workloads, each waited for up to ``task.timeout_s`` plus ``wait_margin_s``.
+    One evaluation = optional ``POST /sanitize``, ``task.sanitizer_runs`` times (the gate: any finding rejects
+    the kernel before timing and ends the gate; a kernel that did not build goes on to the evaluation, which
+    reports the compile error), then ``POST /evaluate`` on the task's workloads, each waited for up to its time
+    limit (``task.sanitizer_timeout_s``, else ``task.timeout_s``) plus ``wait_margin_s``.
     An unreachable service, an error answer, a task that ``failed`` at the task level, or a wait that ran out
     raise :class:`EvaluationInfrastructureError`; an unknown definition raises :class:`UnknownDefinition`.
     """
@@ -98,27 +101,41 @@ class FIBServeBackend:
             )
         return answer
 
-    def evaluate(self, solution: Solution, task: TaskConfig) -> KernelReport:
-        """Sanitizer gate (when ``task.sanitizer``), then evaluation on ``task.workload_uuids``."""
-        wait_s = task.timeout_s + self.wait_margin_s
-        sanitizer = None
-        if task.sanitizer:
+    def _sanitizer_gate(self, solution: Solution, task: TaskConfig) -> tuple[SanitizerVerdict | None, str]:
+        """Run the gate up to ``task.sanitizer_runs`` times, stopping at the first finding. Returns the verdict
+        (None when the kernel did not build: the evaluation reports that) and the service's solution name."""
+        timeout_s = task.sanitizer_timeout_s or task.timeout_s
+        verdict: SanitizerVerdict | None = None
+        name = solution.name
+        for completed in range(1, task.sanitizer_runs + 1):
             task_id = self._call(
                 "POST /sanitize",
                 self.client.submit_sanitize,
                 solution,
                 task.workload_uuids,
                 sanitizer_types=task.sanitizer_types,
-                timeout=task.timeout_s,
+                timeout=timeout_s,
             )
-            answer = self._finished("sanitize", task_id, wait_s)
+            answer = self._finished("sanitize", task_id, timeout_s + self.wait_margin_s)
+            name = answer.solution
             runs = answer.sanitizer or []
             if runs and all(run.verdict == "not_built" for run in runs):
-                sanitizer = None  # it did not build: the evaluation reports the compile error and its log
-            else:
-                sanitizer = sanitizer_verdict_from(runs)
-                if not sanitizer.passed:
-                    return build_report(task, solution_name=answer.solution, traces=[], sanitizer=sanitizer)
+                return None, name
+            verdict = sanitizer_verdict_from(
+                runs, requested_runs=task.sanitizer_runs, completed_runs=completed
+            )
+            if not verdict.passed:
+                break
+        return verdict, name
+
+    def evaluate(self, solution: Solution, task: TaskConfig) -> KernelReport:
+        """Sanitizer gate (when ``task.sanitizer``), then evaluation on ``task.workload_uuids``."""
+        wait_s = task.timeout_s + self.wait_margin_s
+        sanitizer = None
+        if task.sanitizer:
+            sanitizer, name = self._sanitizer_gate(solution, task)
+            if sanitizer is not None and not sanitizer.passed:
+                return build_report(task, solution_name=name, traces=[], sanitizer=sanitizer)
         task_id = self._call(
             "POST /evaluate",
             self.client.submit_evaluate,
@@ -170,17 +187,22 @@ def evaluate_kernel(
     service_url: str | None = None,
     token: str | None = None,
     log_path: Path | None = None,
+    instruction_evidence: bool = False,
 ) -> KernelReport:
     """Evaluate the kernel file ``kernel_path`` for ``task`` (the library function behind `ptxbench eval`).
 
     The service is ``service_url``, else ``$SERVICE_URL``, else an embedded FIBServe started for this call
     (its log goes to ``log_path`` when given). ``token`` defaults to ``$FIBSERVE_TOKEN`` for a remote service.
-    A service failure is returned as status INFRASTRUCTURE_ERROR, never raised and never a kernel verdict.
+    With ``instruction_evidence``, a kernel that passed every workload on a GPU is also profiled with Nsight
+    Compute (the report's ``ncu``: which instruction families executed). The report carries the task's
+    ``task_id`` and the file's ``kernel_sha256``. A service failure is returned as status
+    INFRASTRUCTURE_ERROR, never raised and never a kernel verdict.
 
     Raises:
         OSError: the kernel file cannot be read.
         TaskConfigError: the file's suffix does not fit the task's language (a ``.py`` file for a CUDA task).
     """
+    from .profiling import profile_correct_kernel
     from .service import ServiceStartError
     from .service import service_url as resolve_service
     from .task import KERNEL_SUFFIXES, TaskConfigError
@@ -192,10 +214,16 @@ def evaluate_kernel(
             f'pass the matching file, or set "language" in the task config'
         )
     source = Path(kernel_path).read_text(encoding="utf-8")
+    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
     solution = task.solution(source, name=f"ptxbench-eval-{Path(kernel_path).stem}", author="ptxbench-eval")
     try:
         with resolve_service(service_url, log_path=log_path) as (url, embedded):
             auth = None if embedded else (token or os.environ.get("FIBSERVE_TOKEN") or None)
-            return FIBServeBackend(url, token=auth).evaluate(solution, task)
+            backend = FIBServeBackend(url, token=auth)
+            report = backend.evaluate(solution, task)
+            if instruction_evidence:
+                ncu = profile_correct_kernel(backend, solution, task, report, cache_dir=None)
+                report = report.model_copy(update={"ncu": ncu})
     except (EvaluationInfrastructureError, ServiceStartError) as exc:
-        return infrastructure_report(task, str(exc), solution_name=solution.name)
+        report = infrastructure_report(task, str(exc), solution_name=solution.name)
+    return report.model_copy(update={"kernel_sha256": digest})

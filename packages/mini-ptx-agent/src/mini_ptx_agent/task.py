@@ -6,13 +6,12 @@ what counts as success. It is plain JSON (``task.json``)::
 
     {"definition": "gemm_n7168_k5120", "workloads": ["<uuid>"], "language": "cuda", "target_speedup": 1.0}
 
+The public PTXBench task files have another shape; :mod:`mini_ptx_agent.task_file` reads both into this model.
 The model imports nothing heavy, so commands can load it cheaply.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Literal
 
 from fibserve.trace import BuildSpec, Language, Solution, SourceFile
@@ -55,6 +54,14 @@ class TaskConfig(BaseModel):
     """Run compute-sanitizer before evaluating; a sanitizer finding rejects the kernel without timing it."""
     sanitizer_types: list[str] = Field(default_factory=lambda: ["memcheck"])
     """compute-sanitizer tools to run when ``sanitizer`` is on (memcheck, racecheck, initcheck, synccheck)."""
+    sanitizer_runs: int = Field(default=1, ge=1)
+    """How many times the sanitizer gate runs before the evaluation (each run: every tool on every workload;
+    the first finding stops the gate). Races and uninitialised reads show only in some runs, so the public
+    PTXBench tasks ask for 2 (their ``max_check_runs``)."""
+    sanitizer_timeout_s: float | None = Field(default=None, gt=0)
+    """Time limit in seconds of one sanitizer task; None: ``timeout_s``."""
+    task_id: str | None = None
+    """The task's id, copied into every result (the public task files' ``task_id``; a Harbor task's name)."""
     atol: float | None = Field(default=None, ge=0)
     """Absolute tolerance override; null keeps the service's precedence (defaults < op_type < definition)."""
     rtol: float | None = Field(default=None, ge=0)
@@ -95,24 +102,8 @@ class TaskConfig(BaseModel):
         )
 
 
-def load_task_config(path: Path) -> TaskConfig:
-    """Read and validate a ``task.json``.
-
-    Raises:
-        TaskConfigError: the file is missing, not JSON, or invalid (the message names the field to fix).
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TaskConfigError(f"cannot read task config {path}: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TaskConfigError(f"task config {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
-    try:
-        return TaskConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-        )
-        raise TaskConfigError(f"task config {path} is invalid: {problems}") from None
+def validation_problems(exc: ValidationError) -> str:
+    """A pydantic error as one line: ``field: message; field: message``."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+    )

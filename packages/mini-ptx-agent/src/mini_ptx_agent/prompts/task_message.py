@@ -84,6 +84,7 @@ def first_user_message(
     language: str,
     target_speedup: float,
     workloads: Iterable[Any] | None = None,
+    closing: str | None = None,
 ) -> str:
     """The task message: the definition JSON (``tags`` removed), the workloads, the target, the signature.
 
@@ -93,6 +94,8 @@ def first_user_message(
         language: ``cuda`` (``cpp`` accepted) or ``triton``.
         target_speedup: the minimum speedup over the reference (e.g. ``1.0``) every workload must reach.
         workloads: optional workload objects or dicts with an ``axes`` mapping (``{"M": 8192}``), listed in order.
+        closing: the last paragraph, what to deliver; default: a short plan and the whole file in one fenced
+            block (the agent loop's reply format). A Harbor task says where to write the file instead.
 
     Raises:
         ValueError: unknown language or a non-positive target.
@@ -123,6 +126,6 @@ def first_user_message(
         expected_signature(definition, lang),
         "```",
         "",
-        f"Reply with a short plan and the complete file in one ```{fence} block.",
+        closing or f"Reply with a short plan and the complete file in one ```{fence} block.",
     ]
     return "\n".join(parts) + "\n"
