@@ -38,11 +38,11 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def drive(path: Path, script: Script) -> None:
-    """Open ``path`` in the inspector (160x48, headless) and run ``script(app, pilot)`` in it."""
+    """Open ``path`` in the inspector (120x40, headless) and run ``script(app, pilot)`` in it."""
 
     async def main() -> None:
         app = InspectorApp(open_path(path))
-        async with app.run_test(size=(160, 48)) as pilot:
+        async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
             await script(app, pilot)
 
@@ -50,11 +50,10 @@ def drive(path: Path, script: Script) -> None:
 
 
 async def keys(pilot: Any, *names: str) -> None:
-    """Press ``names`` one by one, letting the app settle (and its threads finish) after each."""
-    for name in names:
-        await pilot.press(name)
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+    """Press ``names`` (each handled before the next), then let the app settle and its threads finish."""
+    await pilot.press(*names)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
 
 
 def shown(app: InspectorApp, pane: str) -> str:
@@ -304,7 +303,7 @@ def test_sft_jsonl_rows_show_the_trained_part_and_provenance(tmp_path: Path) -> 
         )
         await keys(pilot, "j")
         assert "loss_mask has 52 values for 3 messages (per token?)" in shown(app, "messages")
-        assert "trained: unknown" in shown(app, "messages") and "mask unknown" in labels(app, "#rows")[3]
+        assert "trained: unknown" in shown(app, "messages") and "trained: unknown" in labels(app, "#rows")[3]
         await keys(pilot, "slash", *"PARTS JOINED", "enter")
         assert app.screen.index == 4 and "parts joined" in shown(app, "messages")
         await keys(pilot, "slash", *"tokenized", "enter")  # a JSONL search sees provenance too
@@ -345,3 +344,43 @@ def test_question_mark_lists_every_key(inputs: dict[str, Path]) -> None:
         assert not app.is_running
 
     drive(inputs["run"], script)
+
+
+def test_the_mouse_and_tab_reach_every_pane(inputs: dict[str, Path]) -> None:
+    async def script(app: InspectorApp, pilot: Any) -> None:
+        screen = app.screen
+        await pilot.click("#turns", offset=(5, 2))  # the third row
+        await pilot.pause()
+        assert screen.turn.number == 3
+        await pilot.click("#views Tab#--content-tab-evaluation")
+        await pilot.pause()
+        assert screen.view == "evaluation" and "INCORRECT_NUMERICAL" in shown(app, "evaluation-pane")
+        await pilot.click("#turns", offset=(5, 0))
+        await keys(pilot, "1")
+        await pilot.click("#reply-pane", offset=(4, 2))  # below the border: the collapsed reasoning line of turn 1
+        await pilot.pause()
+        assert screen.reasoning and REASONING in shown(app, "reply-pane")
+        screen.query_one("#turns", RowList).focus()
+        focused = []
+        for _ in range(3):
+            await keys(pilot, "tab")
+            focused.append(type(app.focused).__name__)
+        assert focused == ["ContentTabs", "TextPane", "RowList"]  # the list, the tabs, the pane, round again
+
+    drive(inputs["run"], script)
+
+
+def test_a_click_on_a_header_sorts_by_that_column(inputs: dict[str, Path]) -> None:
+    async def script(app: InspectorApp, pilot: Any) -> None:
+        table = app.screen.query_one(DataTable)
+        columns = list(table.columns.values())
+        best = list(COLUMNS).index("best_speedup")
+        x = sum(column.get_render_width(table) for column in columns[:best]) + 2
+        await pilot.click(DataTable, offset=(x, 0))
+        await pilot.pause()
+        assert app.screen.sort_column == "best_speedup" and app.screen.reverse
+        await pilot.click(DataTable, offset=(x, 0))
+        await pilot.pause()
+        assert not app.screen.reverse and app.screen.shown[-1].best_speedup == 0.8
+
+    drive(inputs["experiment"], script)

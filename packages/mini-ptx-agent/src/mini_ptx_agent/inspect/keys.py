@@ -21,20 +21,26 @@ class Key:
     description: str
     where: str
     """``all``, ``trajectory``, ``experiment``, or ``widget`` (lists and panes)."""
-    footer: bool = False
-    """Shown in the footer."""
+    footer: str = ""
+    """Its short name in the footer; empty: not in the footer."""
 
 
 KEYS: tuple[Key, ...] = (
-    Key("q", "app.quit", "quit", "all", footer=True),
-    Key("question_mark", "app.help", "this list of keys", "all", footer=True),
+    Key("q", "app.quit", "quit", "all", footer="quit"),
+    Key("question_mark", "app.help", "this list of keys", "all", footer="keys"),
     Key("escape", "back", "back: close a search, or return to the experiment table", "all"),
     Key("tab,shift+tab", "", "next / previous pane (the list, the tabs, the text)", "widget"),
     Key("down,j,up,k", "", "next / previous row of a list; scroll a text pane", "widget"),
     Key("pagedown,space,pageup", "", "a page down / up", "widget"),
     Key("home,g,end,G", "", "first / last row, top / bottom of a pane", "widget"),
     Key("left,h,right,l", "", "scroll a code pane sideways", "widget"),
-    Key("slash", "search", "search replies and kernels (SFT: rows; experiment: filter)", "all", footer=True),
+    Key(
+        "slash",
+        "search",
+        "search replies and kernels (SFT: rows; experiment: filter)",
+        "all",
+        footer="search",
+    ),
     Key("n", "search_next", "next match", "all"),
     Key("N", "search_previous", "previous match", "all"),
     Key("1", "view('reply')", "the model's reply", "trajectory"),
@@ -42,16 +48,16 @@ KEYS: tuple[Key, ...] = (
     Key("3", "view('feedback')", "the feedback the model got", "trajectory"),
     Key("4", "view('evaluation')", "evaluation: notes, workloads, errors", "trajectory"),
     Key("5", "view('analysis')", "PTX/SASS families and resources", "trajectory"),
-    Key("d", "toggle_diff", "kernel / diff against the previous kernel", "trajectory", footer=True),
-    Key("r", "toggle_reasoning", "show / collapse the reasoning", "trajectory", footer=True),
-    Key("o", "save_kernel", "write the selected kernel to a file", "trajectory", footer=True),
-    Key("enter", "open", "open the trajectory of the row", "experiment", footer=True),
+    Key("d", "toggle_diff", "kernel / diff against the previous kernel", "trajectory", footer="diff"),
+    Key("r", "toggle_reasoning", "show / collapse the reasoning", "trajectory", footer="reasoning"),
+    Key("o", "save_kernel", "write the selected kernel to a file", "trajectory", footer="write kernel"),
+    Key("enter", "open", "open the trajectory of the row", "experiment", footer="open"),
     Key(
         "s",
         "sort",
         "sort by the next column (click a header: by it; again: reverse)",
         "experiment",
-        footer=True,
+        footer="sort",
     ),
 )
 """Every key of the inspector."""
@@ -68,7 +74,14 @@ WHERE = {
 def bindings(*where: str) -> list[Binding]:
     """The textual bindings of the keys for ``where`` (``all`` included)."""
     return [
-        Binding(key.keys, key.action, key.description, show=key.footer, key_display=_label(key.keys))
+        Binding(
+            key.keys,
+            key.action,
+            key.footer or key.description,
+            show=bool(key.footer),
+            key_display=_label(key.keys),
+            tooltip=key.description,
+        )
         for key in KEYS
         if key.action and key.where in ("all", *where)
     ]

@@ -42,7 +42,7 @@ def row_label(rows: SftFile, index: int) -> Text:
     trained = sum(len(m.content) for m, t in zip(row.messages, row.trained, strict=True) if t)
     label.append(f"{len(row.messages)} msgs ")
     label.append(
-        f"{trained:>7,} trained" if any(t is not None for t in row.trained) else "   mask unknown",
+        f"{trained:>7,} chars trained" if any(t is not None for t in row.trained) else "   trained: unknown",
         style="green",
     )
     scalars = [_short(v, 24) for v in row.provenance.values() if isinstance(v, str | int | float) and v != ""]

@@ -118,7 +118,7 @@ class TrajectoryScreen(Screen[None]):
             return
         self._shown[view] = state
         keep = before is not None and before[:2] == state[:2]  # the reasoning shown or hidden: stay in place
-        title = f"turn {self.turn.number}"
+        title = f"{view} · turn {self.turn.number}"
         document: Document
         if view == "reply":
             document = reply_document(self.data, self.turn, reasoning=self.reasoning)
