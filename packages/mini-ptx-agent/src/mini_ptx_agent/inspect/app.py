@@ -16,6 +16,10 @@ class InspectorApp(App[None]):
     """
 
     TITLE = "ptxbench-inspect"
+    CSS = """
+    #header { height: auto; padding: 0 1; background: $boost; }
+    """
+    """What every screen shares: the header line above it."""
 
     def __init__(self, opened: Opened):
         super().__init__()

@@ -1,4 +1,5 @@
-"""The small screens and bars the inspector opens over its main screens: help, writing a kernel, search."""
+"""The small screens and bars the inspector opens over its main screens (help, writing a kernel, search), and
+the base of the screens that search."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Label, Static
 
 from .keys import help_rows
@@ -105,3 +106,54 @@ class SearchBar(Input):
     @property
     def is_open(self) -> bool:
         return self.has_class("open")
+
+
+class SearchingScreen(Screen[None]):
+    """A screen with a :class:`SearchBar`: ``/`` opens it, Enter searches, ``n``/``N`` go on, Esc closes it.
+
+    Subclasses say what a search does (:meth:`search`), what a query lights up (:meth:`highlight`) and where
+    the focus goes after it (:meth:`after_search`); their ``action_back`` calls :meth:`close_search` first.
+    """
+
+    def search(self, query: str, *, backwards: bool) -> None:
+        """Go to the next match of ``query`` (the previous, ``backwards``)."""
+        raise NotImplementedError
+
+    def highlight(self, query: str) -> None:
+        """Mark ``query`` wherever the screen shows text."""
+
+    def after_search(self) -> None:
+        """Focus what the reader looks at after a search."""
+
+    def action_search(self) -> None:
+        self.query_one(SearchBar).open()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if not isinstance(event.input, SearchBar):
+            return
+        event.input.close()
+        self.highlight(event.value)
+        self.after_search()
+        self.search(event.value, backwards=False)
+
+    def action_search_next(self) -> None:
+        self._again(backwards=False)
+
+    def action_search_previous(self) -> None:
+        self._again(backwards=True)
+
+    def _again(self, *, backwards: bool) -> None:
+        query = self.query_one(SearchBar).value
+        if query:
+            self.search(query, backwards=backwards)
+        else:
+            self.action_search()
+
+    def close_search(self) -> bool:
+        """Close the search bar if it is open (the focus goes where :meth:`after_search` puts it); whether it was."""
+        bar = self.query_one(SearchBar)
+        if not bar.is_open:
+            return False
+        bar.close()
+        self.after_search()
+        return True

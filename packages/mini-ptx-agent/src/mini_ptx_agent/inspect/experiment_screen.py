@@ -29,7 +29,6 @@ class ExperimentScreen(Screen[None]):
     """An experiment's trajectories as a table."""
 
     DEFAULT_CSS = """
-    ExperimentScreen #header { height: auto; padding: 0 1; background: $boost; }
     ExperimentScreen #filter { margin: 0 0; }
     """
     BINDINGS = bindings("experiment")

@@ -10,10 +10,9 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from .dialogs import SearchBar
+from .dialogs import SearchBar, SearchingScreen
 from .keys import bindings
 from .readers import InspectError
 from .readers.sft import SftFile, SftRow
@@ -73,13 +72,11 @@ def row_document(index: int, row: SftRow) -> Lines:
     return Lines(lines)
 
 
-class SftScreen(Screen[None]):
+class SftScreen(SearchingScreen):
     """The rows of one SFT file (JSONL or parquet)."""
 
     DEFAULT_CSS = """
-    SftScreen #header { height: auto; padding: 0 1; background: $boost; }
     SftScreen #rows { width: 64; border-right: solid $primary-darken-2; }
-    SftScreen TextPane { border-title-color: $accent; border: round $primary-darken-2; }
     """
     BINDINGS = bindings("sft")
 
@@ -119,27 +116,15 @@ class SftScreen(Screen[None]):
         if event.index != self.index:
             self.show_row(event.index)
 
-    def action_search(self) -> None:
-        self.query_one(SearchBar).open()
+    def highlight(self, query: str) -> None:
+        self.query_one("#messages", TextPane).highlight(query)
 
-    def on_input_submitted(self, event: SearchBar.Submitted) -> None:
-        event.input.close()
-        self.query_one("#messages", TextPane).highlight(event.value)
+    def after_search(self) -> None:
         self.query_one("#rows", RowList).focus()
-        self.search(event.value, backwards=False)
-
-    def action_search_next(self) -> None:
-        self.search(self.query_one(SearchBar).value, backwards=False)
-
-    def action_search_previous(self) -> None:
-        self.search(self.query_one(SearchBar).value, backwards=True)
 
     def search(self, query: str, *, backwards: bool) -> None:
         """Go to the next row (previous, ``backwards``) holding ``query``, at its first matching line. The
         rows are searched in a thread (a scan of a large file takes seconds); the screen stays live."""
-        if not query:
-            self.action_search()
-            return
         self.notify(f"searching {self.rows.count:,} rows for {query!r}", timeout=1.5)
         self._find(query, self.index, backwards)
 
@@ -160,7 +145,4 @@ class SftScreen(Screen[None]):
         self.notify(f"{query!r}: row {found + 1}", timeout=2)
 
     def action_back(self) -> None:
-        bar = self.query_one(SearchBar)
-        if bar.is_open:
-            bar.close()
-            self.query_one("#rows", RowList).focus()
+        self.close_search()

@@ -87,7 +87,10 @@ class TextPane(ScrollView, can_focus=True):
     """Shows a :class:`Document`; ``wrap`` for prose, sideways scrolling for code."""
 
     DEFAULT_CSS = """
-    TextPane { background: $surface; overflow-y: auto; overflow-x: auto; }
+    TextPane {
+        background: $surface; overflow-y: auto; overflow-x: auto;
+        border: round $primary-darken-2; border-title-color: $accent;
+    }
     TextPane:focus { background-tint: $foreground 4%; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -8,15 +8,15 @@ validated once), and the turn list shows them as they come.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
-from .dialogs import SaveKernelScreen, SearchBar
+from .dialogs import SaveKernelScreen, SearchBar, SearchingScreen
 from .keys import bindings
 from .readers.trajectory import TrajectoryData, Turn
 from .row_list import RowList
@@ -39,15 +39,13 @@ SEARCHED = ("reply", "kernel")
 """The panes a search goes through turn by turn."""
 
 
-class TrajectoryScreen(Screen[None]):
+class TrajectoryScreen(SearchingScreen):
     """One trajectory (alone or from a run directory)."""
 
     DEFAULT_CSS = """
-    TrajectoryScreen #header { height: auto; padding: 0 1; background: $boost; }
     TrajectoryScreen #turns { width: 46; border-right: solid $primary-darken-2; }
     TrajectoryScreen #views { width: 1fr; height: 1fr; }
     TrajectoryScreen TabPane { padding: 0; }
-    TrajectoryScreen TextPane { border-title-color: $accent; border: round $primary-darken-2; }
     """
     BINDINGS = bindings("trajectory")
 
@@ -148,8 +146,10 @@ class TrajectoryScreen(Screen[None]):
 
     @work(thread=True, exclusive=True)
     def _count_notes(self) -> None:
-        """Read every evaluated turn's report once and count its notes (off the screen's thread)."""
+        """Read every evaluated turn's report once and count its notes (off the screen's thread; a pause
+        after each report leaves the interpreter to the screen, so keys stay quick while it reads)."""
         for turn in self.data.turns:
+            time.sleep(0.005)
             count = len(self.data.notes(turn))
             if count:
                 self.notes[turn.number] = count
@@ -187,40 +187,22 @@ class TrajectoryScreen(Screen[None]):
         )
 
     def action_back(self) -> None:
-        bar = self.query_one(SearchBar)
-        if bar.is_open:
-            bar.close()
-            self.query_one("#turns", RowList).focus()
-        elif len(self.app.screen_stack) > 2:
-            self.app.pop_screen()
+        if not self.close_search() and len(self.app.screen_stack) > 2:
+            self.app.pop_screen()  # back to the experiment table this trajectory was opened from
 
-    # -- search --------------------------------------------------------------------------------------------------
+    # -- search (the bar and its keys: SearchingScreen) ----------------------------------------------------------
 
-    def action_search(self) -> None:
-        self.query_one(SearchBar).open()
-
-    def on_input_submitted(self, event: SearchBar.Submitted) -> None:
-        if event.input.id != "search":
-            return
-        event.input.close()
+    def highlight(self, query: str) -> None:
         for view in VIEWS:
-            self.pane(view).highlight(event.value)
+            self.pane(view).highlight(query)
+
+    def after_search(self) -> None:
         self.pane(self.view).focus()
-        self.search(event.value, backwards=False)
-
-    def action_search_next(self) -> None:
-        self.search(self.query_one(SearchBar).value, backwards=False)
-
-    def action_search_previous(self) -> None:
-        self.search(self.query_one(SearchBar).value, backwards=True)
 
     def search(self, query: str, *, backwards: bool) -> None:
         """The next match of ``query``: in the pane on show after its current match, else in the next turn's
         reply or kernel (wrapping around), whose pane is then shown at the matching line. A pane other than
         the reply and the kernel is searched on its own first (wrapping around)."""
-        if not query:
-            self.action_search()
-            return
         view, pane = self.view, self.pane(self.view)
         if self._match is not None and self._match[:2] == (self.turn.number, view):
             start = self._match[2]

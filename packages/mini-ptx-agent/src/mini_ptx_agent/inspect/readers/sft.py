@@ -44,8 +44,9 @@ MASK_RULES: dict[str, str] = {
     "assistant": "all", "all_assistant": "all",
 }  # fmt: skip
 """A row mask given as a word: which assistant messages it trains."""
-SCAN_CHUNK = 32 << 20
-"""Bytes of a JSONL file lowered and searched at a time."""
+SCAN_CHUNK = 4 << 20
+"""Bytes of a JSONL file lowered and searched at a time (each chunk holds the interpreter for a few ms only,
+so the screen stays live while a search runs in its thread)."""
 
 
 class SftMessage(BaseModel):
