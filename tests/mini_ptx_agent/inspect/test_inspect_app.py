@@ -143,8 +143,15 @@ def test_search_goes_through_replies_and_kernels_turn_by_turn(inputs: dict[str, 
         assert REASONING in shown(app, "reply-pane")
         await keys(pilot, "N")
         assert screen.turn.number == 4
-        await keys(pilot, "slash", *"tl.store", "enter")  # only in kernels (and the replies that hold them)
-        assert "tl.store" in pane.document.plain(screen._match[2]) or screen.view == "kernel"
+        await keys(pilot, "slash", *"tl.store", "enter")  # further down turn 4's reply: its kernel block
+        assert (screen.turn.number, screen.view) == (4, "reply") and "tl.store" in pane.document.plain(
+            screen._match[2]
+        )
+        await keys(pilot, "n")  # then the same turn's kernel pane
+        kernel = screen.query_one("#kernel-pane", TextPane)
+        assert (screen.turn.number, screen.view) == (4, "kernel") and "tl.store" in kernel.document.plain(
+            screen._match[2]
+        )
         await keys(pilot, "slash", *"no such words", "enter")
         assert screen.turn.number in (1, 2, 3, 4) and not screen.query_one("#search", Input).has_class("open")
 
@@ -357,7 +364,9 @@ def test_the_mouse_and_tab_reach_every_pane(inputs: dict[str, Path]) -> None:
         assert screen.view == "evaluation" and "INCORRECT_NUMERICAL" in shown(app, "evaluation-pane")
         await pilot.click("#turns", offset=(5, 0))
         await keys(pilot, "1")
-        await pilot.click("#reply-pane", offset=(4, 2))  # below the border: the collapsed reasoning line of turn 1
+        await pilot.click(
+            "#reply-pane", offset=(4, 2)
+        )  # below the border: the collapsed reasoning line of turn 1
         await pilot.pause()
         assert screen.reasoning and REASONING in shown(app, "reply-pane")
         screen.query_one("#turns", RowList).focus()

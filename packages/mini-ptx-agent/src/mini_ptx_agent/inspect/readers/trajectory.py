@@ -34,7 +34,7 @@ from . import InspectError
 NO_FEEDBACK = "NO_FEEDBACK"
 """The status of a reply that got no feedback (the run stopped while it was evaluated)."""
 
-Field_ = Literal["reply", "kernel"]
+SearchField = Literal["reply", "kernel"]
 """The texts a search looks through, per turn."""
 
 
@@ -339,7 +339,7 @@ class TrajectoryData:
 
     # -- search ----------------------------------------------------------------------------------------------
 
-    def text(self, turn: Turn, field: Field_) -> str:
+    def text(self, turn: Turn, field: SearchField) -> str:
         """What a search looks through: the reply (reasoning and content) or the kernel."""
         if field == "kernel":
             return self.kernel(turn) or ""
@@ -347,14 +347,14 @@ class TrajectoryData:
         return f"{reply.reasoning}\n{reply.content}"
 
     def search(
-        self, query: str, start: tuple[int, Field_], *, backwards: bool = False
-    ) -> tuple[Turn, Field_] | None:
+        self, query: str, start: tuple[int, SearchField], *, backwards: bool = False
+    ) -> tuple[Turn, SearchField] | None:
         """The first (turn, field) after ``start`` (turn number, field) whose text holds ``query`` (any case),
         wrapping around; ``start`` itself is searched last. None when nothing holds it."""
         if not query or not self.turns:
             return None
         needle = query.lower()
-        places: list[tuple[Turn, Field_]] = [(t, f) for t in self.turns for f in ("reply", "kernel")]
+        places: list[tuple[Turn, SearchField]] = [(t, f) for t in self.turns for f in ("reply", "kernel")]
         here = next((i for i, (t, f) in enumerate(places) if (t.number, f) == start), 0)
         step = -1 if backwards else 1
         for k in range(1, len(places) + 1):
