@@ -136,6 +136,7 @@ def test_search_goes_through_replies_and_kernels_turn_by_turn(inputs: dict[str, 
         assert (screen.turn.number, screen.view) == (2, "reply")
         pane = screen.query_one("#reply-pane", TextPane)
         assert pane.query == "SIGN" and "sign" in pane.document.plain(screen._match[2]).lower()
+        assert pane.border_subtitle == f"'SIGN' at line {screen._match[2] + 1} · n next, N previous"
         await keys(pilot, "n")
         assert (screen.turn.number, screen.view) == (4, "reply")
         await keys(pilot, "n")  # wraps to turn 1, whose only match is in its collapsed reasoning: shown
@@ -153,7 +154,10 @@ def test_search_goes_through_replies_and_kernels_turn_by_turn(inputs: dict[str, 
             screen._match[2]
         )
         await keys(pilot, "slash", *"no such words", "enter")
-        assert screen.turn.number in (1, 2, 3, 4) and not screen.query_one("#search", Input).has_class("open")
+        assert not screen.query_one("#search", Input).display  # the bar closed; the last match stays on show
+        assert screen.turn.number == 4 and any(
+            "no match for 'no such words'" in n.message for n in app._notifications
+        )
 
     drive(inputs["run"], script)
 

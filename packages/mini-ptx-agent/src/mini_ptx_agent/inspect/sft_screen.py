@@ -125,7 +125,9 @@ class SftScreen(SearchingScreen):
     def search(self, query: str, *, backwards: bool) -> None:
         """Go to the next row (previous, ``backwards``) holding ``query``, at its first matching line. The
         rows are searched in a thread (a scan of a large file takes seconds); the screen stays live."""
-        self.notify(f"searching {self.rows.count:,} rows for {query!r}", timeout=1.5)
+        self.query_one(
+            "#messages", TextPane
+        ).border_subtitle = f"searching {self.rows.count:,} rows for {query!r} …"
         self._find(query, self.index, backwards)
 
     @work(thread=True, exclusive=True)
@@ -134,15 +136,16 @@ class SftScreen(SearchingScreen):
         self.app.call_from_thread(self._found, query, found)
 
     def _found(self, query: str, found: int | None) -> None:
+        pane = self.query_one("#messages", TextPane)
         if found is None:
+            pane.border_subtitle = ""
             self.notify(f"no row holds {query!r}", severity="warning")
             return
         self.show_row(found)
-        pane = self.query_one("#messages", TextPane)
         line = pane.find(query, -1)
         if line is not None:
             pane.scroll_to_line(line)
-        self.notify(f"{query!r}: row {found + 1}", timeout=2)
+        pane.border_subtitle = f"{query!r} in row {found + 1} · n next, N previous"
 
     def action_back(self) -> None:
         self.close_search()

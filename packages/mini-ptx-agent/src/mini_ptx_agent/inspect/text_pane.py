@@ -132,6 +132,7 @@ class TextPane(ScrollView, can_focus=True):
         line = self.top_line if keep_position else 0
         self.document = document
         self.border_title = title
+        self.border_subtitle = ""
         self._layout_width = -1
         self._layout()
         self.scroll_to_line(line, center=False)

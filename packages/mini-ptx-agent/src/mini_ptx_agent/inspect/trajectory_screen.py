@@ -226,7 +226,7 @@ class TrajectoryScreen(SearchingScreen):
                 return
         self._match = (self.turn.number, view, line)
         pane.scroll_to_line(line)
-        self.notify(f"{query!r}: turn {self.turn.number}, {view}, line {line + 1}", timeout=2)
+        pane.border_subtitle = f"{query!r} at line {line + 1} · n next, N previous"
 
 
 def _message_document(text: str) -> Document:
