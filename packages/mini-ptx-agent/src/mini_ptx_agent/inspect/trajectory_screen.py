@@ -216,11 +216,12 @@ class TrajectoryScreen(SearchingScreen):
                 self.notify(f"no match for {query!r}", severity="warning")
                 return
             turn, view = hit
-            self.show_turn(turn.number - 1)
-            if view == "reply" and not self.reasoning and self.pane("reply").find(query, -1) is None:
-                self.reasoning = True  # the match is in the collapsed reasoning
+            self.index = turn.number - 1
             self.action_view(view)
             pane = self.pane(view)
+            if view == "reply" and not self.reasoning and pane.find(query, -1) is None:
+                self.action_toggle_reasoning()  # the match is in the collapsed reasoning
+            self.show_turn(self.index)  # the list's cursor
             line = pane.find(query, len(pane.document) if backwards else -1, backwards=backwards)
             if line is None:
                 return
