@@ -175,3 +175,18 @@ def test_the_trained_part_of_a_row_is_read_every_way_the_rows_mark_it() -> None:
     ):
         with pytest.raises(ValueError, match=words):
             parse_row(bad)
+
+
+def test_a_parquet_of_text_parts_is_searched_row_by_row(tmp_path: Path) -> None:
+    from mini_ptx_agent.inspect.readers.sft import open_sft
+
+    rows = [
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": f"row {i} says {word}"}]}]}
+        for i, word in enumerate(["alpha", "beta", "gamma", "beta"])
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "parts.parquet", row_group_size=2)
+    sft = open_sft(tmp_path / "parts.parquet")
+    assert sft.row(2).messages[0].content == "row 2 says gamma"
+    assert (sft.find("BETA", 0), sft.find("beta", 1), sft.find("beta", 3), sft.find("beta", 1, backwards=True)) == (
+        1, 3, 1, 3)  # fmt: skip
+    assert sft.find("delta", 0) is None

@@ -132,7 +132,11 @@ class SftScreen(SearchingScreen):
 
     @work(thread=True, exclusive=True)
     def _find(self, query: str, start: int, backwards: bool) -> None:
-        found = self.rows.find(query, start, backwards=backwards)
+        try:
+            found = self.rows.find(query, start, backwards=backwards)
+        except (OSError, ValueError) as exc:  # the file changed or broke under the inspector
+            self.app.call_from_thread(self.notify, f"the search stopped: {exc}", severity="error")
+            return
         self.app.call_from_thread(self._found, query, found)
 
     def _found(self, query: str, found: int | None) -> None:

@@ -144,7 +144,9 @@ class TrajectoryScreen(SearchingScreen):
             if text.startswith((REASONING_LINE, "▾ reasoning", "▴ end of reasoning")):
                 self.action_toggle_reasoning()
 
-    @work(thread=True, exclusive=True)
+    @work(
+        thread=True, exclusive=True, exit_on_error=False
+    )  # the markers are a help: a failure costs only them
     def _count_notes(self) -> None:
         """Read every evaluated turn's report once and count its notes (off the screen's thread; a pause
         after each report leaves the interpreter to the screen, so keys stay quick while it reads)."""

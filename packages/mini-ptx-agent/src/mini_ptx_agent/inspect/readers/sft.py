@@ -311,14 +311,29 @@ class ParquetFile(SftFile):
         return None
 
     def _hits(self, group: int, query: str) -> list[int]:
-        """The rows of row group ``group`` with a message holding ``query`` (any case), sorted."""
+        """The rows of row group ``group`` with a message holding ``query`` (any case), sorted. Arrow's string
+        kernels do it when ``content`` is a string column; other shapes (text parts) row by row."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
+        first = self._group_starts[group]
         messages = self._group(group).column(MESSAGES).combine_chunks()
-        contents = pc.list_flatten(messages).field("content")
-        found = pc.match_substring(contents, query, ignore_case=True)
-        rows = pc.filter(pc.list_parent_indices(messages), found).to_pylist()
-        return sorted({self._group_starts[group] + int(r) for r in rows})
+        try:
+            contents = pc.list_flatten(messages).field("content")
+            found = pc.match_substring(contents, query, ignore_case=True)
+            rows = pc.filter(pc.list_parent_indices(messages), found).to_pylist()
+            return sorted({first + int(r) for r in rows})
+        except (pa.ArrowException, KeyError, TypeError):
+            needle = query.lower()
+            hits = []
+            for index in range(first, self._group_starts[group + 1]):
+                try:
+                    row = self.row(index)
+                except InspectError:
+                    continue
+                if any(needle in m.content.lower() for m in row.messages):
+                    hits.append(index)
+            return hits
 
 
 def open_sft(path: Path) -> SftFile:
