@@ -28,6 +28,8 @@ from mini_ptx_agent.inspect.trajectory_screen import TrajectoryScreen
 from mini_ptx_agent.runs.directory import RunLayout
 from textual.widgets import DataTable, Input, Label, Static
 
+pytestmark = pytest.mark.slow  # about 40 s on the 2-core machine: each test drives the app through its keys
+
 Script = Callable[[InspectorApp, Any], Awaitable[None]]
 
 
