@@ -94,11 +94,17 @@ def load_trajectory(path: Path) -> dict[str, Any]:
         TrajectoryError: unreadable, not JSON, or missing ``messages``/``trajectory_format``.
     """
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TrajectoryError(f"cannot read trajectory {path}: {exc.strerror}") from None
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrajectoryError(
+            f"cannot read trajectory {path}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TrajectoryError(f"trajectory {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        ended = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")  # ran into the end
+        cut = " (the file ends before the JSON does: truncated?)" if ended else ""
+        raise TrajectoryError(f"trajectory {path} is not JSON: {exc.msg} at line {exc.lineno}{cut}") from None
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise TrajectoryError(f"trajectory {path} has no 'messages' list")
     if data.get("trajectory_format") != TRAJECTORY_FORMAT:
