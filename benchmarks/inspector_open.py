@@ -6,8 +6,10 @@ Generates, in a temporary folder (seeded, removed afterwards unless ``--keep DIR
   64), each an assistant reply with a long reasoning (``extra.reasoning_content``), prose and a CUDA kernel of
   about 1,200 lines, and the evaluation feedback with its KernelReport over 16 workloads (built with
   ``build_report`` from FlashInfer traces, as the agent stores it);
-* ``--rows`` SFT rows (default 100,000) as JSONL (about 3 KB a row: system, user, assistant with a kernel;
-  per-message ``train`` flags and provenance), and the same rows as parquet in row groups of 10,000.
+* ``--rows`` SFT rows (default 100,000) of ``ptxbench.sft/1`` (:class:`mini_ptx_agent.data.rows.SFTRow`, KernelGen
+  layout: system, user, assistant with its reasoning and a kernel; loss mask, provenance; token counts estimated
+  at 4 characters a token rather than counted, to keep generation short) as JSONL (about 3 KB a row), and the
+  same rows as parquet with the pipeline's schema (``arrow_schema``) in row groups of 10,000.
 
 Then, for each input:
 
@@ -152,35 +154,43 @@ def write_sft(jsonl: Path, parquet: Path, rows: int, seed: int = 0) -> tuple[int
     """``rows`` SFT rows as JSONL and as parquet (row groups of 10,000); returns both sizes in bytes."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from mini_ptx_agent.data.records import Provenance
+    from mini_ptx_agent.data.rows import ChatMessage, SFTRow, TokenCounts
+    from mini_ptx_agent.data.sft import arrow_schema
 
     rng = random.Random(seed)
     system = prose(rng, 600)
     kernels = [kernel(rng, 40) for _ in range(50)]
-    writer = None
+    schema = arrow_schema()
     batch: list[dict[str, Any]] = []
-    with jsonl.open("w", encoding="utf-8") as handle:
+    with jsonl.open("w", encoding="utf-8") as handle, pq.ParquetWriter(parquet, schema) as writer:
         for i in range(rows):
-            row = {
-                "messages": [
-                    {"role": "system", "content": system, "train": False},
-                    {"role": "user", "content": f"Write gemm variant {i}. " + prose(rng, 200), "train": False},
-                    {"role": "assistant", "content": f"```cuda\n{kernels[i % 50]}```", "train": True},
-                ],
-                "provenance": {"pipeline": "kernelgen", "definition": "gemm_n7168_k5120", "trajectory": f"t{i // 8}", "turn": i % 8},
-            }  # fmt: skip
-            handle.write(json.dumps(row) + "\n")
-            batch.append(row)
+            messages = [
+                ChatMessage(role="system", content=system),
+                ChatMessage(role="user", content=f"Write gemm variant {i}. " + prose(rng, 200)),
+                ChatMessage(role="assistant", content=f"<think>\n{prose(rng, 300)}\n</think>\n\n```cuda\n{kernels[i % 50]}```"),
+            ]  # fmt: skip
+            prompt = sum(len(m.content) for m in messages[:2]) // 4 + 8
+            completion = len(messages[2].content) // 4 + 4
+            provenance = Provenance(
+                source_dir="/data/experiments/gemm", experiment="gemm", config_hash="sha256:0", run_dir=f"runs/t{i // 8}",
+                trajectory=f"t{i // 8}", turn=i % 8 + 1, model="scripted/good", definition="gemm_n7168_k5120",
+                language="cuda", arch="sm_90a", prompt_tag="hopper-no-hint", kernel_hash=f"{i % 50:064x}",
+                evaluation=f"runs/t{i // 8}/exp_000/evaluations/turn_{i % 8 + 1:03d}.json", status="PASSED",
+                failure_class="PASSED", executed_on_gpu=True, min_speedup=1.25,
+            )  # fmt: skip
+            row = SFTRow(
+                id=f"kernelgen-{i:016x}", recipe="kernelgen", messages=messages, loss_mask=[0, 0, 1],
+                tokens=TokenCounts(prompt=prompt, completion=completion, total=prompt + completion),
+                provenance=provenance, kernel_hash=f"{i % 50:064x}", teacher_model="scripted/reasoning",
+            )  # fmt: skip
+            handle.write(row.model_dump_json() + "\n")
+            batch.append(row.model_dump(mode="json"))
             if len(batch) == 10_000:
-                table = pa.Table.from_pylist(batch)
-                writer = writer or pq.ParquetWriter(parquet, table.schema)
-                writer.write_table(table)
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
                 batch = []
-    if batch:
-        table = pa.Table.from_pylist(batch)
-        writer = writer or pq.ParquetWriter(parquet, table.schema)
-        writer.write_table(table)
-    if writer is not None:
-        writer.close()
+        if batch:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
     return jsonl.stat().st_size, parquet.stat().st_size
 
 

@@ -8,10 +8,14 @@
   executed, as without a GPU;
 - :func:`experiment_dir`: an experiment of four trajectories (two scripted models x two replicas) of which the
   experiment runner ran three, the fourth left pending, with its plan.json and turns.csv;
-- :func:`sft_rows`: SFT rows of every shape the reader accepts.
+- :func:`sft_datasets`: the Fixit and KernelGen SFT datasets (``sft.jsonl`` and ``sft.parquet``) that the data
+  pipeline builds from that experiment: its own mining, model calls to the scripted repair and reasoning models
+  (tests/mini_ptx_agent/data/scripted_teachers.py), pairs and SFT writer; one fix carries the evaluator's
+  roofline flag and is kept with it (``include_flagged``).
 
 Evaluation is :class:`VerdictBackend`: the service stands in, answering each kernel from its source, as
-FIBServe's result objects (``eval_reports``), so what is tested is what the agent and runner wrote.
+FIBServe's result objects (``eval_reports``), so what is tested is what the agent, the runner and the data
+pipeline wrote.
 """
 
 from __future__ import annotations
@@ -146,31 +150,52 @@ def experiment_dir(root: Path) -> Path:
     return exp
 
 
-def sft_rows() -> list[dict[str, Any]]:
-    """Five SFT rows, one per way of marking the trained part, with provenance."""
-    system = {"role": "system", "content": "You write Triton kernels for Hopper."}
-    user = {"role": "user", "content": "Write vector_add_f32."}
-    wrong = {"role": "assistant", "content": "```python\nz = x - y\n```"}
-    fixed = {"role": "assistant", "content": "Fixed the sign.\n```python\nz = x + y\n```"}
-    feedback = {"role": "user", "content": "INCORRECT_NUMERICAL on workload w1"}
-    return [
-        {  # a Fixit row: per-message flags, the fix trained
-            "messages": [system, user, wrong | {"train": False}, feedback, fixed | {"train": True}],
-            "provenance": {
-                "pipeline": "fixit",
-                "definition": "vector_add_f32",
-                "trajectory": "t1",
-                "turn": 3,
-            },
-        },
-        {"messages": [system, user, fixed], "loss_mask": [0, 0, 1], "source": "kernelgen", "turn": 1},
-        {"messages": [system, user, fixed], "loss_mask": "last_assistant", "source": "kernelgen"},
-        {"messages": [system, user, fixed], "loss_mask": [0] * 40 + [1] * 12, "source": "tokenized"},
-        {
-            "messages": [
-                system,
-                {"role": "user", "content": [{"type": "text", "text": "parts joined"}]},
-                fixed,
-            ]
-        },
-    ]
+def sft_datasets(root: Path, experiment: Path) -> dict[str, Path]:
+    """The data pipeline's SFT datasets of ``experiment`` (:func:`experiment_dir`) under ``root``: ``fixit`` (two
+    rows: the broken model's kernel that does not compile and its wrong one, each repaired by
+    ``scripted/repair``; the wrong one's fix flagged ``implausible`` and kept) and ``kernelgen`` (one row, the
+    good model's kernel with ``scripted/reasoning``'s reasoning). Returns each dataset's directory.
+
+    The repair step's model call, journal and ``repairs.jsonl`` are the pipeline's; its evaluation is
+    :class:`VerdictBackend` in place of the FIBServe that ``repair_failures`` starts (seconds, not tens).
+    """
+    from mini_ptx_agent.data.calls import Journal, call_model
+    from mini_ptx_agent.data.flags import kernel_flags
+    from mini_ptx_agent.data.mining import FAILURES_FILE, FailureRecord, mine_failures, mine_kernels
+    from mini_ptx_agent.data.pairs import make_pairs
+    from mini_ptx_agent.data.reasoning import write_reasoning
+    from mini_ptx_agent.data.records import read_jsonl
+    from mini_ptx_agent.data.repair import REPAIRS_FILE, RepairEntry, repair_messages
+    from mini_ptx_agent.data.sft import build_sft
+    from mini_ptx_agent.extraction import extract_kernel
+    from mini_ptx_agent.models import make_model
+    from scripted_teachers import REASONING_MODEL, REPAIR_MODEL, TEACHERS
+
+    mine_failures([experiment], root / "failures")
+    mine_kernels([experiment], root / "kernels")
+    failures = read_jsonl(root / "failures" / FAILURES_FILE, FailureRecord)
+    journal = Journal(root / "repairs")
+    with ScriptedOpenAIServer(respond=TEACHERS) as server:
+        repairer = make_model(REPAIR_MODEL, model_host=server.host_port, retry=FAST_RETRY)
+        for failure in failures:
+            call = call_model(repairer, repair_messages(failure))
+            kernel = extract_kernel(call.content, failure.task.language).source
+            solution = failure.task.solution(kernel, name=f"fixit-{failure.id}", author=REPAIR_MODEL)
+            report = VerdictBackend().evaluate(solution, failure.task)
+            if failure.provenance.failure_class == "incorrect":  # as FIBServe flags a time under the roofline
+                report.traces[0].evaluation.correctness.extra = {"plausibility": {
+                    "device_model": "H200", "floor_ms": 0.01, "latency_ms": 0.001, "flagged": True,
+                }}  # fmt: skip
+            entry = RepairEntry(
+                failure=failure, call=call, kernel=kernel, kernel_hash=solution.hash(), report=report,
+                flags=kernel_flags(report),
+            )  # fmt: skip
+            journal.save(failure.id, entry)
+        write_reasoning(
+            root / "kernels", root / "reasoning", model=REASONING_MODEL, model_host=server.host_port
+        )
+    journal.collect([f.id for f in failures], RepairEntry, root / "repairs" / REPAIRS_FILE)
+    make_pairs(root / "repairs", root / "pairs")
+    build_sft("fixit", root / "pairs", root / "fixit", include_flagged=True)
+    build_sft("kernelgen", root / "reasoning", root / "kernelgen")
+    return {"fixit": root / "fixit", "kernelgen": root / "kernelgen"}

@@ -10,10 +10,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from inspect_inputs import NEIGHBOUR_NOTE, REASONING, agent_run, demo_run, experiment_dir, sft_rows
+from inspect_inputs import NEIGHBOUR_NOTE, REASONING, agent_run, demo_run, experiment_dir, sft_datasets
 from mini_ptx_agent.inspect.app import InspectorApp
 from mini_ptx_agent.inspect.dialogs import HelpScreen, SaveKernelScreen
 from mini_ptx_agent.inspect.experiment_screen import ExperimentScreen
@@ -36,7 +34,9 @@ Script = Callable[[InspectorApp, Any], Awaitable[None]]
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("inspect")
-    return {"run": agent_run(root), "demo": demo_run(root), "experiment": experiment_dir(root)}
+    experiment = experiment_dir(root)
+    return {"run": agent_run(root), "demo": demo_run(root), "experiment": experiment,
+            **sft_datasets(root, experiment)}  # fmt: skip
 
 
 def drive(path: Path, script: Script) -> None:
@@ -284,59 +284,77 @@ def test_a_broken_trajectory_in_an_experiment_is_a_notice_not_a_crash(
 # -- SFT rows ------------------------------------------------------------------------------------------------
 
 
-def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
-    if (
-        path.suffix == ".parquet"
-    ):  # every row with every column (pyarrow takes the columns from the first row)
-        columns = dict.fromkeys(k for r in rows for k in r)
-        pq.write_table(
-            pa.Table.from_pylist([dict.fromkeys(columns) | r for r in rows]), path, row_group_size=2
+@pytest.mark.parametrize("name", ["sft.jsonl", "sft.parquet"])
+def test_fixit_rows_show_their_messages_the_trained_fix_and_provenance(
+    inputs: dict[str, Path], name: str
+) -> None:
+    """The data pipeline's own Fixit rows, as JSONL and as parquet: every field of ``ptxbench.sft/1`` is on the
+    pane, the final assistant message (loss mask 1) is marked as trained, the others are not."""
+    rows = [json.loads(line) for line in (inputs["fixit"] / "sft.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+
+    def check(text: str, row: dict[str, Any]) -> None:
+        for field in ("format", "id", "recipe", "kernel_hash", "teacher_model"):
+            assert f"\n  {field}: {row[field]}\n" in text, field
+        tokens = row["tokens"]
+        assert (f"  tokens: prompt {tokens['prompt']:,} · completion {tokens['completion']:,} · "
+                f"total {tokens['total']:,} (cl100k_base)") in text  # fmt: skip
+        for field, value in row["provenance"].items():  # every provenance field, each on its line
+            assert f"\n  {field}: {value if isinstance(value, str) else repr(value)}\n" in text, field
+        assert (
+            f"\n  repair_record: {row['fix']['repair_record']}\n" in text and "\n  status: PASSED\n" in text
         )
-    else:
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
-    return path
-
-
-def test_sft_jsonl_rows_show_the_trained_part_and_provenance(tmp_path: Path) -> None:
-    path = write_rows(tmp_path / "rows.jsonl", sft_rows())
+        assert "loss_mask: [0, 0, 0, 0, 1] · trained: message 5" in text
+        for number, message in enumerate(row["messages"], start=1):
+            trained = row["loss_mask"][number - 1] == 1
+            mark = "TRAINED (loss)" if trained else "not trained"
+            content = message["content"]
+            header = f"── {number} · {message['role']} · {mark} · {len(content):,} characters ──"
+            gutter = "▌ " if trained else "  "
+            assert header + "\n" + "\n".join(gutter + line for line in content.splitlines()) in text, number
+        assert text.count("TRAINED (loss)") == 1 and "\n▌ <think>\n▌ The error log shows" in text
 
     async def script(app: InspectorApp, pilot: Any) -> None:
-        assert isinstance(app.screen, SftScreen)
-        rows = labels(app, "#rows")
-        assert len(rows) == 5 and "5 msgs" in rows[0] and "fixit · vector_add_f32 · t1" in rows[0]
+        assert isinstance(app.screen, SftScreen) and app.screen.rows.count == 2
+        listed = labels(app, "#rows")
+        tokens = [f"{r['tokens']['total']:,} tok" for r in rows]
+        assert listed[0].split()[:2] == ["1", "fixit"] and tokens[0] in listed[0]
+        assert listed[0].endswith("vector_add_f32 · compile") and listed[1].endswith(
+            "vector_add_f32 · incorrect ⚑1"
+        )
         first = shown(app, "messages")
-        assert "provenance.pipeline: fixit" in first and "trained part: per-message flags" in first
-        assert "── 5 · assistant · TRAINED (loss) · 39 characters ──\n▌ Fixed the sign.\n▌ ```python" in first
-        assert "── 3 · assistant · not trained ·" in first
+        check(first, rows[0])
+        assert "\nflags: none\n" in first
         await keys(pilot, "j")
-        assert "trained part: loss_mask: one value per message" in shown(app, "messages")
-        await keys(pilot, "j")
-        assert "loss_mask = 'last_assistant'" in shown(app, "messages") and "TRAINED (loss)" in shown(
-            app, "messages"
-        )
-        await keys(pilot, "j")
-        assert "loss_mask has 52 values for 3 messages (per token?)" in shown(app, "messages")
-        assert "trained: unknown" in shown(app, "messages") and "trained: unknown" in labels(app, "#rows")[3]
-        await keys(pilot, "slash", *"PARTS JOINED", "enter")
-        assert app.screen.index == 4 and "parts joined" in shown(app, "messages")
-        await keys(pilot, "slash", *"tokenized", "enter")  # a JSONL search sees provenance too
-        assert app.screen.index == 3
+        second = shown(app, "messages")
+        check(second, rows[1])
+        assert "flags: 1 (kept by --include-flagged" in second
+        assert "  ⚑ implausible · w0 · faster than the device's roofline allows" in second
+        await keys(pilot, "slash", *"SyntaxError", "enter")  # the compile failure's log, wrapping around
+        assert app.screen.index == 0
+        await keys(pilot, "slash", *"verdict: incorrect", "enter")  # any case
+        assert app.screen.index == 1
+        await keys(pilot, "n")
+        assert app.screen.index == 1  # the only row holding it
 
-    drive(path, script)
+    drive(inputs["fixit"] / name, script)
 
 
-def test_sft_parquet_rows_are_read_by_row_group(tmp_path: Path) -> None:
-    rows = sft_rows()
-    path = write_rows(tmp_path / "rows.parquet", [rows[0], rows[1], rows[3]])  # one mask type per column
+def test_a_row_of_another_format_is_said_in_its_place(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """A JSONL whose first rows are ptxbench.sft/1 opens; a later row of another version is a red sentence in
+    the list and the pane, never a traceback."""
+    lines = (inputs["fixit"] / "sft.jsonl").read_text().splitlines()
+    later = json.loads(lines[0]) | {"format": "ptxbench.sft/2"}
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join([*lines, json.dumps(later)]) + "\n")
 
     async def script(app: InspectorApp, pilot: Any) -> None:
-        assert app.screen.rows.count == 3
+        assert labels(app, "#rows")[2].endswith("not a ptxbench.sft/1 row")
         await keys(pilot, "G")
-        assert "loss_mask has 52 values" in shown(app, "messages")
-        await keys(pilot, "slash", *"INCORRECT_numerical", "enter")  # message text, any case, wrapping around
-        assert app.screen.index == 0
-        await keys(pilot, "N")
-        assert app.screen.index == 0  # the only row holding it
+        assert shown(app, "messages") == (
+            "row 3 of mixed.jsonl has format 'ptxbench.sft/2'; this inspector reads 'ptxbench.sft/1' "
+            "(docs/training-data.md)"
+        )
 
     drive(path, script)
 

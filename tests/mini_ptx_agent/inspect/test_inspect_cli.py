@@ -10,9 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from inspect_inputs import agent_run, demo_run, experiment_dir, sft_rows
+from inspect_inputs import agent_run, demo_run, experiment_dir, sft_datasets
+from mini_ptx_agent.data.rows import SFTRow
 from mini_ptx_agent.inspect.keys import KEYS
-from mini_ptx_agent.inspect.readers.sft import parse_row
+from mini_ptx_agent.inspect.readers.sft import open_sft, parse_row
 from mini_ptx_agent.inspect_cli import app
 from mini_ptx_agent.runs.directory import RunLayout
 from typer.testing import CliRunner
@@ -21,9 +22,9 @@ from typer.testing import CliRunner
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("inputs")
-    sft = root / "rows.jsonl"
-    sft.write_text("".join(json.dumps(r) + "\n" for r in sft_rows()))
-    return {"run": agent_run(root), "demo": demo_run(root), "experiment": experiment_dir(root), "sft": sft}
+    experiment = experiment_dir(root)
+    return {"run": agent_run(root), "demo": demo_run(root), "experiment": experiment,
+            **sft_datasets(root, experiment)}  # fmt: skip
 
 
 def inspect(*args: str) -> tuple[int, str]:
@@ -61,15 +62,25 @@ def test_each_kind_of_input_is_told_apart_and_described(inputs: dict[str, Path])
         "pending",
         None,
     )
-    # The experiment's turns.csv opens the experiment; the SFT file its rows.
+    # The experiment's turns.csv opens the experiment; an SFT file its rows, the first one as the pipeline wrote it.
     assert json.loads(inspect(str(inputs["experiment"] / "turns.csv"), "--json")[1])["kind"] == "experiment"
-    sft = json.loads(inspect(str(inputs["sft"]), "--json")[1])
-    assert (sft["kind"], sft["rows"], sft["first_row"]["mask"]) == ("sft", 5, "per-message flags")
+    written = json.loads((inputs["fixit"] / "sft.jsonl").read_text().splitlines()[0])
+    for name in ("sft.jsonl", "sft.parquet"):
+        sft = json.loads(inspect(str(inputs["fixit"] / name), "--json")[1])
+        assert (sft["kind"], sft["rows"]) == ("sft", 2)
+        assert sft["first_row"] == {k: v for k, v in written.items() if k != "messages"} | {
+            "roles": ["system", "user", "assistant", "user", "assistant"]}  # fmt: skip
+    kernelgen = json.loads(inspect(str(inputs["kernelgen"] / "sft.parquet"), "--json")[1])
+    assert kernelgen["rows"] == 1 and kernelgen["first_row"]["loss_mask"] == [0, 0, 1]
+    assert (
+        kernelgen["first_row"]["fix"] is None and kernelgen["first_row"]["provenance"]["status"] == "PASSED"
+    )
 
 
 def bad_inputs(root: Path, inputs: dict[str, Path]) -> dict[str, tuple[Path, str]]:
     """Each bad input and the words its message must hold."""
     trajectory = RunLayout(inputs["run"]).trajectory_path.read_text()
+    row = json.loads((inputs["fixit"] / "sft.jsonl").read_text().splitlines()[0])
     files = {
         "truncated.json": trajectory[: len(trajectory) // 2],
         "other.json": json.dumps({"rows": [1, 2]}),
@@ -78,6 +89,8 @@ def bad_inputs(root: Path, inputs: dict[str, Path]) -> dict[str, tuple[Path, str
         "empty.jsonl": "",
         "chat.jsonl": json.dumps({"prompt": "p", "completion": "c"}) + "\n",
         "broken.jsonl": '{"messages": [{"role": "user", "content": "x"}]\n',
+        "newer.jsonl": json.dumps(row | {"format": "ptxbench.sft/2"}) + "\n",
+        "unmasked.jsonl": json.dumps(row | {"loss_mask": [0, 1]}) + "\n",
     }
     for name, text in files.items():
         (root / name).write_text(text)
@@ -102,9 +115,22 @@ def bad_inputs(root: Path, inputs: dict[str, Path]) -> dict[str, tuple[Path, str
         ),
         "another suffix": (root / "notes.txt", ".txt is not a kind the inspector reads"),
         "empty JSONL": (root / "empty.jsonl", "is empty"),
-        "not SFT rows": (root / "chat.jsonl", "is not an SFT file (row 1 of chat.jsonl is not an SFT row"),
-        "a broken JSON row": (root / "broken.jsonl", "line is not JSON"),
-        "parquet without messages": (root / "prompts.parquet", "has no 'messages' column (columns: prompt)"),
+        "not SFT rows": (
+            root / "chat.jsonl",
+            "is not an SFT file this inspector reads: row 1 of chat.jsonl has no 'format' field: SFT rows are "
+            "'ptxbench.sft/1' objects",
+        ),
+        "another SFT format version": (
+            root / "newer.jsonl",
+            "row 1 of newer.jsonl has format 'ptxbench.sft/2'; this inspector reads 'ptxbench.sft/1'",
+        ),
+        "an SFT row that does not validate": (
+            root / "unmasked.jsonl",
+            "row 1 of unmasked.jsonl does not validate as 'ptxbench.sft/1' (the row: Value error, one loss-mask "
+            "entry per message",
+        ),
+        "a broken JSON row": (root / "broken.jsonl", "row 1 of broken.jsonl is not JSON"),
+        "parquet of other rows": (root / "prompts.parquet", "row 1 of prompts.parquet has no 'format' field"),
         "not parquet": (root / "table.parquet", "is not a parquet file"),
         "unknown run version": (
             old_run,
@@ -140,53 +166,46 @@ def test_help_explains_the_inputs_and_every_key() -> None:
         assert key.description in out, key
 
 
-def test_the_trained_part_of_a_row_is_read_every_way_the_rows_mark_it() -> None:
-    fixit, per_message, rule, per_token, parts = (parse_row(r) for r in sft_rows())
-    assert fixit.trained == [False, False, False, False, True] and fixit.mask_note == "per-message flags"
-    assert fixit.provenance == {"provenance.pipeline": "fixit", "provenance.definition": "vector_add_f32",
-                                "provenance.trajectory": "t1", "provenance.turn": 3}  # fmt: skip
-    assert per_message.trained == [False, False, True] and per_message.provenance == {
-        "source": "kernelgen",
-        "turn": 1,
-    }
-    assert rule.trained == [False, False, True]
-    assert per_token.trained == [None, None, None] and "52 values for 3 messages" in per_token.mask_note
-    assert parts.messages[1].content == "parts joined" and parts.mask_note == "the row marks no trained part"
-    weighted = parse_row(
-        {
-            "messages": [
-                {"role": "user", "content": "q", "weight": 0},
-                {"role": "assistant", "content": "a", "weight": 1.0},
-            ]
-        }
+def test_rows_are_read_with_the_pipelines_model_ignoring_fields_it_does_not_know(
+    inputs: dict[str, Path],
+) -> None:
+    """A row is the data pipeline's :class:`SFTRow`, the same from JSONL and parquet; a field a later writer
+    adds (at the top or inside the provenance) is ignored, as the format asks of readers."""
+    line = (inputs["fixit"] / "sft.jsonl").read_text().splitlines()[1]
+    written = SFTRow.model_validate_json(line)
+    assert (
+        open_sft(inputs["fixit"] / "sft.jsonl").row(1)
+        == written
+        == open_sft(inputs["fixit"] / "sft.parquet").row(1)
     )
-    assert weighted.trained == [False, True]
-    everything = parse_row(
-        {
-            "messages": [{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}],
-            "loss_mask": "assistant",
-        }
-    )
-    assert everything.trained == [True, True]
+    assert written.loss_mask == [0, 0, 0, 0, 1] and [f.kind for f in written.flags] == ["implausible"]
+    data = json.loads(line)
+    data["provenance"]["gpu_clock_mhz"] = 1980
+    assert parse_row(data | {"curriculum_stage": 2}) == written
     for bad, words in (
-        ([], "is a JSON object"),
-        ({"messages": []}, "non-empty 'messages'"),
-        ({"messages": [{"content": "x"}]}, "messages.0.role"),
+        ([], "is a JSON list, not an object"),
+        ({"messages": []}, "has no 'format' field"),
+        (data | {"format": "ptxbench.sft/0"}, "has format 'ptxbench.sft/0'"),
+        (data | {"messages": [{"role": "tool", "content": "x"}], "loss_mask": [1]}, r"messages\.0\.role"),
     ):
         with pytest.raises(ValueError, match=words):
             parse_row(bad)
 
 
-def test_a_parquet_of_text_parts_is_searched_row_by_row(tmp_path: Path) -> None:
-    from mini_ptx_agent.inspect.readers.sft import open_sft
-
-    rows = [
-        {"messages": [{"role": "user", "content": [{"type": "text", "text": f"row {i} says {word}"}]}]}
-        for i, word in enumerate(["alpha", "beta", "gamma", "beta"])
-    ]
-    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "parts.parquet", row_group_size=2)
-    sft = open_sft(tmp_path / "parts.parquet")
-    assert sft.row(2).messages[0].content == "row 2 says gamma"
-    assert (sft.find("BETA", 0), sft.find("beta", 1), sft.find("beta", 3), sft.find("beta", 1, backwards=True)) == (
-        1, 3, 1, 3)  # fmt: skip
-    assert sft.find("delta", 0) is None
+def test_parquet_rows_are_searched_one_row_group_at_a_time(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """The pipeline's Fixit and KernelGen rows in row groups of one row: a search finds the rows whose messages
+    hold the words (any case), forwards and backwards from a row, wrapping around."""
+    table = pa.concat_tables(
+        pq.read_table(inputs[recipe] / "sft.parquet") for recipe in ("fixit", "kernelgen")
+    )
+    pq.write_table(table, tmp_path / "groups.parquet", row_group_size=1)
+    sft = open_sft(tmp_path / "groups.parquet")
+    assert sft.count == 3 and [sft.row(i).recipe for i in range(3)] == ["fixit", "fixit", "kernelgen"]
+    assert (sft.find("</THINK>", 0), sft.find("</think>", 2), sft.find("</think>", 0, backwards=True)) == (
+        1,
+        0,
+        2,
+    )
+    assert (sft.find("verdict: INCORRECT", 2), sft.find("verdict: incorrect", 1), sft.find("syntaxerror", 1)) == (
+        1, 1, 0)  # fmt: skip
+    assert sft.find("scripted/reasoning", 0) is None  # the messages' text only, not the provenance

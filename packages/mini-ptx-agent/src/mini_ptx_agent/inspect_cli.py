@@ -17,7 +17,8 @@ HELP = """Browse PTXBench runs in the terminal (textual).
 PATH is one of: a run directory (`ptxbench run`, the quickstart, or `runs/<id>` of an experiment); an
 experiment directory (a table of its trajectories: model, definition, prompt tag, best speedup, status;
 filter and sort it, Enter opens a row's trajectory); a trajectory JSON (mini-swe-agent-1.1); SFT rows in
-JSONL or parquet (the trained part of each row marked).
+JSONL or parquet as `ptxbench data sft` writes them (ptxbench.sft/1: each row's messages with the trained
+final message marked, its tokens, flags, fix and provenance).
 
 A trajectory shows its turns in a list and, for the selected turn, five panes: the model's reply (reasoning
 collapsed), the kernel highlighted or its diff against the previous turn's kernel, the feedback the model

@@ -29,9 +29,7 @@ class InspectorApp(App[None]):
     def on_mount(self) -> None:
         from .readers.sft import SftFile
 
-        if isinstance(
-            self.opened, SftFile
-        ):  # SFT rows need none of the agent's models: import them only here
+        if isinstance(self.opened, SftFile):  # each screen is imported only for its kind of input
             from .sft_screen import SftScreen
 
             self.push_screen(SftScreen(self.opened))

@@ -1,5 +1,5 @@
-"""The SFT screen: the rows of an SFT file in a list, and the selected row's messages with the trained
-(loss-masked) part marked, its provenance above them."""
+"""The SFT screen: the rows of a ``ptxbench.sft/1`` file in a list, and the selected row with its tokens, flags,
+fix and provenance above its messages, the trained (loss-masked) message marked."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Footer, Static
 
+from ..data.rows import SFTRow
 from .dialogs import SearchBar, SearchingScreen
 from .keys import bindings
 from .readers import InspectError
-from .readers.sft import SftFile, SftRow
+from .readers.sft import SftFile
 from .row_list import RowList
 from .text_pane import Lines, TextPane
 
@@ -23,6 +24,8 @@ TRAINED = Style(bgcolor="#17361f")
 """The background of trained text (the part the loss is computed on)."""
 MARK = "▌ "
 """The gutter of a trained line; an untrained line has two spaces there."""
+SECTIONS = {"messages", "loss_mask", "tokens", "provenance", "fix", "flags"}
+"""The row's fields shown in sections of their own; every other field is a line of the row's head."""
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -32,30 +35,63 @@ def _short(value: Any, limit: int = 120) -> str:
 
 
 def row_label(rows: SftFile, index: int) -> Text:
-    """A row of the list: number, messages, trained characters, then the first provenance values."""
+    """A row of the list: number, recipe, tokens, definition and the turn's class, ``⚑n`` for n flags."""
     label = Text(f"{index + 1:>7} ")
     try:
         row = rows.row(index)
     except InspectError:
-        return label.append("unreadable row", style="red")
-    trained = sum(len(m.content) for m, t in zip(row.messages, row.trained, strict=True) if t)
-    label.append(f"{len(row.messages)} msgs ")
-    label.append(
-        f"{trained:>7,} chars trained" if any(t is not None for t in row.trained) else "   trained: unknown",
-        style="green",
-    )
-    scalars = [_short(v, 24) for v in row.provenance.values() if isinstance(v, str | int | float) and v != ""]
-    return label.append("  " + " · ".join(scalars[:3]), style="dim")
+        return label.append("not a ptxbench.sft/1 row", style="red")
+    origin = row.provenance
+    label.append(f"{row.recipe:<9} ").append(f"{row.tokens.total:>7,} tok ", style="green")
+    label.append(f"{origin.definition} · {origin.failure_class}", style="dim")
+    return label.append(f" ⚑{len(row.flags)}", style="bold red") if row.flags else label
 
 
-def row_document(index: int, row: SftRow) -> Lines:
-    """A row: its provenance, how the trained part is marked, then each message (trained ones highlighted)."""
+def _fields(values: dict[str, Any]) -> list[str | Text]:
+    """One indented ``name: value`` line per item."""
+    return [
+        Text(f"  {name}: ", style="cyan").append(_short(value, 400), style="")
+        for name, value in values.items()
+    ]
+
+
+def row_document(index: int, row: SFTRow) -> Lines:
+    """A row: its id and scalar fields, tokens, flags, the fix (Fixit), the provenance, the loss mask, then
+    each message, the trained one highlighted."""
     lines: list[str | Text] = [Text(f"row {index + 1}", style="bold")]
-    for key, value in row.provenance.items():
-        lines.append(Text(f"  {key}: ", style="cyan").append(_short(value, 400), style=""))
-    lines.append(Text(f"trained part: {row.mask_note}", style="bold green"))
-    for number, (message, trained) in enumerate(zip(row.messages, row.trained, strict=True), start=1):
-        mark = {True: "TRAINED (loss)", False: "not trained", None: "trained: unknown"}[trained]
+    lines += _fields(row.model_dump(mode="json", exclude=SECTIONS))
+    tokens = row.tokens
+    lines.append(
+        Text("  tokens: ", style="cyan").append(
+            f"prompt {tokens.prompt:,} · completion {tokens.completion:,} · total {tokens.total:,} "
+            f"({tokens.tokenizer})"
+        )
+    )
+    if row.flags:
+        lines.append(
+            Text(
+                f"flags: {len(row.flags)} (kept by --include-flagged: the evaluator doubted this kernel)",
+                style="bold red",
+            )
+        )
+        lines += [
+            Text(f"  ⚑ {f.kind} · {f.workload or 'every workload'} · {f.detail}", style="red")
+            for f in row.flags
+        ]
+    else:
+        lines.append(Text("flags: none", style="bold"))
+    if row.fix is not None:
+        lines += [Text("fix:", style="bold"), *_fields(row.fix.model_dump(mode="json"))]
+    lines += [Text("provenance:", style="bold"), *_fields(row.provenance.model_dump(mode="json"))]
+    trained = [n for n, bit in enumerate(row.loss_mask, start=1) if bit]
+    lines.append(
+        Text(
+            f"loss_mask: {row.loss_mask} · trained: message {', '.join(map(str, trained)) or 'none'}",
+            style="bold green",
+        )
+    )
+    for number, (message, bit) in enumerate(zip(row.messages, row.loss_mask, strict=True), start=1):
+        mark = "TRAINED (loss)" if bit else "not trained"
         lines += [
             "",
             Text(
@@ -64,11 +100,7 @@ def row_document(index: int, row: SftRow) -> Lines:
             ),
         ]
         for line in message.content.splitlines() or [""]:
-            lines.append(
-                Text(MARK + line, style=TRAINED)
-                if trained
-                else Text("  " + line, style="" if trained is None else "dim")
-            )
+            lines.append(Text(MARK + line, style=TRAINED) if bit else Text("  " + line, style="dim"))
     return Lines(lines)
 
 

@@ -6,7 +6,8 @@
   read only when it is shown;
 - :mod:`~.experiment`: an experiment directory as one entry per planned trajectory (``plan.json``,
   ``turns.csv``, each run's ``summary.json``);
-- :mod:`~.sft`: SFT rows from JSONL (indexed by line offsets, parsed per row) or parquet (read per row group).
+- :mod:`~.sft`: ``ptxbench.sft/1`` rows (the data pipeline's :class:`~mini_ptx_agent.data.rows.SFTRow`) from
+  JSONL (indexed by line offsets, parsed per row) or parquet (read per row group).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""SFT rows (chat rows for supervised fine-tuning) from JSONL or parquet, read one row at a time.
+"""SFT rows (``ptxbench.sft/1``) from JSONL or parquet, read one row at a time.
 
-The row shape read here, tolerantly (the training-data pipelines write it; the names it looks for are the
-constants below, so following a renamed field is a one-line change)::
-
-    {"messages": [{"role": "system"|"user"|"assistant", "content": "...", "train": true?}, ...],
-     "loss_mask": [0, 0, 1]?, ...provenance fields (definition, model, trajectory, turn, source...)}
-
-- ``messages`` is required; ``content`` may be a string or a list of text parts (``[{"type": "text", "text"}]``).
-- The trained (loss-masked) part is marked by a per-message flag (:data:`MESSAGE_FLAGS`: true, or a number
-  above 0) or, when no message has one, by a row-level mask (:data:`ROW_MASKS`): one value per message, or a
-  rule naming messages (:data:`MASK_RULES`). A mask of another length (per token) is shown as such, not
-  guessed per message.
-- Every other field is provenance, shown as it is (one level of nesting is flattened to ``outer.inner``).
+The rows are what ``ptxbench data sft`` writes (docs/training-data.md): ``sft.jsonl`` and ``sft.parquet`` hold
+the same rows. Each row is validated with the data pipeline's own model,
+:class:`~mini_ptx_agent.data.rows.SFTRow` (the messages, the ``loss_mask`` with one 0/1 per message, the token
+counts, the provenance of the turn it came from, the fix a Fixit row teaches, the evaluator's flags), so the
+inspector shows exactly the fields the pipeline wrote. As the format asks of readers, a row's ``format`` is
+checked first (another version is named in the message, never guessed at) and fields this version does not
+know are ignored.
 
 Opening is lazy: a JSONL file is indexed by its line offsets (one pass over the bytes, no parsing) and a row
 is parsed when shown; a parquet file's row count comes from its footer and a row group is read when one of its
@@ -25,122 +20,43 @@ import json
 import mmap
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import ValidationError
 
+from ...data.rows import SFT_FORMAT, SFTRow
 from . import InspectError
 
-MESSAGES = "messages"
-"""The row field holding the chat messages."""
-MESSAGE_FLAGS = ("train", "trainable", "weight", "loss")
-"""Per-message fields that mark a message as trained (the first one present in a message counts)."""
-ROW_MASKS = ("loss_mask", "train_mask")
-"""Row fields holding a mask over the messages (the first one present counts)."""
-MASK_RULES: dict[str, str] = {
-    "last_assistant": "last", "final_assistant": "last", "last": "last",
-    "assistant": "all", "all_assistant": "all",
-}  # fmt: skip
-"""A row mask given as a word: which assistant messages it trains."""
 SCAN_CHUNK = 4 << 20
 """Bytes of a JSONL file lowered and searched at a time (each chunk holds the interpreter for a few ms only,
 so the screen stays live while a search runs in its thread)."""
 
 
-class SftMessage(BaseModel):
-    """One chat message of an SFT row."""
-
-    model_config = ConfigDict(extra="allow")
-
-    role: str
-    content: str
-    trained: bool | None = None
-    """The message's own flag (:data:`MESSAGE_FLAGS`); None when it has none."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _tolerate(cls, data: Any) -> Any:
-        """Text parts joined into one string; the first flag of :data:`MESSAGE_FLAGS` read as ``trained``."""
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        content = data.get("content")
-        if isinstance(content, list):
-            data["content"] = "\n".join(
-                str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content
-            )
-        elif content is None:
-            data["content"] = ""
-        flag = next((data[name] for name in MESSAGE_FLAGS if name in data), None)
-        if flag is not None:
-            data["trained"] = bool(flag > 0) if isinstance(flag, int | float) else bool(flag)
-        return data
-
-
-class _Messages(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    messages: list[SftMessage]
-
-
-@dataclass
-class SftRow:
-    """One parsed row: its messages, which of them are trained, how that was decided, its provenance."""
-
-    messages: list[SftMessage]
-    trained: list[bool | None]
-    """Per message: trained (True), not trained (False), unknown (None: the row says nothing usable)."""
-    mask_note: str
-    """How ``trained`` was decided, in words."""
-    provenance: dict[str, Any] = field(default_factory=dict)
-
-
-def parse_row(data: Any) -> SftRow:
-    """An SFT row from one decoded JSON object or parquet record.
+def parse_row(data: Any) -> SFTRow:
+    """An SFT row from one decoded JSON object or parquet record (a null where the parquet column is null).
 
     Raises:
-        ValueError: not an object, no ``messages`` list, or a message without ``role``.
+        ValueError: not an object, no ``format`` or another one than :data:`SFT_FORMAT`, or a field that does
+            not validate; the message says which, after the words "row N of FILE".
     """
     if not isinstance(data, dict):
-        raise ValueError(f"a row is a JSON object; this one is a {type(data).__name__}")
-    if not isinstance(data.get(MESSAGES), list) or not data[MESSAGES]:
-        raise ValueError(f"a row needs a non-empty {MESSAGES!r} list of {{role, content}} messages")
+        raise ValueError(f"is a JSON {type(data).__name__}, not an object")
+    version = data.get("format")
+    if version is None:
+        raise ValueError(
+            f"has no 'format' field: SFT rows are {SFT_FORMAT!r} objects, as `ptxbench data sft` writes them"
+        )
+    if version != SFT_FORMAT:
+        raise ValueError(
+            f"has format {version!r}; this inspector reads {SFT_FORMAT!r} (docs/training-data.md)"
+        )
     try:
-        messages = _Messages.model_validate({"messages": data[MESSAGES]}).messages
+        return SFTRow.model_validate(data, extra="ignore")
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"{where}: {first['msg']}") from None
-    mask_name = next((name for name in ROW_MASKS if data.get(name) is not None), None)
-    trained, note = _trained(messages, data.get(mask_name) if mask_name else None, mask_name)
-    provenance: dict[str, Any] = {}
-    for key, value in data.items():
-        if key in (MESSAGES, mask_name) or value is None:  # a parquet column this row does not fill
-            continue
-        if isinstance(value, dict):
-            provenance.update({f"{key}.{k}": v for k, v in value.items()})
-        else:
-            provenance[key] = value
-    return SftRow(messages, trained, note, provenance)
-
-
-def _trained(messages: list[SftMessage], mask: Any, name: str | None) -> tuple[list[bool | None], str]:
-    if any(m.trained is not None for m in messages):
-        return [bool(m.trained) for m in messages], "per-message flags"
-    if mask is None:
-        return [None] * len(messages), "the row marks no trained part"
-    if isinstance(mask, str) and mask.lower() in MASK_RULES:
-        rule = MASK_RULES[mask.lower()]
-        assistants = [i for i, m in enumerate(messages) if m.role == "assistant"]
-        chosen = set(assistants[-1:] if rule == "last" else assistants)
-        return [i in chosen for i in range(len(messages))], f"{name} = {mask!r}"
-    if isinstance(mask, list) and len(mask) == len(messages):
-        return [bool(v) for v in mask], f"{name}: one value per message"
-    size = f"{len(mask)} values" if isinstance(mask, list) else repr(mask)[:40]
-    return [None] * len(
-        messages
-    ), f"{name} has {size} for {len(messages)} messages (per token?): not shown per message"
+        where = ".".join(str(p) for p in first["loc"]) or "the row"
+        raise ValueError(f"does not validate as {SFT_FORMAT!r} ({where}: {first['msg']})") from None
 
 
 class SftFile:
@@ -158,31 +74,28 @@ class SftFile:
         wrapping around; None when no row does."""
         raise NotImplementedError
 
-    def row(self, index: int) -> SftRow:
+    def row(self, index: int) -> SFTRow:
         """Row ``index`` parsed.
 
         Raises:
-            InspectError: the row is not valid JSON or not an SFT row (the message names the row).
+            InspectError: the row is not valid JSON or not a ``ptxbench.sft/1`` row (the message names the row
+                and says why).
         """
         try:
             return parse_row(self.record(index))
         except ValueError as exc:
-            raise InspectError(f"row {index + 1} of {self.path.name} is not an SFT row: {exc}") from None
+            raise InspectError(f"row {index + 1} of {self.path.name} {exc}") from None
 
     def describe(self) -> dict[str, Any]:
-        """What ``ptxbench-inspect --json`` prints for an SFT file."""
-        first = self.row(0) if self.count else None
+        """What ``ptxbench-inspect --json`` prints for an SFT file: the row count and the first row as the
+        pipeline wrote it, its messages' roles in place of their text."""
+        first = self.row(0)
         return {
             "kind": "sft",
             "path": str(self.path),
             "rows": self.count,
-            "first_row": None
-            if first is None
-            else {
-                "messages": len(first.messages),
-                "mask": first.mask_note,
-                "provenance": sorted(first.provenance),
-            },
+            "first_row": first.model_dump(mode="json", exclude={"messages"})
+            | {"roles": [m.role for m in first.messages]},
         }
 
 
@@ -217,7 +130,7 @@ class JsonlFile(SftFile):
         try:
             data = json.loads(raw)
         except ValueError as exc:
-            raise ValueError(f"line is not JSON ({exc})") from None
+            raise ValueError(f"is not JSON ({exc})") from None
         self._cache[index] = data
         if len(self._cache) > 256:
             self._cache.popitem(last=False)
@@ -265,11 +178,6 @@ class ParquetFile(SftFile):
             self._file = pq.ParquetFile(self.path)
         except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a file that is not parquet
             raise InspectError(f"{self.path} is not a parquet file: {exc}") from None
-        names = self._file.schema_arrow.names
-        if MESSAGES not in names:
-            raise InspectError(
-                f"{self.path} has no {MESSAGES!r} column (columns: {', '.join(names)}): not an SFT file"
-            )
         meta = self._file.metadata
         self._group_starts = [0]
         for g in range(meta.num_row_groups):
@@ -311,36 +219,23 @@ class ParquetFile(SftFile):
         return None
 
     def _hits(self, group: int, query: str) -> list[int]:
-        """The rows of row group ``group`` with a message holding ``query`` (any case), sorted. Arrow's string
-        kernels do it when ``content`` is a string column; other shapes (text parts) row by row."""
-        import pyarrow as pa
+        """The rows of row group ``group`` with a message holding ``query`` (any case), sorted, found by Arrow's
+        string kernels over the ``messages.content`` column."""
         import pyarrow.compute as pc
 
         first = self._group_starts[group]
-        messages = self._group(group).column(MESSAGES).combine_chunks()
-        try:
-            contents = pc.list_flatten(messages).field("content")
-            found = pc.match_substring(contents, query, ignore_case=True)
-            rows = pc.filter(pc.list_parent_indices(messages), found).to_pylist()
-            return sorted({first + int(r) for r in rows})
-        except (pa.ArrowException, KeyError, TypeError):
-            needle = query.lower()
-            hits = []
-            for index in range(first, self._group_starts[group + 1]):
-                try:
-                    row = self.row(index)
-                except InspectError:
-                    continue
-                if any(needle in m.content.lower() for m in row.messages):
-                    hits.append(index)
-            return hits
+        messages = self._group(group).column("messages").combine_chunks()
+        found = pc.match_substring(pc.list_flatten(messages).field("content"), query, ignore_case=True)
+        rows = pc.filter(pc.list_parent_indices(messages), found).to_pylist()
+        return sorted({first + int(r) for r in rows})
 
 
 def open_sft(path: Path) -> SftFile:
     """The SFT file at ``path`` (``.jsonl`` or ``.parquet``), its first row checked.
 
     Raises:
-        InspectError: unreadable, empty, or its first row is not an SFT row.
+        InspectError: unreadable, empty, or its first row is not a ``ptxbench.sft/1`` row (another format
+            version is named).
     """
     path = Path(path)
     try:
@@ -352,7 +247,5 @@ def open_sft(path: Path) -> SftFile:
     try:
         rows.row(0)
     except InspectError as exc:
-        raise InspectError(
-            f"{path} is not an SFT file ({exc}); expected rows like {{{MESSAGES!r}: [...]}}"
-        ) from None
+        raise InspectError(f"{path} is not an SFT file this inspector reads: {exc}") from None
     return rows

@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import InspectError
 
-if (
-    TYPE_CHECKING
-):  # each reader is imported when an input of its kind is opened (SFT rows need no agent model)
+if TYPE_CHECKING:  # each reader is imported when an input of its kind is opened
     from .experiment import ExperimentData
     from .sft import SftFile
     from .trajectory import TrajectoryData
