@@ -10,7 +10,8 @@ know are ignored.
 
 Opening is lazy: a JSONL file is indexed by its line offsets (one pass over the bytes, no parsing) and a row
 is parsed when shown; a parquet file's row count comes from its footer and a row group is read when one of its
-rows is shown. So a 100k-row file opens in well under a second (``benchmarks/inspector_open.py``).
+rows is shown. So a 100k-row file opens in well under a second beyond the imports
+(``benchmarks/inspector_open.py``).
 """
 
 from __future__ import annotations
