@@ -5,7 +5,7 @@ roofline, and the ratio to PTXBench's H100 reference latency for the same worklo
 For each of the 22 attention definitions of the bundled trace set and each of its workloads, the baseline
 Solution (cuDNN SDPA, its backward, or dequantize + cuDNN SDPA for FP8; see fibserve.datasets.baselines) is
 loaded in this process and timed with FIBServe's own timing primitive (cold L2, device-wide synchronisation,
-CUDA events: fibserve.bench.timing.time_call), ``--warmup`` untimed then ``--iterations`` timed calls.
+CUDA events: fibserve.bench.worker.clock.time_call), ``--warmup`` untimed then ``--iterations`` timed calls.
 Beside it the FlashAttention-2 path of the same module is timed (``flash ms``), so the cuDNN-vs-FA2 choice is
 visible, and the kernel the baseline chose is named. Its outputs are compared with the definition's exact
 reference under the packaged per-op_type tolerances (``check``; skipped above ``--check-max-seq-len``), so
@@ -84,7 +84,8 @@ def chosen_kernel(namespace: dict[str, Any]) -> str:
 
 def time_ms(fn: Any, device: Any, flush: Any, warmup: int, iterations: int) -> dict[str, float]:
     """Median, p10 and p90 (ms) of ``iterations`` cold-L2 calls after ``warmup`` untimed ones."""
-    from fibserve.bench.timing import summarize, time_call
+    from fibserve.bench.timing.statistics import summarize
+    from fibserve.bench.worker.clock import time_call
 
     for _ in range(warmup):
         fn()
@@ -107,10 +108,10 @@ def rtol_needed(actual: Any, expected: Any, atol: float) -> float:
 
 def check(definition: Any, inputs: dict[str, Any], actual: dict, axes: dict[str, int]) -> dict[str, Any]:
     """The baseline's outputs against the exact reference, under the packaged tolerances of its op_type."""
-    from fibserve.bench.compare import compare_outputs
     from fibserve.bench.config import resolve_config
-    from fibserve.bench.inputs import torch_dtype
-    from fibserve.bench.reference import run_reference
+    from fibserve.bench.correctness.compare import compare_outputs
+    from fibserve.bench.data.inputs import torch_dtype
+    from fibserve.bench.data.reference import run_reference
 
     config = resolve_config(definition)
     shapes = {n: definition.resolve_shape(n, axes) for n in definition.outputs}
@@ -138,9 +139,9 @@ def check(definition: Any, inputs: dict[str, Any], actual: dict, axes: dict[str,
 def measure_row(ts: Any, definition: Any, workload: Any, args: argparse.Namespace, env: dict) -> dict:
     """One table row (the caller turns an exception into an error row)."""
     import torch
-    from fibserve.bench.inputs import generate_inputs
-    from fibserve.bench.plausibility import check_plausibility
-    from fibserve.bench.reference import normalize_outputs
+    from fibserve.bench.data.inputs import generate_inputs
+    from fibserve.bench.data.reference import normalize_outputs
+    from fibserve.bench.timing.roofline import check_plausibility
 
     device, flush = env["device"], env["flush"]
     axes = definition.axis_values(workload.axes)
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("attention_baselines: torch sees no CUDA GPU", file=sys.stderr)
         return 2
-    from fibserve.bench.timing import ColdL2
+    from fibserve.bench.worker.clock import ColdL2
     from fibserve.datasets import default_root
     from fibserve.trace.trace_set import TraceSet
 

@@ -82,23 +82,21 @@ def overhead_run(evaluator, definition, solution, workload) -> dict:
     report = evaluator.evaluate(definition, solution, [workload])
     wall = time.monotonic() - t0
     timings = dict(report.timings_s)
-    build = report.build or {}
+    build = report.build
     # The static analysis (fibserve.check) builds first through the cache; the evaluator's build is then a hit.
-    analysis_build = (report.analysis or {}).get("build") or {}
+    analysis_build = getattr(report.analysis, "build", None)  # None or AnalysisUnavailable: no build
     nvcc_ms = (
-        (analysis_build.get("timings_ms") or {}).get("compile", 0.0)
-        if not analysis_build.get("cached")
-        else 0.0
+        analysis_build.timings_ms.get("compile", 0.0) if analysis_build and not analysis_build.cached else 0.0
     )
-    if not build.get("cached"):
-        nvcc_ms += (build.get("timings_ms") or {}).get("compile", 0.0)
+    if build is not None and not build.cached:
+        nvcc_ms += build.timings_ms.get("compile", 0.0)
     nvcc_s = nvcc_ms / 1e3
     gpu_s = timings.get("gpu_timed", 0.0) + timings.get("gpu_timed_reference", 0.0)
     ev = report.traces[0].evaluation if report.traces else None
     return {
         "status": ev.status.value if ev else None,
         "task_error": report.task_error,
-        "build_cached": build.get("cached"),
+        "build_cached": build.cached if build is not None else None,
         "wall_s": wall,
         "nvcc_s": nvcc_s,
         "gpu_timed_s": gpu_s,

@@ -6,7 +6,7 @@ Per-call costs, timed in this process (a worker runs the same code):
 - persisting L2 (item 3): ``reset_persisting_l2`` plus reading the carve-out back after the call, host us;
 - the gate (item 5): the cold-L2 overwrite's GPU time with the gate and with the plain fill (``time_call``'s
   ``overwrite_ms``, median of 200 calls each);
-- the candidate paused (item 2): ``twin_guard.paused`` around a real sandbox worker's tree, and finding the
+- the candidate paused (item 2): ``guard.paused`` around a real sandbox worker's tree, and finding the
   tree, host us;
 - the device probe (item 2): ``BusyProbe.measure`` host us, and its median on this idle device (what
   ``BUSY_PROBE_MS`` must stay above).
@@ -51,10 +51,11 @@ def _us(fn, n: int) -> float:
 
 def per_call_costs() -> dict:
     import torch
-    from fibserve.bench import twin_guard
-    from fibserve.bench.l2_state import persisting_l2_bytes, reset_persisting_l2
-    from fibserve.bench.sandbox import WorkerPool
-    from fibserve.bench.timing import PRE_CALL_MS, ColdL2, OverwritePlan, percentile, time_call
+    from fibserve.bench.timing import guard
+    from fibserve.bench.timing.statistics import percentile
+    from fibserve.bench.worker.clock import PRE_CALL_MS, ColdL2, OverwritePlan, time_call
+    from fibserve.bench.worker.l2_state import persisting_l2_bytes, reset_persisting_l2
+    from fibserve.bench.worker.pool import WorkerPool
 
     device = torch.device("cuda:0")
     costs: dict = {}
@@ -70,18 +71,18 @@ def per_call_costs() -> dict:
     passes = max(1, math.ceil(PRE_CALL_MS / max(single, 1e-3)))  # what the plain plan runs (timing.ColdL2)
     costs["overwrite_ms_fill"], _ = overwrite_ms(OverwritePlan(passes, 0.0, False))
     costs["fill_passes"] = passes
-    probe = twin_guard.BusyProbe(device)
+    probe = guard.BusyProbe(device)
     costs["probe_us"] = _us(probe.measure, 500)
     costs["probe_idle_median_ms"] = probe.median_ms
     costs["probe_idle_max_ms"] = max(probe.samples)
     pool = WorkerPool("cuda:0", spares=0)
     worker = pool.acquire(120)
     try:
-        costs["tree_us"] = _us(lambda: twin_guard.sandbox_pids(worker.proc.pid), 200)
-        pids = twin_guard.sandbox_pids(worker.proc.pid)
+        costs["tree_us"] = _us(lambda: guard.sandbox_pids(worker.proc.pid), 200)
+        pids = guard.sandbox_pids(worker.proc.pid)
 
         def pause() -> None:
-            with twin_guard.paused(pids):
+            with guard.paused(pids):
                 pass
 
         costs["pause_us"] = _us(pause, 500)

@@ -25,8 +25,8 @@ import subprocess
 import sys
 
 import torch
-from fibserve.bench.reference import call_reference
-from fibserve.bench.timing import ColdL2
+from fibserve.bench.data.reference import call_reference
+from fibserve.bench.worker.clock import ColdL2
 from fibserve.datasets import default_root
 from fibserve.trace import TraceSet
 

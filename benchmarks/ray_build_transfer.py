@@ -50,7 +50,9 @@ def main() -> None:
     from fibserve.build import build_solution
     from fibserve.ray_driver import connect
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     cluster = RayCluster()
     cluster.add_node(cpus=1, resources={})
     connect(cluster.address, "ray-build-transfer")

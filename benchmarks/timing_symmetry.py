@@ -26,17 +26,17 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from fibserve.bench import candidate as cand
-from fibserve.bench import timing
 from fibserve.bench.device import snapshot
-from fibserve.bench.sandbox import WorkerPool
-from fibserve.bench.slots import WorkloadData, allocate_slots, fill, poison, worker_call
+from fibserve.bench.timing import statistics as stats
+from fibserve.bench.worker import clock
+from fibserve.bench.worker.pool import WorkerPool
+from fibserve.bench.worker.slots import WorkloadData, allocate_slots, fill, poison, worker_call
 from fibserve.datasets import default_root
 from fibserve.trace import Solution, TraceSet
 
@@ -90,11 +90,11 @@ def pairs(a: Side, b: Side, trials: int, iterations: int, sets: int, b_gap_s: fl
             b_ms.append(y)
     ratios = sorted(y / x for x, y in zip(a_ms, b_ms, strict=True))
     return {
-        "ratio_median": timing.percentile(ratios, 50),
-        "ratio_p10": timing.percentile(ratios, 10),
-        "ratio_p90": timing.percentile(ratios, 90),
-        "a_ms": timing.summarize(a_ms).model_dump(),
-        "b_ms": timing.summarize(b_ms).model_dump(),
+        "ratio_median": stats.percentile(ratios, 50),
+        "ratio_p10": stats.percentile(ratios, 10),
+        "ratio_p90": stats.percentile(ratios, 90),
+        "a_ms": stats.summarize(a_ms).model_dump(),
+        "b_ms": stats.summarize(b_ms).model_dump(),
     }
 
 
@@ -126,13 +126,12 @@ def main() -> int:
         output_shapes={"C": (args.m, N)},
         output_dtypes={"C": torch.bfloat16},
     )
-    flush = timing.ColdL2(device)
+    flush = clock.ColdL2(device)
 
     def here(k: int) -> float:
-        return timing.time_call(lambda: torch.matmul(inputs[k]["A"], inputs[k]["B"].T), device, flush)[0]
+        return clock.time_call(lambda: torch.matmul(inputs[k]["A"], inputs[k]["B"].T), device, flush)[0]
 
-    scratch = Path(tempfile.mkdtemp(prefix="timing-symmetry-"))
-    prepared = cand.prepare(definition, matmul_solution(), arch="sm_90a", timeout=120, scratch=scratch)
+    prepared = cand.prepare(definition, matmul_solution(), arch="sm_90a", timeout=120)
     pool = WorkerPool(str(device), spares=0)
     print(f"sandbox: {pool.mode}", flush=True)
 
@@ -161,7 +160,7 @@ def main() -> int:
     mapped = w1.slots.inputs  # type: ignore[attr-defined]
 
     def here_on_ipc(k: int) -> float:
-        return timing.time_call(lambda: torch.matmul(mapped[k]["A"], mapped[k]["B"].T), device, flush)[0]
+        return clock.time_call(lambda: torch.matmul(mapped[k]["A"], mapped[k]["B"].T), device, flush)[0]
 
     for side in (here, here_on_ipc, w1, w2):  # warm up cuBLAS heuristics and clocks in every process
         for k in range(sets):
@@ -207,7 +206,7 @@ def main() -> int:
     for name, *_ in arrangements:
         values = sorted(r["ratio_median"] for r in rows if r["arrangement"] == name)
         print(
-            f"{name:20s} {timing.percentile(values, 50):.4f}                        {values[0]:.4f}   {values[-1]:.4f}"
+            f"{name:20s} {stats.percentile(values, 50):.4f}                        {values[0]:.4f}   {values[-1]:.4f}"
         )
     return 0
 

@@ -7,9 +7,13 @@ layers and says what flows between them.
 FIBServe, lowest first: ``sandbox``/``trace`` (foundations: process isolation, the FlashInfer Trace data model)
 -> ``datasets`` (the bundled trace sets, where trace sets come from when none are named, and the catalog
 that looks names up in them: data written in the trace format, so above ``trace``) -> ``build``,
-``analysis`` -> ``bench``, ``static_analysis`` -> ``tools`` -> ``serve`` -> ``client``, ``cli``. mini-ptx-agent
-sits above all of it as a client: it may use fibserve's data model, bundled data, static analysis and HTTP
-client, never the evaluator, the tools or the server's internals; fibserve never imports mini_ptx_agent.
+``analysis`` -> ``bench``, ``static_analysis`` -> ``tools``, ``api`` (the wire contract) -> ``serve`` ->
+``client``, ``cli``. Inside ``bench`` the rooms point down too: its base modules (config, failures, report,
+dtypes, device, candidate) -> ``data`` -> ``worker`` -> ``correctness`` -> ``timing`` -> the evaluation
+(``session``, ``evaluator``). mini-ptx-agent sits above all of it as a client: it may use fibserve's data model,
+bundled data, static analysis, wire contract and HTTP client, never the evaluator, the tools or the server's
+internals; fibserve never imports mini_ptx_agent. Importing ``fibserve.client`` loads none of the server,
+evaluator or builders (checked by importing it).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ FIBSERVE_LAYERS: list[set[str]] = [
     {"datasets"},
     {"build", "analysis"},
     {"bench", "static_analysis"},
-    {"tools"},
+    {"tools", "api"},
     {"serve"},
     {"client", "cli", "__main__"},
 ]
@@ -53,7 +57,7 @@ AGENT_LAYERS: list[set[str]] = [
 ``runs``; reports, data pipelines, Harbor and the inspector read what experiments wrote)."""
 
 AGENT_MAY_IMPORT = {
-    "trace", "datasets", "sandbox", "build", "analysis", "static_analysis", "client", "ray_driver",
+    "trace", "datasets", "sandbox", "build", "analysis", "static_analysis", "api", "client", "ray_driver",
 }  # fmt: skip
 """The parts of fibserve mini_ptx_agent may import: the data model, the bundled data and its catalog (the
 demo's reference kernels; `ptxbench run` looks a definition up in the catalog before a run starts), the static
@@ -61,6 +65,22 @@ analysis's model (what the agent reads of an answer), the HTTP client and, for t
 embedded service it starts, the sandbox's environment allowlist; and, for ``experiment run --ray``, how to
 join a Ray cluster. The evaluator, the tools and the server run
 in FIBServe's own process, never in the agent's."""
+
+BENCH_ROOMS: list[set[str]] = [
+    {"dtypes", "config", "failures", "report", "device", "candidate"},
+    {"data"},
+    {"worker"},
+    {"correctness"},
+    {"timing"},
+    {"session", "evaluator"},
+]
+"""``fibserve.bench``'s modules and rooms by layer, lowest first (``bench/__init__`` only re-exports lazily)."""
+
+CLIENT_MUST_NOT_LOAD = (
+    "fibserve.serve", "fibserve.bench.evaluator", "fibserve.bench.session", "fibserve.bench.worker",
+    "fibserve.build.builder", "fibserve.build.cuda", "fibserve.tools.runner", "torch", "fastapi", "uvicorn",
+)  # fmt: skip
+"""What ``import fibserve.client`` (and so the agent's use of it) must not load."""
 
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 """Upward edges tolerated for now, ``(importer, imported)`` (none: issue 15 removed the last ones)."""
@@ -170,6 +190,23 @@ def upward(edge: Edge) -> str | None:
     return None
 
 
+def bench_room(module: str) -> int | None:
+    """The layer of a ``fibserve.bench`` module in :data:`BENCH_ROOMS` (None outside bench or for its ``__init__``).
+
+    Raises:
+        LookupError: a bench module or room in no layer of the table.
+    """
+    parts = module.split(".")
+    if parts[:2] != ["fibserve", "bench"] or len(parts) < 3:
+        return None
+    for index, members in enumerate(BENCH_ROOMS):
+        if parts[2] in members:
+            return index
+    raise LookupError(
+        f"fibserve.bench.{parts[2]} is in no room of tests/test_layers.py: add it to BENCH_ROOMS"
+    )
+
+
 def cycles(edges: list[Edge]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan), each sorted."""
     graph: dict[str, set[str]] = {}
@@ -218,6 +255,29 @@ def test_no_module_imports_a_layer_above_it() -> None:
     assert problems == []
 
 
+def test_the_rooms_of_bench_point_down() -> None:
+    problems = [
+        f"{edge.importer} (line {edge.line}) imports {edge.imported}"
+        for edge in import_graph()
+        if (low := bench_room(edge.imported)) is not None
+        and (high := bench_room(edge.importer)) is not None
+        and low > high
+    ]
+    assert problems == []
+
+
+def test_importing_the_client_loads_no_server_evaluator_or_builder() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, fibserve.client; print('\\n'.join(sorted(sys.modules)))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    found = [m for m in loaded.stdout.split() if m.startswith(CLIENT_MUST_NOT_LOAD)]
+    assert found == []
+
+
 def test_no_package_imports_itself_in_a_circle() -> None:
     assert [cycle for cycle in cycles(import_graph()) if cycle not in KNOWN_CYCLES] == []
 
@@ -232,6 +292,7 @@ def test_the_known_exceptions_are_still_there() -> None:
 def test_every_module_has_a_layer() -> None:
     for module in module_names():
         layer(module)
+        bench_room(module)
 
 
 def test_an_upward_edge_fails() -> None:
@@ -245,3 +306,5 @@ def test_an_upward_edge_fails() -> None:
     ]
     with pytest.raises(LookupError, match=r"fibserve\.newpart"):
         layer("fibserve.newpart.module")
+    worker, timing = bench_room("fibserve.bench.worker.slots"), bench_room("fibserve.bench.timing.checks")
+    assert worker is not None and timing is not None and worker < timing  # slots importing checks would fail

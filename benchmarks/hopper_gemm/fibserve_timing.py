@@ -188,12 +188,12 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 def solution_summary(report: Any) -> str:
     """Build status, cache hit, build time, SASS evidence (CUDA) and the GPU state at start and end."""
     parts = []
-    build = report.build or {}
-    if build:
-        total = (build.get("timings_ms") or {}).get("total")
+    build = report.build
+    if build is not None:
+        total = build.timings_ms.get("total")
         parts.append(
-            f"build {build.get('status')}"
-            + (" (cached)" if build.get("cached") else "")
+            f"build {build.status}"
+            + (" (cached)" if build.cached else "")
             + (f" {total / 1e3:.1f} s" if total else "")
         )
     sass = getattr(report.analysis, "sass_opcodes", None) or {}  # None or AnalysisUnavailable: no SASS
@@ -201,7 +201,7 @@ def solution_summary(report: Any) -> str:
         parts.append(
             ", ".join(f"{op} {sass.get(op, 0)}" for op in ("HGMMA", "UTMALDG", "USETMAXREG", "STSM"))
         )
-    for label, snap in (("start", report.device.start), ("end", report.device.end)):
+    for label, snap in (("start", report.device_info.start), ("end", report.device_info.end)):
         if snap is not None and snap.sm_clock_mhz is not None:
             parts.append(
                 f"GPU {label}: SM {snap.sm_clock_mhz:.0f} MHz, {snap.power_w} W, {snap.temperature_c} C"
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                 meta.setdefault("config", report.config.model_dump(mode="json"))
                 meta["sandbox"] = report.sandbox
                 meta["device"] = (
-                    f"{report.device.name} ({report.device.device}, driver {report.device.driver})"
+                    f"{report.device_info.name} ({report.device_info.device}, driver {report.device_info.driver})"
                 )
                 meta["solutions"][solution.name] = solution_summary(report)
                 meta["notes"] += [f"`{solution.name}`: {note}" for note in report.notes]

@@ -247,7 +247,7 @@ def test_an_entry_exported_under_another_cpp_name_is_not_an_abi_mismatch() -> No
 
 
 def test_an_evaluation_reads_the_analysis_or_why_there_is_none() -> None:
-    from fibserve.static_analysis import AnalysisUnavailable, read_analysis
+    from fibserve.analysis.report import AnalysisUnavailable, read_analysis
     from pydantic import ValidationError
 
     assert read_analysis({"error": "static analysis unavailable: boom"}) == AnalysisUnavailable(

@@ -15,7 +15,7 @@ import fibserve
 import pytest
 from fibserve.analysis.sass import find_cuobjdump, sass_tool
 from fibserve.build.toolchain import cuda_release, find_nvcc, nvcc_version
-from fibserve.static_analysis import print_analysis
+from fibserve.cli.tables import print_analysis
 from kernel_fixtures import fixture_solution
 from rich.console import Console
 

@@ -5,12 +5,12 @@ error; no baseline means a labelled speedup against the reference."""
 from __future__ import annotations
 
 import pytest
-from fibserve.bench.comparators import Comparators
 from fibserve.bench.config import resolve_config
 from fibserve.bench.failures import ReferenceTimingError
-from fibserve.bench.measure import measure
-from fibserve.bench.sandbox import WorkerPool
-from fibserve.bench.sides import ReferencePlan, reference_plan
+from fibserve.bench.timing.comparators import Comparators
+from fibserve.bench.timing.loop import measure
+from fibserve.bench.timing.sides import ReferencePlan, reference_plan
+from fibserve.bench.worker.pool import WorkerPool
 from fibserve.datasets.baselines import baseline_solution
 from fibserve.trace import Comparisons, Performance
 from timing_helpers import CPU, setup_vector_add
@@ -46,13 +46,11 @@ def _timed(pool, trace_set, make_solution, tmp_path, baseline, plan, overrides=N
     """Time the bundled torch.add candidate for vector_add_f32 against ``baseline`` (and the reference as
     ``plan`` says); returns the Performance and the report notes."""
     definition, worker, data, slots = setup_vector_add(
-        pool, trace_set, make_solution, "add_torch_returning.py", tmp_path, dps=False
+        pool, trace_set, make_solution, "add_torch_returning.py", dps=False
     )
     config = resolve_config(definition, {"warmup": 1, "iterations": 6, "trials": 2, **(overrides or {})})
     notes: list[str] = []
-    twins = Comparators(
-        pool, definition, baseline, config, arch="sm_90a", scratch=tmp_path, note=notes.append
-    )
+    twins = Comparators(pool, definition, baseline, config, arch="sm_90a", note=notes.append)
     try:
         sides = twins.sides(data, 3, CPU, plan)
         performance, _ = measure(slots, sides, data, config, CPU, plan, definition.name)
@@ -102,8 +100,8 @@ def test_without_a_baseline_the_speedup_is_against_the_reference_and_says_so(
 
 
 def test_a_reference_over_its_budget_is_not_timed_and_the_result_says_why() -> None:
-    from fibserve.bench.sides import Side, comparison_extras
-    from fibserve.bench.slots import WorkerTimes
+    from fibserve.bench.timing.sides import Side, comparison_extras
+    from fibserve.bench.worker.slots import WorkerTimes
 
     baseline = Side("baseline", "b", slots=None, description="cuDNN")  # type: ignore[arg-type]
     baseline.calls = [WorkerTimes([2.0], [2.1], 2.5, [0.1]), WorkerTimes([4.0], [4.1], 4.5, [0.1])]

@@ -124,9 +124,10 @@ def test_a_narrow_terminal_folds_the_table_instead_of_cutting_values():
 
 @pytest.mark.nvcc
 def test_cuda_on_cpu_prints_the_static_analysis_as_check_does():
-    from fibserve.bench.offline import find_definition
+    from fibserve.cli.offline import find_definition
+    from fibserve.cli.tables import print_analysis
     from fibserve.datasets import load_trace_set
-    from fibserve.static_analysis import check, print_analysis, solution_from_path
+    from fibserve.static_analysis import check, solution_from_path
     from rich.console import Console
 
     kernel = KERNELS / "gemm_naive.cu"

@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from fibserve.bench.compare import compare_outputs, compare_tensors
+from fibserve.bench.correctness.compare import compare_outputs, compare_tensors
 from fibserve.trace import EvaluationStatus
 
 

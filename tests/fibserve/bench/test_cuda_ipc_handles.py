@@ -3,7 +3,7 @@
 The trusted side used to open handles with torch's ``rebuild_cuda_tensor``, passing on the worker's
 reference-counter file name and offset and its claimed allocation size: torch then mapped that file from the
 host's ``/dev/shm`` and, on release, decremented an ``int64`` at the worker's offset in it. The replacement
-(:mod:`fibserve.bench.cuda_ipc`) takes only the 64-byte handle and an offset, refuses anything else before a
+(:mod:`fibserve.bench.worker.cuda_ipc`) takes only the 64-byte handle and an offset, refuses anything else before a
 driver call, and asks the driver for the allocation's size (the GPU tests open real handles). These run without
 a GPU: every refusal here happens before ``libcuda`` is loaded.
 """
@@ -14,9 +14,9 @@ import base64
 
 import pytest
 import torch
-from fibserve.bench import cuda_ipc
-from fibserve.bench.buffers import BufferError, open_cuda_buffer
-from fibserve.bench.cuda_ipc import CudaIpcError, open_handle
+from fibserve.bench.worker import cuda_ipc
+from fibserve.bench.worker.buffers import BufferError, open_cuda_buffer
+from fibserve.bench.worker.cuda_ipc import CudaIpcError, open_handle
 
 CUDA = torch.device("cuda", 0)
 SPEC = {"shape": [4, 8], "dtype": "bfloat16", "nbytes": 64}

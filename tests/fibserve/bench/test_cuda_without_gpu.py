@@ -65,7 +65,7 @@ def test_cuda_candidate_gets_static_analysis_and_an_explicit_not_executed(
     assert (
         report.analysis is not None and report.analysis.status == "clean" and report.analysis.arch == "sm_90a"
     )
-    assert report.build["status"] == "OK"
+    assert report.build is not None and report.build.status == "OK"
 
 
 def test_wrong_cuda_kernel_is_not_judged_without_a_gpu(evaluator, trace_set, make_solution):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 import torch
-from fibserve.bench.compare import compare_outputs
-from fibserve.bench.degenerate import degeneracy
+from fibserve.bench.correctness.compare import compare_outputs
+from fibserve.bench.data.degenerate import degeneracy
 from fibserve.trace import EvaluationStatus
 
 DTYPES = {"o": torch.float32}

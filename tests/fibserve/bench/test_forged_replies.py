@@ -3,7 +3,7 @@
 The candidate runs in the worker's own interpreter, so it can replace the worker's methods and answer the
 trusted side with anything. Before, an error reply to ``alloc`` ended the task as ``evaluation_error`` (a
 harness failure, rerun on resume and never counted against the kernel), and a malformed one raised inside the
-evaluator. Now every reply is validated (:mod:`fibserve.bench.protocol`) and anything that comes out of the
+evaluator. Now every reply is validated (:mod:`fibserve.bench.worker.protocol`) and anything that comes out of the
 worker is a RUNTIME_ERROR naming the problem.
 """
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 PATCH = """import sys
 
-_worker = sys.modules["__main__"].Worker  # the worker runs as `python -m fibserve.bench.worker`
+_worker = sys.modules["__main__"].Worker  # the worker runs as `python -m fibserve.bench.worker.entry`
 
 
 def _forged(self, req):
@@ -93,6 +93,6 @@ def test_a_forged_reply_is_the_candidates_runtime_error(evaluated: dict, name: s
 
 def test_the_probe_is_real(tmp_path: Path) -> None:
     """The forged method names are the worker's real request handlers (else the tests above prove nothing)."""
-    from fibserve.bench.worker import Worker
+    from fibserve.bench.worker.entry import Worker
 
     assert all(callable(getattr(Worker, op)) for op, _, _ in FORGERIES.values())

@@ -13,7 +13,7 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an N
 @gpu
 @needs_gpu
 def test_cold_l2_buffer_is_at_least_twice_l2_and_timing_is_bounded():
-    from fibserve.bench.timing import ColdL2, time_call
+    from fibserve.bench.worker.clock import ColdL2, time_call
 
     device = torch.device("cuda:0")
     flush = ColdL2(device)
@@ -29,7 +29,7 @@ def test_cold_l2_buffer_is_at_least_twice_l2_and_timing_is_bounded():
 def test_bound_covers_side_stream_work_that_overlaps_the_l2_overwrite():
     """Work on a private stream does not wait for the cold-L2 overwrite, so it can run mostly before the
     start event; the upper bound must still cover it (it saw ~3 ms of a 35 ms side-stream GEMM before)."""
-    from fibserve.bench.timing import PRE_CALL_MS, ColdL2, time_call
+    from fibserve.bench.worker.clock import PRE_CALL_MS, ColdL2, time_call
 
     device = torch.device("cuda:0")
     flush = ColdL2(device)

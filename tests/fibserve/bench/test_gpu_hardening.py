@@ -114,7 +114,7 @@ def test_the_probe_is_idle_on_an_idle_device_and_the_candidate_is_paused_for_hon
     trace_set, evaluator
 ) -> None:
     """Item 2's calibration: an honest evaluation's probes stay under BUSY_PROBE_MS."""
-    from fibserve.bench import twin_guard
+    from fibserve.bench.timing import guard
 
     source = (KERNELS.parent.parent / "kernels" / "simt_add.cu").read_text()
     definition = trace_set.definition(VECTOR_ADD)
@@ -123,7 +123,7 @@ def test_the_probe_is_idle_on_an_idle_device_and_the_candidate_is_paused_for_hon
     extra = report.traces[0].evaluation.performance.extra
     print("busy probe", extra["busy_probe_ms"], "neighbour bias", extra["neighbour_bias"])
     assert extra["comparators_timed_with_candidate_paused"]
-    assert extra["busy_probe_ms"]["median"] < twin_guard.BUSY_PROBE_MS
+    assert extra["busy_probe_ms"]["median"] < guard.BUSY_PROBE_MS
 
 
 SETS_CARVEOUT = r"""
@@ -146,8 +146,8 @@ def run(x, y, z):
 @needs_gpu
 def test_persisting_l2_is_cleared_before_every_timed_call(trace_set, evaluator) -> None:
     """Item 3: the carve-out is reset and checked zero before each call; the result says the candidate set one."""
-    from fibserve.bench.l2_state import LIMIT_PERSISTING_L2, _cudart, persisting_l2_bytes
-    from fibserve.bench.timing import ColdL2
+    from fibserve.bench.worker.clock import ColdL2
+    from fibserve.bench.worker.l2_state import LIMIT_PERSISTING_L2, _cudart, persisting_l2_bytes
 
     device = torch.device("cuda:0")
     flush = ColdL2(device)
@@ -171,7 +171,7 @@ def test_persisting_l2_is_cleared_before_every_timed_call(trace_set, evaluator) 
 @needs_gpu
 def test_the_gate_times_side_stream_work_that_would_finish_during_the_overwrite() -> None:
     """Item 5: work on a private stream short enough to end inside the 0.1 ms overwrite is in the bound."""
-    from fibserve.bench.timing import ColdL2, time_call
+    from fibserve.bench.worker.clock import ColdL2, time_call
 
     device = torch.device("cuda:0")
     gated = ColdL2(

@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-from fibserve.bench.buffers import bitwise_equal
-from fibserve.bench.inputs import InputError, derive_seed, generate_inputs, random_tensor
+from fibserve.bench.data.inputs import InputError, derive_seed, generate_inputs, random_tensor
+from fibserve.bench.worker.buffers import bitwise_equal
 from fibserve.trace import Definition, Workload
 from safetensors.torch import save_file
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import torch
-from fibserve.bench import twin_guard
-from fibserve.bench.l2_state import persisting_l2_bytes, reset_persisting_l2, warm_gate
-from fibserve.bench.neighbour_bias import neighbour_bias
-from fibserve.bench.timing import ColdL2, OverwritePlan
+from fibserve.bench.timing import guard
+from fibserve.bench.timing.neighbour_bias import neighbour_bias
+from fibserve.bench.worker.clock import ColdL2, OverwritePlan
+from fibserve.bench.worker.l2_state import persisting_l2_bytes, reset_persisting_l2, warm_gate
 
 
 def test_a_comparator_slowed_by_the_candidate_next_to_it_is_bounded_by_its_calls_after_itself():
@@ -28,20 +28,18 @@ def test_a_comparator_slowed_by_the_candidate_next_to_it_is_bounded_by_its_calls
 
 def test_the_device_probe_and_the_l2_state_are_no_ops_without_a_gpu():
     cpu = torch.device("cpu")
-    probe = twin_guard.BusyProbe(cpu)
+    probe = guard.BusyProbe(cpu)
     assert probe.measure() == 0.0 and not probe.busy
-    assert twin_guard.busy_verdict(probe, cpu, [], []) is None
+    assert guard.busy_verdict(probe, cpu, [], []) is None
     assert persisting_l2_bytes(cpu) is None and reset_persisting_l2(cpu) is None and warm_gate(cpu) is False
     flush = ColdL2(cpu, OverwritePlan(2, 0.1, True))
     assert flush.gate is None and flush.plan == OverwritePlan(2, 0.1, True)
 
 
 def test_contexts_are_attributed_to_the_candidate_the_service_or_a_stranger():
-    started, strangers = twin_guard.foreign_contexts(
-        [10, 11, 20, 99], candidate_tree=[9, 10, 11], ours=[1, 20]
-    )
+    started, strangers = guard.foreign_contexts([10, 11, 20, 99], candidate_tree=[9, 10, 11], ours=[1, 20])
     assert started == [10, 11] and strangers == [99]
-    assert twin_guard.foreign_contexts([10, 20], [9, 10], [20]) == (
+    assert guard.foreign_contexts([10, 20], [9, 10], [20]) == (
         [],
         [],
     )  # its worker's one context is fine

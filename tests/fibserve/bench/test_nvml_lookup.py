@@ -14,7 +14,7 @@ import types
 import pytest
 import torch
 from fibserve.bench import device as device_module
-from fibserve.bench.twin_guard import gpu_processes
+from fibserve.bench.timing.guard import gpu_processes
 
 HOST_GPUS = {f"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd": i for i in range(4)}
 """UUID -> NVML (host) index of the stand-in host's GPUs."""

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from fibserve.bench.plausibility import check_plausibility, device_peak, workload_cost
+from fibserve.bench.timing.roofline import check_plausibility, device_peak, workload_cost
 from fibserve.trace import Definition
 
 GEMM = Definition.model_validate(
@@ -51,16 +51,16 @@ def test_faster_than_the_h200_roofline_is_flagged():
     axes, inputs, outputs = _meta(8192)
     floor_ms = 2 * 8192 * 7168 * 5120 / 989e12 * 1e3  # compute bound: about 0.608 ms
     slow = check_plausibility("NVIDIA H200", 0.8, GEMM, axes, inputs, outputs)
-    assert slow["floor_ms"] == pytest.approx(floor_ms)
-    assert not slow["flagged"]
+    assert slow.floor_ms == pytest.approx(floor_ms)
+    assert not slow.flagged
     fast = check_plausibility("NVIDIA H200", 0.3, GEMM, axes, inputs, outputs)
-    assert fast["flagged"] and fast["achieved_tflops"] > 989
+    assert fast.flagged and fast.achieved_tflops > 989
 
 
 def test_small_m_is_memory_bound():
     axes, inputs, outputs = _meta(1)
     verdict = check_plausibility("NVIDIA H200", 1.0, GEMM, axes, inputs, outputs)
-    assert verdict["floor_ms"] == pytest.approx(verdict["bytes"] / 4.8e12 * 1e3)
+    assert verdict.floor_ms == pytest.approx(verdict.bytes / 4.8e12 * 1e3)
 
 
 def test_unknown_device_or_op_is_never_flagged():

@@ -1,8 +1,8 @@
 """Poisoning of destination buffers and the bitwise input-mutation check."""
 
 import torch
-from fibserve.bench._dtypes import poison_
-from fibserve.bench.buffers import bitwise_equal
+from fibserve.bench.dtypes import poison_
+from fibserve.bench.worker.buffers import bitwise_equal
 
 
 def test_float_outputs_are_poisoned_with_nan():

@@ -29,7 +29,7 @@ def _report(*traces: Trace) -> EvaluationReport:
         solution="s",
         traces=list(traces),
         config=EvalConfig(),
-        device=DeviceInfo(device="cpu", name="cpu"),
+        device_info=DeviceInfo(device="cpu", name="cpu"),
         executed=True,
     )
 
@@ -48,7 +48,7 @@ def test_nan_errors_are_printed_as_nan_strings_and_read_back() -> None:
 
 
 def test_untimed_performance_is_null_and_public_timings_still_load() -> None:
-    from fibserve.bench.measure import untimed_performance
+    from fibserve.bench.timing.loop import untimed_performance
 
     untimed = untimed_performance("CPU mode: nothing is timed without a GPU").model_dump(mode="json")
     assert (untimed["latency_ms"], untimed["reference_latency_ms"], untimed["speedup_factor"]) == (None,) * 3

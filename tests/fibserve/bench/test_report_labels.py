@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 
 from fibserve.bench import EvaluationReport, resolve_config
-from fibserve.bench.offline import print_report
 from fibserve.bench.report import DeviceInfo
+from fibserve.cli.tables import print_report
 from fibserve.trace import Comparisons, Correctness, Environment, Evaluation, Performance, Trace, Workload
 from rich.console import Console
 
@@ -44,7 +44,7 @@ def _report(extra: dict) -> EvaluationReport:
         definition="mha_with_lse_d128",
         solution="mine",
         config=resolve_config(None),
-        device=DeviceInfo(device="cuda:0", name="NVIDIA H200"),
+        device_info=DeviceInfo(device="cuda:0", name="NVIDIA H200"),
         executed=True,
         traces=[
             Trace(definition="mha_with_lse_d128", workload=workload, solution="mine", evaluation=evaluation)

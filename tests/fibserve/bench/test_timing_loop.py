@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 from fibserve.bench.config import resolve_config
-from fibserve.bench.correctness import check_correctness
+from fibserve.bench.correctness.check import check_correctness
 from fibserve.bench.failures import CandidateFailure, ReferenceTimingError
-from fibserve.bench.measure import measure
-from fibserve.bench.reference_twin import ReferenceTwin, TwinError
-from fibserve.bench.sandbox import WorkerPool
-from fibserve.bench.sides import Side
-from fibserve.bench.slots import WorkloadData
+from fibserve.bench.timing.loop import measure
+from fibserve.bench.timing.sides import Side
+from fibserve.bench.timing.twin import ReferenceTwin, TwinError
+from fibserve.bench.worker.pool import WorkerPool
+from fibserve.bench.worker.slots import WorkloadData
 from fibserve.trace import EvaluationStatus
 from timing_helpers import CPU, setup_vector_add
 
@@ -29,11 +29,9 @@ def pool():
     pool.close()
 
 
-def _reference_twin(pool, definition, data, tmp_path):
+def _reference_twin(pool, definition, data):
     """The reference's timing twin as the evaluator builds it, with slots laid out like the candidate's."""
-    twin = ReferenceTwin(
-        pool, definition, resolve_config(definition), arch="sm_90a", scratch=tmp_path, note=print
-    )
+    twin = ReferenceTwin(pool, definition, resolve_config(definition), arch="sm_90a", note=print)
     return twin, twin.slots(data, 3, CPU)
 
 
@@ -42,11 +40,11 @@ def _reference_side(twin, twin_slots):
     return [Side("reference", twin.solution.name, twin_slots)]
 
 
-def _timing_failure(pool, trace_set, make_solution, tmp_path, kernel, overrides, *, correctness_first=False):
+def _timing_failure(pool, trace_set, make_solution, kernel, overrides, *, correctness_first=False):
     """Run ``kernel`` through the timing loop against the reference's twin; returns the CandidateFailure it
     must end in (the test fails when it ends in none)."""
-    definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, kernel, tmp_path)
-    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
+    definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, kernel)
+    twin, twin_slots = _reference_twin(pool, definition, data)
     config = resolve_config(definition, overrides)
     try:
         if correctness_first:
@@ -61,9 +59,9 @@ def _timing_failure(pool, trace_set, make_solution, tmp_path, kernel, overrides,
 
 def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path):
     definition, worker, data, slots = setup_vector_add(
-        pool, trace_set, make_solution, "add_correct.py", tmp_path, "triton"
+        pool, trace_set, make_solution, "add_correct.py", "triton"
     )
-    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
+    twin, twin_slots = _reference_twin(pool, definition, data)
     config = resolve_config(definition, {"warmup": 1, "iterations": 6, "trials": 2})
     try:
         check_correctness(worker, slots, data, config, CPU)
@@ -85,11 +83,11 @@ def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path
 def test_pointer_cache_survives_one_trial_but_not_the_rotation(
     pool, trace_set, make_solution, tmp_path, monkeypatch
 ):
-    import fibserve.bench.timing_checks as checks
+    import fibserve.bench.timing.checks as checks
 
     monkeypatch.setattr(checks, "SAMPLE_DENOMINATOR", 10**9)  # no sampled comparison: the rotation alone
     overrides = {"warmup": 0, "iterations": 3, "trials": 2}
-    failure = _timing_failure(pool, trace_set, make_solution, tmp_path, "add_pointer_cache.py", overrides)
+    failure = _timing_failure(pool, trace_set, make_solution, "add_pointer_cache.py", overrides)
     assert failure.status is EvaluationStatus.INCORRECT_NUMERICAL
     assert "timing trial 1" in failure.log
 
@@ -97,10 +95,8 @@ def test_pointer_cache_survives_one_trial_but_not_the_rotation(
 def test_a_dead_reference_twin_is_a_harness_error_not_the_candidates(
     pool, trace_set, make_solution, tmp_path
 ):
-    definition, worker, data, slots = setup_vector_add(
-        pool, trace_set, make_solution, "add_correct.py", tmp_path
-    )
-    twin, twin_slots = _reference_twin(pool, definition, data, tmp_path)
+    definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, "add_correct.py")
+    twin, twin_slots = _reference_twin(pool, definition, data)
     twin.worker.kill()
     config = resolve_config(definition, {"warmup": 0, "iterations": 2, "trials": 1})
     try:
@@ -116,18 +112,16 @@ def test_a_reference_that_does_not_load_is_a_twin_error(pool, trace_set, tmp_pat
         update={"reference": "def run(x, y):\n    return x +"}
     )
     notes = []
-    twin = ReferenceTwin(
-        pool, definition, resolve_config(definition), arch="sm_90a", scratch=tmp_path, note=notes.append
-    )
+    twin = ReferenceTwin(pool, definition, resolve_config(definition), arch="sm_90a", note=notes.append)
     with pytest.raises(TwinError, match="reference"):
         twin.slots(WorkloadData(inputs=[], references=[], output_shapes={}, output_dtypes={}), 1, CPU)
     assert twin.worker is None
 
 
 def test_a_dead_twin_is_restarted_on_the_next_workload(pool, trace_set, make_solution, tmp_path):
-    definition, worker, data, _ = setup_vector_add(pool, trace_set, make_solution, "add_correct.py", tmp_path)
+    definition, worker, data, _ = setup_vector_add(pool, trace_set, make_solution, "add_correct.py")
     worker.kill()
-    twin, _ = _reference_twin(pool, definition, data, tmp_path)
+    twin, _ = _reference_twin(pool, definition, data)
     first = twin.worker
     first.kill()
     try:
@@ -143,7 +137,7 @@ def test_a_forged_reply_with_impossible_timings_is_the_candidates_runtime_error(
     pool, trace_set, make_solution, tmp_path
 ):
     overrides = {"warmup": 0, "iterations": 2, "trials": 1}
-    failure = _timing_failure(pool, trace_set, make_solution, tmp_path, "add_forged_timing.py", overrides)
+    failure = _timing_failure(pool, trace_set, make_solution, "add_forged_timing.py", overrides)
     assert failure.status is EvaluationStatus.RUNTIME_ERROR
     assert "ms of calls in a" in failure.log
 
@@ -152,11 +146,11 @@ def test_the_twin_times_a_reference_whose_dtype_differs_from_the_definition(
     pool, trace_set, make_solution, tmp_path
 ):
     definition, worker, data, slots = setup_vector_add(
-        pool, trace_set, make_solution, "add_correct.py", tmp_path, "triton"
+        pool, trace_set, make_solution, "add_correct.py", "triton"
     )
     # a float64 reference for a float32 definition: accepted by correctness (compared in fp32), so timing must too
     wide = definition.model_copy(update={"reference": "def run(x, y):\n    return x.double() + y.double()\n"})
-    twin, twin_slots = _reference_twin(pool, wide, data, tmp_path)
+    twin, twin_slots = _reference_twin(pool, wide, data)
     # Three timed pairs, one warmup: the round-trip check takes a median over pairs, and with two a single
     # call delayed by a loaded machine (9 ms once, in a CI-like run) counted as half the evidence.
     config = resolve_config(definition, {"warmup": 1, "iterations": 3, "trials": 1})
@@ -172,7 +166,7 @@ def test_a_candidate_that_patches_the_workers_timer_is_caught_by_the_round_trip(
     pool, trace_set, make_solution, tmp_path
 ):
     overrides = {"warmup": 1, "iterations": 6, "trials": 1}
-    failure = _timing_failure(pool, trace_set, make_solution, tmp_path, "add_patches_timer.py", overrides)
+    failure = _timing_failure(pool, trace_set, make_solution, "add_patches_timer.py", overrides)
     assert failure.status is EvaluationStatus.RUNTIME_ERROR
     assert "do not account for its calls" in failure.log
 
@@ -183,7 +177,6 @@ def test_work_left_running_after_the_reply_is_caught_by_the_poison(pool, trace_s
         pool,
         trace_set,
         make_solution,
-        tmp_path,
         "add_finishes_after_reply.py",
         overrides,
         correctness_first=True,
@@ -195,12 +188,10 @@ def test_work_left_running_after_the_reply_is_caught_by_the_poison(pool, trace_s
 def test_sampled_full_comparisons_catch_a_kernel_wrong_between_validations(
     pool, trace_set, make_solution, tmp_path, monkeypatch
 ):
-    import fibserve.bench.timing_checks as checks
+    import fibserve.bench.timing.checks as checks
 
     monkeypatch.setattr(checks, "SAMPLE_DENOMINATOR", 1)  # sample every call, so the test is not random
     overrides = {"warmup": 1, "iterations": 6, "trials": 1}
-    failure = _timing_failure(
-        pool, trace_set, make_solution, tmp_path, "add_wrong_when_unobserved.py", overrides
-    )
+    failure = _timing_failure(pool, trace_set, make_solution, "add_wrong_when_unobserved.py", overrides)
     assert failure.status is EvaluationStatus.INCORRECT_NUMERICAL
     assert "(sampled)" in failure.log

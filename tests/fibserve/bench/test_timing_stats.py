@@ -4,7 +4,8 @@ import math
 
 import pytest
 import torch
-from fibserve.bench.timing import ColdL2, pair_speedup, percentile, summarize, time_call
+from fibserve.bench.timing.statistics import pair_speedup, percentile, summarize
+from fibserve.bench.worker.clock import ColdL2, time_call
 
 
 def test_percentiles_match_linear_interpolation():
@@ -38,14 +39,14 @@ def test_cpu_time_call_and_cold_l2_is_inert_on_cpu():
 
 
 def test_an_overwrite_plan_given_to_cold_l2_is_used_as_is():
-    from fibserve.bench.timing import ColdL2, OverwritePlan
+    from fibserve.bench.worker.clock import ColdL2, OverwritePlan
 
     flush = ColdL2(torch.device("cpu"), OverwritePlan(4, 0.12))
     assert flush.plan == OverwritePlan(4, 0.12)
 
 
 def test_a_slower_overwrite_next_to_the_candidate_is_flagged():
-    from fibserve.bench.timing_checks import overwrite_excess
+    from fibserve.bench.timing.checks import overwrite_excess
 
     reference = [0.120, 0.121, 0.119, 0.122]
     assert overwrite_excess([0.121, 0.120, 0.122, 0.121], reference)["flagged"] is False
@@ -55,7 +56,7 @@ def test_a_slower_overwrite_next_to_the_candidate_is_flagged():
 
 
 def test_hidden_work_switches_both_sides_to_the_synchronized_bound():
-    from fibserve.bench.timing_checks import timing_basis
+    from fibserve.bench.timing.checks import timing_basis
 
     honest = timing_basis([1.0] * 5, [1.01] * 5, [2.0] * 5, [2.01] * 5)
     assert honest[0] == "events" and abs(honest[1]) < 1e-9

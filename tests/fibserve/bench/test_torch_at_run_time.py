@@ -2,7 +2,7 @@
 
 The static rule reads names, so operators and tensor methods passed it: ``z[:] = x + y`` PASSED every CPU
 definition with no Triton kernel at all. Now each correctness call of a Triton candidate runs under the
-worker's operator audit (:mod:`fibserve.bench.torch_audit`): the candidate's own PyTorch compute fails with
+worker's operator audit (:mod:`fibserve.bench.worker.torch_audit`): the candidate's own PyTorch compute fails with
 the source-policy rule ``python.torch-at-run-time``, while allocation, views and Triton's own use of torch
 (the CPU interpreter moves tensors with it) pass.
 """

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from fibserve.bench.comparators import Comparators
 from fibserve.bench.config import resolve_config
-from fibserve.bench.correctness import check_correctness
+from fibserve.bench.correctness.check import check_correctness
 from fibserve.bench.failures import ReferenceTimingError
-from fibserve.bench.measure import measure
-from fibserve.bench.sandbox import WorkerPool
-from fibserve.bench.twin_blame import interference_failure, solo_probe
+from fibserve.bench.timing.blame import interference_failure, solo_probe
+from fibserve.bench.timing.comparators import Comparators
+from fibserve.bench.timing.loop import measure
+from fibserve.bench.worker.pool import WorkerPool
 from fibserve.trace import EvaluationStatus
 from timing_helpers import CPU, setup_vector_add
 
@@ -33,18 +33,14 @@ def pool():
     pool.close()
 
 
-def _twins(pool, definition, tmp_path):
+def _twins(pool, definition):
     config = resolve_config(definition, SMALL)
-    return Comparators(
-        pool, definition, None, config, arch="sm_90a", scratch=tmp_path / "twins", note=print
-    ), config
+    return Comparators(pool, definition, None, config, arch="sm_90a", note=print), config
 
 
 def test_a_candidate_cannot_find_signal_or_write_into_the_twin(pool, trace_set, make_solution, tmp_path):
-    definition, worker, data, slots = setup_vector_add(
-        pool, trace_set, make_solution, "add_attacks_twin.py", tmp_path
-    )
-    twins, config = _twins(pool, definition, tmp_path)
+    definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, "add_attacks_twin.py")
+    twins, config = _twins(pool, definition)
     try:
         sides = twins.sides(data, 3, CPU, None)  # the twin is up before the candidate's first call
         check_correctness(worker, slots, data, config, CPU)  # the attack runs in the first call
@@ -65,9 +61,8 @@ def test_a_candidate_cannot_find_signal_or_write_into_the_twin(pool, trace_set, 
 def test_a_twin_harmed_next_to_the_candidate_that_works_alone_is_the_candidates_fault(
     pool, trace_set, make_solution, tmp_path
 ):
-    definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, "add_torch_returning.py",
-                                                       tmp_path, dps=False)  # fmt: skip
-    twins, config = _twins(pool, definition, tmp_path)
+    definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, "add_torch_returning.py", dps=False)  # fmt: skip
+    twins, config = _twins(pool, definition)
     try:
         sides = twins.sides(data, 3, CPU, None)
         twins.reference_twin.worker.kill()  # what a candidate that reached the twin would do
@@ -93,11 +88,11 @@ def test_a_twin_that_fails_alone_too_is_a_harness_error(pool, trace_set, make_so
         update={"reference": "def run(x, y):\n    raise RuntimeError('reference broke')\n"}
     )
     _, worker, data, slots = setup_vector_add(
-        pool, trace_set, make_solution, "add_torch_returning.py", tmp_path, dps=False
+        pool, trace_set, make_solution, "add_torch_returning.py", dps=False
     )
     del slots
     worker.kill()
-    twins, config = _twins(pool, broken, tmp_path)
+    twins, config = _twins(pool, broken)
     problem = solo_probe(twins, data, 3, CPU, None, config)
     assert problem is not None and "reference broke" in problem
     assert twins.reference_twin.worker is None  # discarded after the failed probe

@@ -1,5 +1,5 @@
 """A retired worker's files are removed from the host's /dev/shm by what the kernel says, never by what the
-worker shows (:mod:`fibserve.bench.shm_cleanup`).
+worker shows (:mod:`fibserve.bench.worker.shm_cleanup`).
 
 A GPU worker shares the host's /dev/shm; a CPU worker has its own. The cleanup used to match the name and
 inode a worker's /proc showed against the host's /dev/shm, so a CPU worker that made a file of the host file's
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from fibserve.bench import Evaluator
-from fibserve.bench.shm_cleanup import held_files, remove_left_behind, snapshot
+from fibserve.bench.worker.shm_cleanup import held_files, remove_left_behind, snapshot
 from fibserve.trace import Solution
 
 SHM = Path("/dev/shm")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fibserve.bench.worker import _error_text
+from fibserve.bench.worker.entry import _error_text
 
 RAISES = "def run(x):\n    return helper(x)\n\n\ndef helper(x):\n    raise ValueError(f'bad {x}')\n"
 WRAPS = "def run(x):\n    try:\n        {}['k']\n    except KeyError as e:\n        raise RuntimeError('wrapped') from e\n"

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import torch
 from fibserve.bench.candidate import prepare
-from fibserve.bench.inputs import generate_inputs, torch_dtype
-from fibserve.bench.reference import run_reference
-from fibserve.bench.slots import WorkloadData, allocate_slots
+from fibserve.bench.data.inputs import generate_inputs, torch_dtype
+from fibserve.bench.data.reference import run_reference
+from fibserve.bench.worker.slots import WorkloadData, allocate_slots
 
 CPU = torch.device("cpu")
 
 
-def setup_vector_add(pool, trace_set, make_solution, kernel, tmp_path, language="python", dps=True):
+def setup_vector_add(pool, trace_set, make_solution, kernel, language="python", dps=True):
     """``(definition, worker, data, slots)``: ``kernels/<kernel>`` loaded in a worker of ``pool`` for the
     first vector_add_f32 workload, three input sets with their reference outputs, three slots."""
     definition = trace_set.definition("vector_add_f32")
     workload = trace_set.workloads_for("vector_add_f32")[0]
     solution = make_solution(kernel, "vector_add_f32", language=language, dps=dps)
-    prepared = prepare(definition, solution, arch="sm_90a", timeout=60, scratch=tmp_path)
+    prepared = prepare(definition, solution, arch="sm_90a", timeout=60)
     worker = pool.acquire(120)
     assert worker.load(prepared.load, 60)["ok"]
     axes = definition.axis_values(workload.axes)

@@ -194,7 +194,7 @@ ISSUE_14_BYPASSES = [
     ("import _ctypes\n", "python.forbidden-module"),
     ("import _socket\ns = _socket.socket()\n", "python.forbidden-module"),
     ("import urllib.request\nurllib.request.urlopen('http://10.0.0.1')\n", "python.forbidden-module"),
-    ("import fibserve.bench.timing as t\nt.time_call = None\n", "python.forbidden-module"),
+    ("import fibserve.bench.worker.clock as t\nt.time_call = None\n", "python.forbidden-module"),
     ("from fibserve.bench import timing\n", "python.forbidden-module"),
     ("import torch\ndef run(x, y, z):\n    torch.os.system('id')\n", "python.forbidden-module"),
     ("import typing\ntyping.sys.modules.clear()\n", "python.forbidden-module"),

@@ -102,10 +102,10 @@ def test_dry_run_reports_every_row_and_survives_a_build_failure(script, tmp_path
 
 
 def test_rows_from_a_passed_gpu_evaluation(script) -> None:
-    """The GPU branch of report_rows reads the Performance fields that fibserve.bench.measure.measure writes."""
+    """The GPU branch of report_rows reads the Performance fields that fibserve.bench.timing.loop.measure writes."""
     from fibserve.bench import EvaluationReport, resolve_config
     from fibserve.bench.report import DeviceInfo
-    from fibserve.bench.timing import summarize
+    from fibserve.bench.timing.statistics import summarize
     from fibserve.datasets import default_root
     from fibserve.trace import Correctness, Environment, Evaluation, Performance, Trace
     from fibserve.trace.trace_set import TraceSet
@@ -141,7 +141,7 @@ def test_rows_from_a_passed_gpu_evaluation(script) -> None:
         definition="gemm_n7168_k5120",
         solution="s",
         config=resolve_config(None),
-        device=DeviceInfo(device="cuda:0", name="NVIDIA H200"),
+        device_info=DeviceInfo(device="cuda:0", name="NVIDIA H200"),
         executed=True,
         traces=[Trace(definition="gemm_n7168_k5120", workload=big, solution="s", evaluation=evaluation)],
     )

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from fibserve.analysis.report import Analysis
 from fibserve.datasets import default_root
-from fibserve.static_analysis import Analysis
 from fibserve.trace.trace_set import TraceSet
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.timeout(900)]  # nvcc + 2 x 5 workloads

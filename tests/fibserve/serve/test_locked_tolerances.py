@@ -33,8 +33,8 @@ def test_a_server_with_a_token_refuses_request_tolerances_and_judges_by_its_own(
     (trace,) = answer.traces or []
     assert trace.evaluation is not None and trace.evaluation.status is EvaluationStatus.INCORRECT_NUMERICAL
     used = trace.evaluation.correctness.extra
-    assert (used["atol"], used["rtol"]) == (answer.config["atol"], answer.config["rtol"])  # kept in the trace
-    assert answer.config["origin"].get("atol") != "request"
+    assert (used["atol"], used["rtol"]) == (answer.config.atol, answer.config.rtol)  # kept in the trace
+    assert answer.config.origin.get("atol") != "request"
 
 
 def test_unlocked_tolerances_can_be_chosen_with_a_token(start_server) -> None:

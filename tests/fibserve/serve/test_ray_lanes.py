@@ -20,9 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from fibserve.api import TaskAnswer
 from fibserve.client import FIBServeClient
 from fibserve.serve import ServeSettings
-from fibserve.serve.models import TaskAnswer
 from pydantic import ValidationError
 from ray_cluster import RayCluster, alive, descendants
 from serve_helpers import VECTOR_ADD_SMALL, ServerProcess, free_port, triton_add_solution

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fibserve.api import EvaluateRequest
 from fibserve.datasets.catalog import Catalog
 from fibserve.serve import routes
 from fibserve.serve.errors import ApiError
-from fibserve.serve.models import EvaluateRequest
 from fibserve.serve.settings import ServeSettings
 from fibserve.serve.state import ServerState
 from fibserve.serve.store import TaskStatus, TaskStore

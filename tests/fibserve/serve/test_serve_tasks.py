@@ -66,7 +66,7 @@ def test_evaluate_a_float32_triton_solution_end_to_end_on_cpu(shared_server) -> 
     assert (performance.latency_ms, performance.reference_latency_ms, performance.speedup_factor) == (
         None,
     ) * 3
-    assert answer.config is not None and answer.config["atol"] >= 0
+    assert answer.config is not None and answer.config.atol >= 0
     assert answer.logs and "CPU mode" in answer.logs
 
 
@@ -78,7 +78,7 @@ def test_a_wrong_candidate_is_a_completed_task_with_its_status(shared_server) ->
     assert answer.status == "completed" and answer.error is None
     (trace,) = answer.traces or []
     assert trace.evaluation is not None and trace.evaluation.status is EvaluationStatus.INCORRECT_NUMERICAL
-    assert answer.config is not None and answer.config["origin"].get("atol") == "request"
+    assert answer.config is not None and answer.config.origin.get("atol") == "request"
 
 
 def test_fifty_concurrent_submissions_all_complete(start_server) -> None:

@@ -71,7 +71,7 @@ def _solution(body: str, language: str = "triton") -> Solution:
 def _run_candidate(trace_set: TraceSet, tmp_path: Path, body: str, calls: int = 2) -> tuple:
     definition = trace_set.definition("vector_add_f32")
     workload = trace_set.workloads_for("vector_add_f32")[0]
-    prepared = prepare_candidate(definition, _solution(body), device="cpu", timeout_s=120, scratch=tmp_path)
+    prepared = prepare_candidate(definition, _solution(body), device="cpu", timeout_s=120)
     assert prepared.load is not None, (prepared.not_built, prepared.infrastructure_error)
     request = runner_request(
         definition, workload, prepared.load, device="cpu", calls=calls, roots=[default_root()]

@@ -10,9 +10,9 @@ import math
 
 import pytest
 import torch
-from fibserve.bench.compare import compare_tensors
-from fibserve.bench.inputs import generate_inputs
-from fibserve.bench.reference import load_reference, reference_namespace
+from fibserve.bench.correctness.compare import compare_tensors
+from fibserve.bench.data.inputs import generate_inputs
+from fibserve.bench.data.reference import load_reference, reference_namespace
 from fibserve.datasets import default_root
 from fibserve.datasets.attention import BACKWARD_REFERENCE, QKV, ROWS
 from fibserve.trace import AxisConst, AxisVar, Definition, RandomInput, TensorSpec, Workload
@@ -208,7 +208,7 @@ def test_minus_inf_lse_matches_only_minus_inf() -> None:
 
 
 def test_flop_counts_reproduce_the_h100_reference_tflops(bundled: TraceSet) -> None:
-    from fibserve.bench.plausibility import workload_cost
+    from fibserve.bench.timing.roofline import workload_cost
 
     rows = list(csv.DictReader((shared("ptxbench-problems") / "h100_reference_latency.csv").open()))
     assert len(rows) == 132

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fibserve.bench.measure import untimed_performance
+from fibserve.bench.timing.loop import untimed_performance
 from fibserve.trace import Performance, TimingFacts
 from pydantic import ValidationError
 

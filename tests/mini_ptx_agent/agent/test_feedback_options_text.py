@@ -268,8 +268,8 @@ def test_an_incorrect_kernel_is_not_profiled_and_gets_fix_notes(tmp_path: Path) 
 
 
 def test_the_families_come_from_the_services_architecture_verdict() -> None:
+    from fibserve.analysis.report import Analysis
     from fibserve.analysis.verdict import Verdict
-    from fibserve.static_analysis import Analysis
     from mini_ptx_agent.evaluation import static_analysis_from
 
     analysis = Analysis(

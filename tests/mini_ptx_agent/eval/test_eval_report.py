@@ -78,7 +78,7 @@ def test_report_json_is_versioned_and_round_trips() -> None:
 
 def _analysis_json(**fields) -> dict:
     """The ``analysis`` of a task answer as the service writes it: a real ``fibserve.check`` result, dumped."""
-    from fibserve.static_analysis import Analysis
+    from fibserve.analysis.report import Analysis
 
     base = {"solution": "s", "definition": "gemm_n7168_k5120", "language": "cuda", "arch": "sm_90a"}
     return Analysis(**(base | fields)).model_dump(mode="json")

@@ -24,11 +24,11 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter
 
-from fibserve.serve.models import DefinitionSummary, HealthAnswer, SubmitAnswer, TaskAnswer
+from fibserve.api import DefinitionSummary, HealthAnswer, SubmitAnswer, TaskAnswer
 from fibserve.trace import Definition, Solution, Workload
 
 if TYPE_CHECKING:
-    from fibserve.static_analysis import Analysis
+    from fibserve.analysis.report import Analysis
 
 DEFAULT_URL = "http://127.0.0.1:10000"
 """Where ``fibserve serve`` listens by default."""
@@ -223,11 +223,11 @@ class FIBServeClient:
         return answer.task_id
 
     def compile(self, solution: Solution | dict[str, Any], arch: str = "sm_90a") -> Analysis:
-        """``POST /compile``: the static analysis (:class:`fibserve.static_analysis.Analysis`), answered directly."""
+        """``POST /compile``: the static analysis (:class:`fibserve.analysis.report.Analysis`), answered directly."""
         data = self._request(
             "POST", "/compile", json={"solution": _solution_json(solution), "arch": arch}, wait_s=600.0
         )
-        from fibserve.static_analysis import Analysis
+        from fibserve.analysis.report import Analysis
 
         return Analysis.model_validate(data)
 

@@ -13,17 +13,14 @@ import ast
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
+from typing import TYPE_CHECKING
 
 from fibserve.analysis.binary import analyse_binaries
-from fibserve.analysis.verdict import KernelAnalysis, Verdict
+from fibserve.analysis.report import Analysis, AnalysisOutcome, AnalysisUnavailable
 from fibserve.build import (
     BuildResult,
     BuildStatus,
     PolicyConfig,
-    PolicyViolation,
     build_solution,
     check_policy,
 )
@@ -34,89 +31,6 @@ from fibserve.sandbox import UNSAFE_NOTE
 
 if TYPE_CHECKING:
     from fibserve.trace import Definition, Solution
-
-CheckStatus = Literal[
-    "clean", "policy_violation", "abi_mismatch", "compile_error", "build_timeout", "infra_error"
-]
-
-
-class Analysis(BaseModel):
-    """The static analysis of one solution for one target (the body of ``POST /compile``)."""
-
-    # "ignore", not "forbid": the JSON carries the computed ``ok``, and a client must be able to read it back.
-    model_config = ConfigDict(extra="ignore", use_attribute_docstrings=True)
-
-    solution: str
-    """Solution name."""
-    definition: str
-    """Definition name the solution claims to implement."""
-    language: str
-    """cuda, cpp, triton or python."""
-    arch: str | None
-    """Target architecture of the build (None for Python/Triton)."""
-    status: CheckStatus
-    """``clean``; ``policy_violation`` (not built); ``abi_mismatch`` (built, but the entry point does not fit
-    the definition given: see ``abi``; the evaluator would reject it); ``compile_error``; ``build_timeout``;
-    ``infra_error`` (the toolchain failed, not the candidate). Policy and build failures take precedence."""
-    executed: bool = False
-    """Always False: static analysis never runs the kernel."""
-    policy: list[PolicyViolation] = Field(default_factory=list)
-    """Source policy violations (the build is skipped when there are any), then violations found in the
-    built library (imported cuBLAS/cuDNN symbols, CUTLASS kernels: see :mod:`fibserve.build.binary_policy`)."""
-    abi: list[str] = Field(default_factory=list)
-    """Entry-point problems found against the definition (argument count), when a definition was given."""
-    build: BuildResult | None = None
-    """The build, with its status and (trimmed) log; None when the policy stopped it."""
-    kernels: list[KernelAnalysis] = Field(default_factory=list)
-    """Per-kernel PTX families, notable SASS opcodes and ptxas resources."""
-    ptx_families: dict[str, int] = Field(default_factory=dict)
-    """PTX family totals over all functions."""
-    sass_opcodes: dict[str, int] = Field(default_factory=dict)
-    """Base SASS opcode totals over all kernels."""
-    verdict: Verdict | None = None
-    """Architecture verdict for the target; None when nothing was compiled."""
-    sass_tool: str | None = None
-    """Path of the cuobjdump that disassembled the SASS (None when none was found: see the verdict's notes)."""
-    sass_tool_version: str | None = None
-    """Its release line (``Cuda compilation tools, release 12.8, V12.8.55``); a note warns when its release
-    differs from the nvcc that compiled the build."""
-    notes: list[str] = Field(default_factory=list)
-    """Plain statements about what was and was not analysed."""
-    timings_ms: dict[str, float] = Field(default_factory=dict)
-    """Milliseconds per stage: policy, build, ptx (parse), cuobjdump (run and parse), resources, total;
-    ``analysis_cached`` replaces the three analysis stages when the build's analysis was cached."""
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def ok(self) -> bool:
-        """Clean policy, a successful build and (when a definition was given) an entry point that fits it; the
-        verdict may still say the kernel uses nothing special."""
-        return self.status == "clean"
-
-
-class AnalysisUnavailable(BaseModel):
-    """What an evaluation records instead of an :class:`Analysis` when the static analysis itself failed (the
-    toolchain broke, not the candidate); never fatal to the evaluation. On the wire: ``{"error": "..."}``."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    error: str
-    """Why, e.g. ``static analysis unavailable: RuntimeError('...')``."""
-
-
-AnalysisOutcome = Analysis | AnalysisUnavailable
-"""The ``analysis`` of an evaluation (a task answer's ``analysis``): the analysis, or why there is none."""
-
-_OUTCOME: TypeAdapter[AnalysisOutcome] = TypeAdapter(AnalysisOutcome)
-
-
-def read_analysis(raw: object) -> AnalysisOutcome | None:
-    """Validate the JSON of an evaluation's ``analysis`` (None stays None): how a client reads it typed.
-
-    Raises:
-        pydantic.ValidationError: ``raw`` is neither an :class:`Analysis` nor an :class:`AnalysisUnavailable`.
-    """
-    return None if raw is None else _OUTCOME.validate_python(raw)
 
 
 def analyse(solution: Solution, definition: Definition, arch: str, timeout_s: float) -> AnalysisOutcome:
@@ -370,56 +284,3 @@ def load_policy(path: Path) -> PolicyConfig:
     if not isinstance(data, dict):
         raise ValueError(f"{path.name}: expected a mapping of PolicyConfig fields")
     return PolicyConfig.model_validate(data)
-
-
-def print_analysis(analysis: Analysis, console: object | None = None) -> None:
-    """Human-readable rendering of ``analysis`` with rich (what ``fibserve check`` prints)."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    out = console if isinstance(console, Console) else Console(width=max(Console().width, 140))
-    style = "green" if analysis.ok else "red"
-    target = f" for {analysis.arch}" if analysis.arch else ""
-    out.print(
-        f"[bold]{escape(analysis.solution)}[/] ({analysis.language}{target}): [bold {style}]{analysis.status}[/]"
-    )
-    for violation in analysis.policy:
-        where = escape(f"{violation.file}:{violation.line}: {violation.message}")
-        out.print(f"  [red]{escape(violation.rule)}[/] {where}", highlight=False)
-    for problem in analysis.abi:
-        out.print(f"  [yellow]abi[/] {escape(problem)}", highlight=False)
-    build = analysis.build
-    if build is not None and not build.ok:
-        out.print(f"[bold]build {build.status.value}[/]:")
-        out.print(build.log, markup=False, highlight=False)
-    if analysis.kernels:
-        table = Table(title="kernels", show_lines=False)
-        # ptxas reports static shared memory only; dynamic shared memory (TMA rings) is set at launch
-        for column in ("kernel", "regs", "static smem B", "spill B", "PTX families", "SASS"):
-            table.add_column(column)
-        for kernel in analysis.kernels:
-            res = kernel.resources
-            spills = f"{res.spill_store_bytes}/{res.spill_load_bytes}" if res else "-"
-            table.add_row(
-                escape(kernel.display_name[:60]),
-                str(res.registers) if res and res.registers is not None else "-",
-                str(res.shared_bytes) if res else "-",
-                spills,
-                ", ".join(f"{k} {v}" for k, v in sorted(kernel.ptx_families.items())) or "-",
-                ", ".join(f"{k} {v}" for k, v in kernel.sass_notable.items()) or "-",
-            )
-        out.print(table)
-    if analysis.sass_tool is not None:
-        out.print(
-            f"[dim]SASS from {escape(analysis.sass_tool)} ({escape(analysis.sass_tool_version or '')})[/]"
-        )
-    if analysis.verdict is not None:
-        out.print(f"[bold]verdict[/] {escape(analysis.verdict.summary)}")
-        for note in analysis.verdict.notes:
-            out.print(f"  note: {note}", markup=False)
-    for note in analysis.notes:
-        out.print(f"[dim]{escape(note)}[/]")
-    timings = ", ".join(f"{k} {v:.0f} ms" for k, v in analysis.timings_ms.items())
-    cached = " (build cached)" if build is not None and build.cached else ""
-    out.print(f"[dim]timings: {timings}{cached}[/]")

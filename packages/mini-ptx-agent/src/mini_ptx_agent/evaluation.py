@@ -445,23 +445,25 @@ def _positive(counts: dict[str, int]) -> list[str]:
     return sorted(name for name, count in counts.items() if count)
 
 
-def static_analysis_from(raw: dict[str, Any] | None) -> StaticAnalysis | None:
+def static_analysis_from(raw: Any) -> StaticAnalysis | None:
     """Read the service's static analysis into :class:`StaticAnalysis`: the one place the agent reads it.
 
-    ``raw`` is the JSON of :class:`fibserve.static_analysis.Analysis` (``fibserve.check``, the ``analysis`` of a task
-    answer), validated against that model, so the agent reads the fields the service wrote by their types, and a
-    change to the model shows here. ``compiled`` from ``build.ok`` (None when policy stopped the build before it
+    ``raw`` is a task answer's ``analysis`` (already a :class:`fibserve.analysis.report.Analysis`), or its JSON
+    as ``fibserve.check`` writes it, validated against that model, so the agent reads the fields the service
+    wrote by their types, and a change to the model shows here. ``compiled`` from ``build.ok`` (None when policy stopped the build before it
     started: then the violations say why); PTX families from ``ptx_families``; SASS families from the kernels'
     ``sass_notable`` opcodes (HGMMA, UTMALDG, ...); registers and shared memory are the maximum over kernels,
     spills the sum of spill stores and loads over kernels. The service's
-    :class:`fibserve.static_analysis.AnalysisUnavailable` (``{"error": ...}``: its analysis failed), or anything
+    :class:`fibserve.analysis.report.AnalysisUnavailable` (``{"error": ...}``: its analysis failed), or anything
     neither model accepts, gives a :class:`StaticAnalysis` that knows nothing but ``raw``.
     """
     if not raw:
         return None
     # builds on fibserve.build and .analysis: only once it is needed
-    from fibserve.static_analysis import AnalysisUnavailable, read_analysis
+    from fibserve.analysis.report import AnalysisUnavailable, read_analysis
 
+    if hasattr(raw, "model_dump"):
+        raw = raw.model_dump(mode="json")
     try:
         analysis = read_analysis(raw)
     except ValidationError:

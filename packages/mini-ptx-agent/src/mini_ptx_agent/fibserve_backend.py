@@ -174,7 +174,8 @@ class FIBServeBackend:
         if not runs:
             raise EvaluationInfrastructureError(f"FIBServe profile task {task_id} answered without a run")
         result = ncu_result_from(runs[0], workload=workload, kernel_hash=kernel_hash, target=task.arch)
-        return result.model_copy(update={"hardware": (answer.device_info or {}).get("name") or answer.device})
+        hardware = answer.device_info.name if answer.device_info is not None else None
+        return result.model_copy(update={"hardware": hardware or answer.device})
 
 
 # -- `ptxbench eval` --------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ while each call really takes more than 20 ms; computes z = x + y honestly."""
 import sys
 import time
 
-from fibserve.bench.timing import Timed
+from fibserve.bench.worker.clock import Timed
 
 
 def _flattering_timer(fn, device, flush):

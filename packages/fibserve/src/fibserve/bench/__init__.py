@@ -2,7 +2,7 @@
 
 Public API: :class:`EvalConfig`, :func:`resolve_config`, :class:`Evaluator`, :func:`evaluate`,
 :class:`EvaluationReport`. Attributes are imported lazily so the sandbox worker, which imports
-``fibserve.bench.worker``, loads nothing beyond torch.
+``fibserve.bench.worker.entry``, loads nothing beyond torch.
 """
 
 from __future__ import annotations

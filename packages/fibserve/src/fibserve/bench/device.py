@@ -14,7 +14,8 @@ import subprocess
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict
+
+from fibserve.bench.report import DeviceSnapshot
 
 
 class DeviceProblem(ValueError):
@@ -53,29 +54,6 @@ def resolve_device(device: str | None, flag: str = "--device") -> str:
 
 
 _QUERY = "name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu,memory.used"
-
-
-class DeviceSnapshot(BaseModel):
-    """One reading of the device state (None where unavailable)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    """Device name, e.g. ``NVIDIA H200``, or ``cpu``."""
-    driver: str | None = None
-    """NVIDIA driver version."""
-    sm_clock_mhz: float | None = None
-    """Current SM clock in MHz."""
-    max_sm_clock_mhz: float | None = None
-    """Maximum SM clock in MHz."""
-    power_w: float | None = None
-    """Board power draw in watts."""
-    temperature_c: float | None = None
-    """GPU temperature in degrees Celsius."""
-    memory_used_mib: float | None = None
-    """Device memory in use (all processes) in MiB."""
-    source: str = "none"
-    """Where the numbers came from: ``pynvml``, ``nvidia-smi``, ``torch`` or ``none``."""
 
 
 def _float(text: str) -> float | None:

@@ -2,10 +2,10 @@
 
 ``Evaluator(device).evaluate(definition, solution, workloads)`` returns an :class:`EvaluationReport` and never
 raises for anything a candidate does: candidate failures become statuses, harness failures become
-``task_error``. The candidate only ever runs in a sandbox worker (:mod:`fibserve.bench.sandbox`); a worker
+``task_error``. The candidate only ever runs in a sandbox worker (:mod:`fibserve.bench.worker.pool`); a worker
 serves one candidate, is replaced after a crash, a timeout or a CUDA error, and warm spares are kept ready
 (six on a GPU: the baseline and the reference are timed in workers of the same construction too, see
-:mod:`fibserve.bench.comparators`).
+:mod:`fibserve.bench.timing.comparators`).
 
 CPU mode (``device="cpu"``): CUDA/C++ candidates are built and analysed (the static pipeline) but not
 executed (traces with null evaluation, ``executed=False``); Triton candidates run under ``TRITON_INTERPRET=1``
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -27,16 +26,15 @@ from typing import Any
 
 import torch
 
+from fibserve.bench.config import resolve_config
+from fibserve.bench.data.reference import ReferenceCache
+from fibserve.bench.device import snapshot
+from fibserve.bench.report import DeviceInfo, EvaluationReport
+from fibserve.bench.session import EvaluationSession, Progress
+from fibserve.bench.worker import clock
+from fibserve.bench.worker.pool import WorkerPool
 from fibserve.sandbox import WORKER_LIMITS, Limits
 from fibserve.trace import Definition, Solution, Workload
-
-from . import timing
-from .config import resolve_config
-from .device import snapshot
-from .reference import ReferenceCache
-from .report import DeviceInfo, EvaluationReport
-from .sandbox import WorkerPool
-from .session import EvaluationSession, Progress
 
 SECRET_ENV = "FIBSERVE_INPUT_SECRET"
 """Hex string used as the input-seed secret when none is passed (a random one per process otherwise)."""
@@ -91,7 +89,7 @@ class Evaluator:
                 self.device = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(self.device)
             # measured now, before any worker of this evaluator (or its candidates) is alive on the GPU
-            timing.overwrite_plan(str(self.device))
+            clock.overwrite_plan(str(self.device))
         env_secret = os.environ.get(SECRET_ENV)
         self.secret = secret or (bytes.fromhex(env_secret) if env_secret else os.urandom(32))
         self.config_path = config_path
@@ -104,7 +102,6 @@ class Evaluator:
             limits=limits,
         )
         self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)
-        self.scratch = Path(tempfile.mkdtemp(prefix="fibserve-bench-"))
         self._lock = threading.Lock()
         self._session: EvaluationSession | None = None
         self.healthy = True
@@ -113,12 +110,9 @@ class Evaluator:
         self.capability = None if self.cpu_mode else torch.cuda.get_device_capability(self.device)
 
     def close(self) -> None:
-        """Stop the spare worker and remove temporary files."""
-        import shutil
-
+        """Stop the spare workers and drop the cached reference outputs."""
         self.pool.close()
         self.references.clear()
-        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def cancel(self) -> None:
         """Stop the running evaluation now, from another thread: its workers are killed in the middle of a call
@@ -169,7 +163,9 @@ class Evaluator:
                 definition=definition.name,
                 solution=solution.name,
                 config=config,
-                device=DeviceInfo(device=str(self.device), name=start.name, driver=start.driver, start=start),
+                device_info=DeviceInfo(
+                    device=str(self.device), name=start.name, driver=start.driver, start=start
+                ),
                 sandbox=self.pool.mode,
             )
             try:
@@ -193,7 +189,7 @@ class Evaluator:
             finally:
                 self._session = None
             report.notes.extend(n for n in self.pool.notes if n not in report.notes)
-            report.device.end = snapshot(self.device)
+            report.device_info.end = snapshot(self.device)
             report.timings_s["total"] = time.monotonic() - started
             return report
 

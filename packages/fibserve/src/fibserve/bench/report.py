@@ -11,15 +11,54 @@ RUNTIME_ERROR. ``workload_errors`` names the workloads they affected.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
-from fibserve.static_analysis import AnalysisOutcome
+from fibserve.analysis.report import AnalysisOutcome
+from fibserve.bench.config import EvalConfig
+from fibserve.build.result import BuildStatus
 from fibserve.trace import EvaluationStatus, Trace
 
-from .config import EvalConfig
-from .device import DeviceSnapshot
+
+class DeviceSnapshot(BaseModel):
+    """One reading of the device state (None where unavailable)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Device name, e.g. ``NVIDIA H200``, or ``cpu``."""
+    driver: str | None = None
+    """NVIDIA driver version."""
+    sm_clock_mhz: float | None = None
+    """Current SM clock in MHz."""
+    max_sm_clock_mhz: float | None = None
+    """Maximum SM clock in MHz."""
+    power_w: float | None = None
+    """Board power draw in watts."""
+    temperature_c: float | None = None
+    """GPU temperature in degrees Celsius."""
+    memory_used_mib: float | None = None
+    """Device memory in use (all processes) in MiB."""
+    source: str = "none"
+    """Where the numbers came from: ``pynvml``, ``nvidia-smi``, ``torch`` or ``none``."""
+
+
+class BuildSummary(BaseModel):
+    """What an evaluation records of the candidate's build (the answer's ``build``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    status: BuildStatus
+    """OK, COMPILE_ERROR, TIMEOUT or INFRA_ERROR."""
+    arch: str | None = None
+    """CUDA target of a compiled build (``sm_90a``); None for Python/Triton."""
+    cached: bool = False
+    """Read from the build cache rather than built now."""
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    """Milliseconds: ``compile`` (the compiler) and ``total``."""
+    sandbox: str = "none"
+    """How the compiler was confined: ``bwrap``, or ``unsafe-none`` under ``--unsafe-no-sandbox``."""
+    log: str = ""
+    """The compiler's output, its last 8,000 characters."""
 
 
 class DeviceInfo(BaseModel):
@@ -54,11 +93,11 @@ class EvaluationReport(BaseModel):
     analysis: AnalysisOutcome | None = None
     """Static analysis from ``fibserve.check`` (CUDA: policy, PTX/SASS families, resources), why it is
     unavailable, or None (not a compiled candidate)."""
-    build: dict[str, Any] | None = None
-    """Build summary: status, arch, cached, timings (ms), log (trimmed)."""
+    build: BuildSummary | None = None
+    """The candidate's build: status, arch, cached, timings (ms), log (trimmed)."""
     config: EvalConfig
     """The configuration used (with the layer that set each value in ``config.origin``)."""
-    device: DeviceInfo
+    device_info: DeviceInfo
     """Device and its state at start and end."""
     executed: bool = False
     """Whether the candidate actually ran (False for CUDA candidates on a machine without a GPU)."""

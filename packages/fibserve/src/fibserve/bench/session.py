@@ -20,6 +20,24 @@ from typing import Any, Protocol
 
 import torch
 
+from fibserve.bench import candidate as cand
+from fibserve.bench.config import EvalConfig
+from fibserve.bench.correctness.check import check_correctness, correctness_of
+from fibserve.bench.data.degenerate import degeneracy
+from fibserve.bench.data.inputs import InputError, generate_inputs, torch_dtype
+from fibserve.bench.data.reference import ReferenceCache, ReferenceError, reference_key, run_reference
+from fibserve.bench.device import library_versions, snapshot
+from fibserve.bench.failures import CandidateFailure, DeviceShared, ReferenceTimingError, limit_failure
+from fibserve.bench.report import EvaluationReport
+from fibserve.bench.timing.blame import interference_failure, solo_probe
+from fibserve.bench.timing.comparators import Comparators
+from fibserve.bench.timing.loop import measure, untimed_performance
+from fibserve.bench.timing.roofline import check_plausibility
+from fibserve.bench.timing.sides import ReferencePlan
+from fibserve.bench.timing.twin import TwinError
+from fibserve.bench.worker.pool import WorkerError, WorkerPool, WorkerProcess
+from fibserve.bench.worker.protocol import Failed, Loaded, ProtocolViolation, parse_reply
+from fibserve.bench.worker.slots import AllocationRefused, Slots, WorkloadData, allocate_slots, worker_failure
 from fibserve.static_analysis import analyse
 from fibserve.trace import (
     Correctness,
@@ -28,31 +46,11 @@ from fibserve.trace import (
     Evaluation,
     EvaluationStatus,
     Performance,
-    Roofline,
     Solution,
     TimingFacts,
     Trace,
     Workload,
 )
-
-from . import candidate as cand
-from .comparators import Comparators
-from .config import EvalConfig
-from .correctness import check_correctness, correctness_of
-from .degenerate import degeneracy
-from .device import library_versions, snapshot
-from .failures import CandidateFailure, DeviceShared, ReferenceTimingError, limit_failure
-from .inputs import InputError, generate_inputs, torch_dtype
-from .measure import measure, untimed_performance
-from .plausibility import check_plausibility, roofline_extra
-from .protocol import Failed, Loaded, ProtocolViolation, parse_reply
-from .reference import ReferenceCache, ReferenceError, reference_key, run_reference
-from .reference_twin import TwinError
-from .report import EvaluationReport
-from .sandbox import WorkerError, WorkerPool, WorkerProcess
-from .sides import ReferencePlan
-from .slots import AllocationRefused, Slots, WorkloadData, allocate_slots, worker_failure
-from .twin_blame import interference_failure, solo_probe
 
 Progress = Callable[[str, dict[str, Any]], None]
 """``progress(event, info)``; events: ``build``, ``workload`` (info: index, total, uuid), ``phase`` (uuid,
@@ -73,7 +71,7 @@ class _TwinFailed(Exception):
         self.plan = plan
 
 
-class Lane(Protocol):
+class LaneEvaluator(Protocol):
     """What an evaluation uses of the lane it runs on (an :class:`fibserve.bench.evaluator.Evaluator`)."""
 
     device: torch.device
@@ -87,7 +85,6 @@ class Lane(Protocol):
     references: ReferenceCache
     secret: bytes
     """Server-side secret mixed into input seeds."""
-    scratch: Path
     roots: list[Path]
     """Trace-set roots for safetensors inputs."""
 
@@ -95,7 +92,7 @@ class Lane(Protocol):
 class EvaluationSession:
     """The state of one ``evaluate`` call (kept off the Evaluator so calls cannot leak into each other)."""
 
-    def __init__(self, lane: Lane, report: EvaluationReport, definition: Definition, solution: Solution,
+    def __init__(self, lane: LaneEvaluator, report: EvaluationReport, definition: Definition, solution: Solution,
                  workloads: list[Workload], progress: Progress | None, roots: Sequence[Path] | None,
                  baseline: Solution | None = None):  # fmt: skip
         self.lane = lane
@@ -122,7 +119,6 @@ class EvaluationSession:
             baseline,
             self.config,
             arch=self.arch,
-            scratch=lane.scratch / "comparators",
             note=report.notes.append,
         )
         """The baseline's and the reference's timing twins (GPU only; started on first use)."""
@@ -242,17 +238,9 @@ class EvaluationSession:
         COMPILE_ERROR or TIMEOUT on every workload, or a task error when the build infrastructure failed)."""
         report, solution = self.report, self.solution
         self.progress("build", {"language": self.language})
-        prepared = cand.prepare(
-            self.definition,
-            solution,
-            arch=self.arch,
-            timeout=self.config.timeouts.build,
-            scratch=self.lane.scratch / solution.hash()[:16],
-        )
+        prepared = cand.prepare(self.definition, solution, arch=self.arch, timeout=self.config.timeouts.build)
         self._time("build", prepared.seconds)
-        report.build = (
-            {**prepared.summary, "log": prepared.log[-8000:]} if prepared.summary or prepared.log else None
-        )
+        report.build = prepared.summary
         self.build = prepared.result
         if prepared.task_error:
             report.task_error = prepared.task_error
@@ -473,7 +461,7 @@ class EvaluationSession:
         self, workload: Workload, data: WorkloadData, count: int, plan: ReferencePlan | None, failure: str
     ) -> Evaluation:
         """A comparator's twin failed next to the candidate: kill the candidate's worker and try the twins
-        alone (:func:`fibserve.bench.twin_blame.solo_probe`). Working alone, the failure is the candidate's
+        alone (:func:`fibserve.bench.timing.blame.solo_probe`). Working alone, the failure is the candidate's
         (RUNTIME_ERROR); failing alone too, the harness's.
 
         Raises:
@@ -602,13 +590,12 @@ class EvaluationSession:
             data.inputs[0],
             data.references[0],
         )
-        roofline = roofline_extra(verdict)
-        facts.roofline = Roofline.model_validate(roofline) if roofline is not None else None
+        facts.roofline = verdict.roofline() if verdict is not None else None
         performance.extra = facts.to_extra()
         if self.config.plausibility and verdict is not None:
-            correctness.extra["plausibility"] = verdict
-            if verdict["flagged"]:
+            correctness.extra["plausibility"] = verdict.model_dump(mode="json")
+            if verdict.flagged:
                 self.report.notes.append(
                     f"workload {workload.uuid}: {performance.latency_ms:.4g} ms is faster than the "
-                    f"{verdict['device_model']} roofline floor {verdict['floor_ms']:.4g} ms: implausible, check the kernel"
+                    f"{verdict.device_model} roofline floor {verdict.floor_ms:.4g} ms: implausible, check the kernel"
                 )

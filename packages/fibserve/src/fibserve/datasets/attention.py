@@ -17,7 +17,7 @@ The references are exact (fp32 scores and accumulation, no TF32: PyTorch's defau
 are processed in blocks so that one fp32 score block stays under 1 GiB (512 MiB in the backward, which holds
 four), whatever the seq_len. All three share one forward (``ATTENTION_FORWARD``), so the backward's inputs
 ``o`` and ``lse`` come from exactly the function the forward definitions use (see ``derive_inputs`` in
-:data:`BACKWARD_REFERENCE` and :mod:`fibserve.bench.derived_inputs`).
+:data:`BACKWARD_REFERENCE` and :mod:`fibserve.bench.data.derived`).
 """
 
 from __future__ import annotations

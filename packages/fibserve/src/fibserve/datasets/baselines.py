@@ -2,7 +2,7 @@
 
 A definition names its baseline with the tag ``baseline:<solution name>``; the Solution lives in the trace
 set like any other (trusted: trace-set solutions are operator code) and is timed in a worker twin of the
-candidate's, interleaved with it (:mod:`fibserve.bench.comparators`). The definition's reference stays the
+candidate's, interleaved with it (:mod:`fibserve.bench.timing.comparators`). The definition's reference stays the
 correctness oracle. Per family:
 
 * GEMM: ``torch.matmul`` (cuBLAS), exactly what the reference calls.

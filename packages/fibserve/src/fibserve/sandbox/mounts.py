@@ -153,7 +153,7 @@ def _system() -> tuple[list[str], list[Path]]:
 def bwrap_argv(bwrap: str, mounts: Mounts, limits: Limits, cwd: Path = WORK_DIR) -> list[str]:
     """The bubblewrap command line (up to, not including, the sandboxed command) for ``mounts``, starting
     the command in ``cwd`` (a path the sandbox sees). Nothing of the host is written through the sandbox's
-    own root: what the service hands in crosses as descriptors (``fibserve.bench.handover``)."""
+    own root: what the service hands in crosses as descriptors (``fibserve.bench.worker.handover``)."""
     args, covered = _system()
     args = [bwrap, *NAMESPACES, *args, "--proc", "/proc", "--dev", "/dev"]
     if limits.disk_bytes is not None:

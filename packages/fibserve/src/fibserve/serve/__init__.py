@@ -5,7 +5,7 @@ The endpoints and their request and answer shapes are documented by the OpenAPI 
 
 Choices made here (and why):
 
-- ``POST /compile`` answers synchronously with :class:`fibserve.static_analysis.Analysis`. Static analysis
+- ``POST /compile`` answers synchronously with :class:`fibserve.analysis.report.Analysis`. Static analysis
   needs no GPU, so it runs on a bounded pool of its own (``compile_concurrency``) instead of waiting in the
   lanes' queue behind GPU work.
 - Task statuses stay four (``pending``, ``running``, ``completed``, ``failed``): a cancelled
@@ -24,7 +24,8 @@ Choices made here (and why):
 Importing this package does not import FastAPI; the app object comes from ``fibserve.serve.app.create_app``.
 """
 
-from .models import normalize_solution_name
+from fibserve.api import normalize_solution_name
+
 from .server import serve
 from .settings import ServeSettings
 

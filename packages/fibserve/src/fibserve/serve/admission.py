@@ -6,10 +6,10 @@ so they are checked here, after validation, with answers that name the field and
 
 from __future__ import annotations
 
+from fibserve.api import EvaluateRequest, ProfileRequest, SanitizeRequest
 from fibserve.trace import Solution
 
 from .errors import ApiError
-from .models import EvaluateRequest, ProfileRequest, SanitizeRequest
 from .settings import ServeSettings
 
 

@@ -2,7 +2,7 @@
 
 ``create_app(settings)`` loads the trace sets, opens the task store and returns the app; lanes start in the
 app's lifespan and stop (re-queueing their running tasks) when it ends. Endpoint shapes are the models of
-:mod:`fibserve.serve.models` (OpenAPI at ``/docs``), the handlers those of :mod:`fibserve.serve.routes`;
+:mod:`fibserve.api` (OpenAPI at ``/docs``), the handlers those of :mod:`fibserve.serve.routes`;
 ``POST /compile`` answers synchronously with the static analysis (it needs no GPU, so it runs on a bounded pool
 of its own instead of waiting behind GPU work in the lanes' queue).
 """
@@ -19,13 +19,13 @@ from typing import Any
 from fastapi import FastAPI
 
 import fibserve
+from fibserve.api import ErrorBody
 from fibserve.datasets.catalog import Catalog
 from fibserve.tools.executables import ToolPaths
 
 from . import routes
 from .compile_slots import FairSlots
 from .errors import GuardMiddleware, install_error_handlers
-from .models import ErrorBody
 from .scheduler import ResourceCloser, ResourceFactory, Scheduler, TaskHandler
 from .settings import ServeSettings, resolve_devices
 from .state import ServerState

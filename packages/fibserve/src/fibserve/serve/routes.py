@@ -15,14 +15,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 import fibserve
-from fibserve.datasets.catalog import NotFound, WorkloadMismatch
-from fibserve.static_analysis import Analysis, check
-from fibserve.trace import Definition, Workload
-from fibserve.trace.legacy import as_legacy
-
-from .admission import check_source_limits, check_timeout, check_tolerances
-from .errors import ApiError
-from .models import (
+from fibserve.analysis.report import Analysis
+from fibserve.api import (
     BatchRequest,
     CompileRequest,
     DefinitionSummary,
@@ -36,6 +30,13 @@ from .models import (
     WorkerInfo,
     normalize_solution_name,
 )
+from fibserve.datasets.catalog import NotFound, WorkloadMismatch
+from fibserve.static_analysis import check
+from fibserve.trace import Definition, Workload
+from fibserve.trace.legacy import as_legacy
+
+from .admission import check_source_limits, check_timeout, check_tolerances
+from .errors import ApiError
 from .state import ServerState
 from .store import TaskRecord
 

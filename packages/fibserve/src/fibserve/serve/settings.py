@@ -48,7 +48,7 @@ class ServeSettings(BaseModel):
     max_sources: int = Field(64, ge=1, le=10_000)
     """Most source files in one solution; more get 413 ``too_many_sources`` (each file is written to the
     build cache, and 300,000 tiny files once kept a lane busy for 113 s). At most
-    :data:`fibserve.serve.models.MAX_SOURCES_PER_REQUEST`, which every request is held to before validation."""
+    :data:`fibserve.api.MAX_SOURCES_PER_REQUEST`, which every request is held to before validation."""
     max_source_mb: float = Field(8.0, gt=0, le=4096)
     """Largest total size of a solution's sources (paths and contents, UTF-8 MiB); more gets 413
     ``sources_too_large``."""

@@ -10,18 +10,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fibserve.api import EvaluateRequest, ProfileRequest, SanitizeRequest
 from fibserve.datasets.catalog import Catalog, NotFound, WorkloadMismatch
 from fibserve.sandbox import UNSAFE_NOTE, Redactor
 from fibserve.sandbox import status as sandbox_status
 from fibserve.tools.executables import ToolPaths
 from fibserve.trace import Definition
 
-from .models import EvaluateRequest, ProfileRequest, SanitizeRequest
 from .scheduler import Outcome, ResourceFactory, RunContext
 from .settings import ServeSettings
 from .store import TaskRecord, TaskStatus
+
+if TYPE_CHECKING:
+    from fibserve.bench.evaluator import Evaluator
+    from fibserve.bench.report import EvaluationReport
 
 log = logging.getLogger("fibserve.serve")
 
@@ -32,19 +36,17 @@ def evaluator_factory(settings: ServeSettings, roots: list[Path]) -> ResourceFac
     ``roots`` are the trace-set roots (safetensors inputs are resolved against them).
     """
 
-    def build(device: str) -> Any:
-        from fibserve.bench import Evaluator
+    def build(device: str) -> Evaluator:
+        from fibserve.bench.evaluator import Evaluator
 
         return Evaluator(device, config_path=settings.eval_config, roots=roots)
 
     return build
 
 
-def close_evaluator(evaluator: Any) -> None:
+def close_evaluator(evaluator: Evaluator) -> None:
     """Release an Evaluator's worker processes."""
-    close = getattr(evaluator, "close", None)
-    if close is not None:
-        close()
+    evaluator.close()
 
 
 def _failed(code: str, message: str, **result: Any) -> Outcome:
@@ -98,11 +100,9 @@ class TaskWork:
         def progress(*_args: Any, **_kwargs: Any) -> None:
             ctx.check()
 
-        ctx.on_interrupt(
-            lambda _reason: ctx.resources.cancel()
-        )  # kill a call still running, not just the next
-
-        report = ctx.resources.evaluate(
+        evaluator: Evaluator = ctx.resources
+        ctx.on_interrupt(lambda _reason: evaluator.cancel())  # kill a call still running, not just the next
+        report = evaluator.evaluate(
             definition,
             request.solution,
             workloads,
@@ -112,9 +112,8 @@ class TaskWork:
         )
         ctx.check()
         result = evaluation_result(report)
-        task_error = getattr(report, "task_error", None)
-        if task_error:
-            return _failed("evaluation_error", str(task_error), **result)
+        if report.task_error:
+            return _failed("evaluation_error", report.task_error, **result)
         return Outcome(TaskStatus.COMPLETED, result=result)
 
     def sanitize(self, task: TaskRecord, ctx: RunContext, definition: Definition, workloads: list) -> Outcome:
@@ -200,22 +199,14 @@ def _tool_outcome(
     return Outcome(TaskStatus.COMPLETED, result=result)
 
 
-def evaluation_result(report: Any) -> dict[str, Any]:
-    """The answer fields of an :class:`fibserve.bench.EvaluationReport` (traces, analysis, config, notes)."""
-    data = report.model_dump(mode="json") if hasattr(report, "model_dump") else dict(report)
-    notes = data.get("notes") or []
-    if isinstance(notes, list):
-        notes = "\n".join(str(n) for n in notes)
-    return {
-        "traces": data.get("traces") or [],
-        "analysis": data.get("analysis"),
-        "executed": data.get("executed"),
-        "config": data.get("config"),
-        "build": data.get("build"),
-        "device_info": data.get("device"),
-        "sandbox": data.get("sandbox"),
-        "limits_hit": data.get("limits_hit") or None,
-        "workload_errors": data.get("workload_errors") or None,
-        "timings_s": data.get("timings_s"),
-        "logs": notes or None,
-    }
+def evaluation_result(report: EvaluationReport) -> dict[str, Any]:
+    """The answer fields (:class:`fibserve.api.TaskAnswer`) of an evaluation report, by the same names, as JSON;
+    the report's ``notes`` become the answer's ``logs``, one line each."""
+    data = report.model_dump(
+        mode="json", include={"traces", "analysis", "executed", "config", "build", "device_info", "sandbox",
+                              "timings_s", "limits_hit", "workload_errors"},
+    )  # fmt: skip
+    for empty_is_absent in ("limits_hit", "workload_errors"):
+        data[empty_is_absent] = data[empty_is_absent] or None
+    data["logs"] = "\n".join(report.notes) or None
+    return data

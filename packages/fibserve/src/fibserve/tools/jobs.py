@@ -116,9 +116,7 @@ def run_each(
     """
     job.scratch.mkdir(parents=True, exist_ok=True)
     try:
-        prepared = prepare_candidate(
-            job.definition, job.solution, device=job.device, timeout_s=job.timeout_s, scratch=job.scratch
-        )
+        prepared = prepare_candidate(job.definition, job.solution, device=job.device, timeout_s=job.timeout_s)
         if prepared.infrastructure_error:
             raise ToolInfrastructureError(prepared.infrastructure_error)
         results: list[R] = []

@@ -4,7 +4,7 @@
 ``--nvtx --nvtx-include fibserve_measured/`` limits profiling to kernels launched inside the runner's NVTX
 push/pop range around the measured call, so Triton's JIT warm-up and torch's own kernels (input generation)
 are not profiled. Section, metric and set names come from the client but were validated against a safe
-pattern (:mod:`fibserve.serve.models`), and the ncu executable is the server's own.
+pattern (:mod:`fibserve.api`), and the ncu executable is the server's own.
 """
 
 from __future__ import annotations

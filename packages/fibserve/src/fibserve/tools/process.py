@@ -152,9 +152,7 @@ class PreparedCandidate:
     """The ``BuildResult``, whose lease keeps the build in the cache while the tool runs read it."""
 
 
-def prepare_candidate(
-    definition: Any, solution: Any, *, device: str, timeout_s: float, scratch: Path
-) -> PreparedCandidate:
+def prepare_candidate(definition: Any, solution: Any, *, device: str, timeout_s: float) -> PreparedCandidate:
     """Build ``solution`` for the lane's GPU architecture with the bench's own preparation step."""
     from fibserve.bench.candidate import cuda_arch, prepare
 
@@ -163,7 +161,7 @@ def prepare_candidate(
         import torch
 
         capability = torch.cuda.get_device_capability(torch.device(device))
-    prepared = prepare(definition, solution, arch=cuda_arch(capability), timeout=timeout_s, scratch=scratch)
+    prepared = prepare(definition, solution, arch=cuda_arch(capability), timeout=timeout_s)
     if prepared.task_error:
         return PreparedCandidate(None, None, prepared.task_error)
     if prepared.load is None:

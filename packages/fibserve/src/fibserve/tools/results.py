@@ -1,7 +1,7 @@
 """What one tool run over a candidate reports: a compute-sanitizer run (:class:`SanitizerRun`) and an Nsight
 Compute run (:class:`ProfileRun`). The tools write them (:mod:`fibserve.tools.sanitizer`,
 :mod:`fibserve.tools.ncu`) and the HTTP API answers them inside a task's answer
-(:class:`fibserve.serve.models.TaskAnswer`), so they live here, beside the tools, below the server.
+(:class:`fibserve.api.TaskAnswer`), so they live here, beside the tools, below the server.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ SanitizerTool = Literal["memcheck", "racecheck", "initcheck", "synccheck"]
 
 
 class _ToolResult(BaseModel):
-    # the same settings as the HTTP answers that carry these (fibserve.serve.models._Answer)
+    # the same settings as the HTTP answers that carry these (fibserve.api._Answer)
     model_config = ConfigDict(use_attribute_docstrings=True, ser_json_inf_nan="strings")
 
 

@@ -1,8 +1,8 @@
 """Candidate runner: the small program compute-sanitizer and ncu launch (``python -m fibserve.tools.runner``).
 
 It loads an already-built candidate exactly as the bench's sandbox worker does
-(:class:`fibserve.bench.worker.Worker`), creates seeded inputs for one workload
-(:func:`fibserve.bench.inputs.generate_inputs`), allocates the outputs, and calls the candidate:
+(:class:`fibserve.bench.worker.entry.Worker`), creates seeded inputs for one workload
+(:func:`fibserve.bench.data.inputs.generate_inputs`), allocates the outputs, and calls the candidate:
 
 - ``calls: 1`` (sanitize): one call, then a device synchronize so that asynchronous errors surface here;
 - ``calls: 2`` (profile): one warm-up call (Triton JIT, lazy loading), then one measured call inside the NVTX
@@ -69,8 +69,8 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     """Load the candidate and call it ``request["calls"]`` times; returns a summary (raises on failure)."""
     import torch
 
-    from fibserve.bench.inputs import generate_inputs, torch_dtype
-    from fibserve.bench.worker import Worker
+    from fibserve.bench.data.inputs import generate_inputs, torch_dtype
+    from fibserve.bench.worker.entry import Worker
     from fibserve.trace import Definition, Workload
 
     definition = Definition.model_validate(request["definition"])

@@ -66,7 +66,7 @@ class ReferenceComparison(_Extra):
 
 
 class Roofline(_Extra):
-    """How close the candidate came to the device's roofline (see :mod:`fibserve.bench.plausibility`)."""
+    """How close the candidate came to the device's roofline (see :mod:`fibserve.bench.timing.roofline`)."""
 
     device_model: str
     """The peak table entry, e.g. ``H200``."""

@@ -6,7 +6,7 @@ output statistics and which checks decided each output, the workload's degenerat
 plausibility verdict of a timed result). :meth:`CorrectnessFacts.of` reads them back typed, so a reader asks
 ``facts.plausibility.flagged`` instead of indexing ``extra`` by string. Every field is optional: a failing
 result carries fewer of them, and older results may lack any. The keys are the ones FIBServe has always
-written (``fibserve.bench.correctness``, ``fibserve.bench.session``); this model only reads them.
+written (``fibserve.bench.correctness.check``, ``fibserve.bench.session``); this model only reads them.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .comparisons import Roofline
 from .evaluation import Correctness
 
 DegenerateKind = Literal["constant", "near_constant"]
 """``near_constant``: a constant could pass the elementwise check, so the output was also held to the relative
 norm check; ``constant``: no comparison can tell a kernel that writes the constant from a correct one
-(``fibserve.bench.degenerate``)."""
+(``fibserve.bench.data.degenerate``)."""
 
 
 class _Fact(BaseModel):
@@ -41,19 +42,43 @@ class OutputFacts(_Fact):
 
 
 class Plausibility(_Fact):
-    """The roofline verdict on a timed latency (``fibserve.bench.plausibility``; only ``flagged`` is required,
-    so a verdict missing the other facts still reads)."""
+    """The roofline verdict on a timed latency (``fibserve.bench.timing.roofline.check_plausibility`` makes it;
+    only ``flagged`` is required, so a verdict of an older result missing the other facts still reads)."""
 
     flagged: bool
     """The latency is below ``floor_ms``: faster than physics allows on this device (implausible)."""
     device_model: str | None = None
     """The peak table entry, e.g. ``H200``."""
+    dtype_family: str | None = None
+    """Which of the device's compute peaks applies (``bf16``, ``fp8``, ``fp32`` ...)."""
+    flops: float | None = None
+    """Floating-point operations of the workload."""
+    bytes: float | None = None
+    """Bytes the workload must move at least (every input and output once)."""
     floor_ms: float | None = None
     """The fastest time the device's peaks allow for the workload's FLOPs and bytes (ms)."""
     latency_ms: float | None = None
     """The candidate's median latency (ms)."""
+    achieved_tflops: float | None = None
+    achieved_tb_s: float | None = None
     roofline_fraction: float | None = None
     """``floor_ms / latency_ms`` (1.0 at the roofline)."""
+    bound: Literal["compute", "memory"] | None = None
+    """Which peak sets the floor."""
+    peak_tflops: float | None = None
+    peak_tb_s: float | None = None
+    peak_source: str | None = None
+    """Where the peaks come from (NVIDIA's datasheets)."""
+
+    def roofline(self) -> Roofline:
+        """The ``performance.extra.roofline`` entry of this verdict.
+
+        Raises:
+            pydantic.ValidationError: the verdict lacks a fact the entry needs (an older, partial verdict).
+        """
+        return Roofline.model_validate(
+            {**self.model_dump(exclude={"flagged", "roofline_fraction"}), "fraction": self.roofline_fraction}
+        )
 
 
 class CorrectnessFacts(_Fact):

@@ -54,11 +54,11 @@ class L2Overwrite(_Fact):
     flagged: bool
     """The excess is large enough to suggest work on another stream ran before the start event."""
     gate: bool = False
-    """Each pass was the gate kernel that holds every SM until the overwrite ends (``fibserve.bench.l2_state``)."""
+    """Each pass was the gate kernel that holds every SM until the overwrite ends (``fibserve.bench.worker.l2_state``)."""
 
 
 class PersistingL2(_Fact):
-    """What was done about persisting-L2 lines before the timed calls (``fibserve.bench.l2_state``)."""
+    """What was done about persisting-L2 lines before the timed calls (``fibserve.bench.worker.l2_state``)."""
 
     reset_before_each_timed_call: bool
     """The carve-out was set to 0 and persisting lines reset before every timed call, on both sides."""
@@ -68,7 +68,7 @@ class PersistingL2(_Fact):
 
 class NeighbourBias(_Fact):
     """How much the primary side's time depends on the candidate timed right before it
-    (``fibserve.bench.neighbour_bias``)."""
+    (``fibserve.bench.timing.neighbour_bias``)."""
 
     after_candidate_ms: float
     """Median of the primary side's calls that came right after a candidate call (ms)."""
@@ -128,7 +128,7 @@ class TimingFacts(Comparisons):
     """A comparator's worker ran the cold-L2 overwrite without its gate kernel."""
     persisting_l2: PersistingL2 | None = None
     comparators_timed_with_candidate_paused: bool | None = None
-    """The candidate's sandbox was stopped during every comparator call (``fibserve.bench.twin_guard``)."""
+    """The candidate's sandbox was stopped during every comparator call (``fibserve.bench.timing.guard``)."""
     busy_probe_ms: LatencySummary | None = None
     """The trusted process's device probe before each comparator call (ms; idle is a few microseconds)."""
     neighbour_bias: NeighbourBias | None = None

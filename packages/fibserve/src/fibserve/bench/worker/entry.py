@@ -1,6 +1,6 @@
 """The sandbox worker: the only process that loads and calls candidate code (UNTRUSTED side).
 
-Started by :mod:`fibserve.bench.sandbox` as ``python -m fibserve.bench.worker --in FD --out FD --device D``
+Started by :mod:`fibserve.bench.worker.pool` as ``python -m fibserve.bench.worker.entry --in FD --out FD --device D``
 inside a :class:`fibserve.sandbox.Sandbox`. It speaks newline-delimited JSON on two inherited pipe descriptors,
 so a candidate printing to stdout cannot corrupt the protocol; its stdout/stderr go to a pipe the trusted side
 drains, keeping only the start and the end.
@@ -16,7 +16,7 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
 * ``{"op": "alloc", "slots": [{"inputs": [spec], "outputs": [spec]}]}`` with ``spec = {"shape", "dtype",
   "nbytes"}`` -> ``{"ok": true, "slots": [{"inputs": [handle], "outputs": [handle]}]}``. CUDA buffers are
   allocated here and exported as CUDA IPC handles (``{"kind": "cuda_ipc", "handle", "offset"}``,
-  :mod:`fibserve.bench.cuda_ipc`); on CPU the trusted side first sent one size-sealed memfd per spec over the
+  :mod:`fibserve.bench.worker.cuda_ipc`); on CPU the trusted side first sent one size-sealed memfd per spec over the
   descriptor channel, which this worker maps (``{"kind": "fd"}``). The trusted side writes inputs and poison
   into these buffers and reads outputs back; nothing else crosses, and this process never sees reference
   outputs or the seed secret;
@@ -25,19 +25,19 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms", "persisting_l2_bytes": [...],
   "l2_gate"}`` or ``{"ok": false, "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in
   the failure, else null); ``persisting_l2_bytes`` is the persisting-L2 carve-out each timed call left (reset
-  before the next, :mod:`fibserve.bench.l2_state`), ``l2_gate`` whether the overwrite was the gate kernel.
-  ``audit_torch`` runs the candidate under :class:`fibserve.bench.torch_audit.TorchAudit` and adds the
+  before the next, :mod:`fibserve.bench.worker.l2_state`), ``l2_gate`` whether the overwrite was the gate kernel.
+  ``audit_torch`` runs the candidate under :class:`fibserve.bench.worker.torch_audit.TorchAudit` and adds the
   ``torch_ops`` its own code ran to the reply. ``l2_plan`` is the trusted side's ``[passes, solo_ms, gate]``
-  (:class:`fibserve.bench.timing.OverwritePlan`); for the three lists see
-  :func:`fibserve.bench.timing.time_call`; ``post_ms`` is the untimed copy of a returned value into the
+  (:class:`fibserve.bench.worker.clock.OverwritePlan`); for the three lists see
+  :func:`fibserve.bench.worker.clock.time_call`; ``post_ms`` is the untimed copy of a returned value into the
   outputs, which the trusted side discounts for the reference's twin only;
 * ``{"op": "exit"}``.
 
-The trusted side validates every reply (:mod:`fibserve.bench.protocol`): once the candidate is loaded, its code
+The trusted side validates every reply (:mod:`fibserve.bench.worker.protocol`): once the candidate is loaded, its code
 runs in this interpreter and may rewrite any of it.
 
 Any error reply makes the trusted side discard this process. This module imports only the standard library,
-torch and :mod:`fibserve.bench.timing`/`l2_state`/`_dtypes` (Triton for the gate kernel on a GPU, and tvm_ffi or
+torch and :mod:`fibserve.bench.worker.clock`/`l2_state`, :mod:`fibserve.bench.dtypes` (Triton for the gate kernel on a GPU, and tvm_ffi or
 the candidate when loading).
 """
 
@@ -60,10 +60,11 @@ from typing import Any
 
 import torch
 
-from fibserve.bench._dtypes import TORCH_DTYPES
-from fibserve.bench.handover import read_all, receive_fds
-from fibserve.bench.l2_state import persisting_l2_bytes, warm_gate
-from fibserve.bench.timing import GATE_HOLD_MS, ColdL2, OverwritePlan, time_call
+from fibserve.bench.dtypes import TORCH_DTYPES
+from fibserve.bench.worker.clock import GATE_HOLD_MS, ColdL2, OverwritePlan, time_call
+from fibserve.bench.worker.handover import read_all, receive_fds
+from fibserve.bench.worker.l2_state import persisting_l2_bytes, warm_gate
+from fibserve.bench.worker.messages import AllocRequest, BufferSpec, CallRequest, LoadRequest
 
 
 class Worker:
@@ -72,7 +73,7 @@ class Worker:
     def __init__(self, device: str, channel: socket.socket | None = None):
         self.device = torch.device(device)
         self.channel = channel
-        """The descriptor channel: the trusted side's memfds arrive here (:mod:`fibserve.bench.handover`);
+        """The descriptor channel: the trusted side's memfds arrive here (:mod:`fibserve.bench.worker.handover`);
         None in the tool runner, which reads the build products from read-only mounts instead."""
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
@@ -97,7 +98,7 @@ class Worker:
             target.write_bytes(read_all(fd))
         return root
 
-    def load(self, req: dict[str, Any]) -> dict[str, Any]:
+    def load(self, req: LoadRequest) -> dict[str, Any]:
         language = req["language"]
         self.dps = bool(req.get("dps", True))
         self.cast_outputs = bool(req.get("cast_outputs", False))
@@ -125,7 +126,7 @@ class Worker:
         self.fn = fn
         return {"ok": True}
 
-    def _buffer(self, spec: dict[str, Any], fd: int | None) -> tuple[torch.Tensor, dict[str, Any]]:
+    def _buffer(self, spec: BufferSpec, fd: int | None) -> tuple[torch.Tensor, dict[str, Any]]:
         dtype = TORCH_DTYPES[spec["dtype"]]
         shape = tuple(int(s) for s in spec["shape"])
         nbytes = int(spec["nbytes"])
@@ -139,11 +140,11 @@ class Worker:
         tensor = torch.empty(shape, dtype=dtype, device=self.device)
         if nbytes == 0:
             return tensor, {"kind": "empty"}
-        from fibserve.bench.cuda_ipc import export_handle
+        from fibserve.bench.worker.cuda_ipc import export_handle
 
         return tensor, export_handle(tensor)
 
-    def alloc(self, req: dict[str, Any]) -> dict[str, Any]:
+    def alloc(self, req: AllocRequest) -> dict[str, Any]:
         specs = [spec for slot in req["slots"] for kind in ("inputs", "outputs") for spec in slot[kind]]
         fds: list[int | None] = (
             [None] * len(specs) if self.device.type == "cuda" else list(receive_fds(self.channel, len(specs)))
@@ -170,14 +171,14 @@ class Worker:
             args.insert(int(position), value)
         return args
 
-    def call(self, req: dict[str, Any]) -> dict[str, Any]:
+    def call(self, req: CallRequest) -> dict[str, Any]:
         slot = self.slots[int(req["slot"])]
         args = self._args(slot, req.get("scalars") or {})
         outputs = slot["outputs"]
         returned: list[Any] = []
         audit = None
         if req.get("audit_torch"):
-            from fibserve.bench.torch_audit import TorchAudit
+            from fibserve.bench.worker.torch_audit import TorchAudit
 
             audit = TorchAudit()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import timing
+from fibserve.bench.timing import statistics as stats
 
 NOTE_FRACTION = 0.05
 """Relative slowdown of a comparator after candidate calls above which the result gets a note."""
@@ -43,14 +43,14 @@ def neighbour_bias(
     ]
     if not after or not itself:
         return None
-    after_ms = timing.percentile(sorted(after), 50)
-    itself_ms = timing.percentile(sorted(ms for ms, _ in itself), 50)
+    after_ms = stats.percentile(sorted(after), 50)
+    itself_ms = stats.percentile(sorted(ms for ms, _ in itself), 50)
     ratio = after_ms / itself_ms if itself_ms > 0 else float("nan")
     return {
         "after_candidate_ms": after_ms,
         "after_itself_ms": itself_ms,
         "ratio": ratio,
-        "speedup_after_itself": timing.pair_speedup([c for _, c in itself], [ms for ms, _ in itself]),
+        "speedup_after_itself": stats.pair_speedup([c for _, c in itself], [ms for ms, _ in itself]),
         "pairs_after_itself": len(itself),
         "flagged": ratio > 1 + NOTE_FRACTION,
     }

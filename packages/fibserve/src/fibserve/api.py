@@ -1,8 +1,12 @@
-"""Request and answer bodies of the FIBServe HTTP API, as pydantic v2 models (the OpenAPI schemas at ``/docs``).
+"""The wire contract of FIBServe: request and answer bodies of the HTTP API, as pydantic v2 models (the
+OpenAPI schemas at ``/docs``).
 
-The same models are the contract of :mod:`fibserve.client`: the server validates requests with them and the
-client parses answers with them. Request models forbid unknown fields, so a misspelt option (``atoll``) is a
-422 that names it instead of a silently ignored tolerance.
+The server (:mod:`fibserve.serve`) validates requests and builds answers with them; the client
+(:mod:`fibserve.client`) and the agent parse answers with them. This module imports only data models (the
+trace format, the evaluation config, the report's device and build facts, the static analysis, the tools'
+results), never the server, the builders or the evaluator, so a client loads none of them
+(``tests/test_layers.py`` checks what ``import fibserve.client`` loads). Request models forbid unknown fields,
+so a misspelt option (``atoll``) is a 422 that names it instead of a silently ignored tolerance.
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fibserve.analysis.report import AnalysisOutcome
+from fibserve.bench.config import EvalConfig
+from fibserve.bench.report import BuildSummary, DeviceInfo
 from fibserve.tools.results import (
     NcuSummary,
     ProfileRun,
@@ -307,15 +314,16 @@ class TaskAnswer(_Answer):
     """When it finished (Unix seconds)."""
     traces: list[Trace] | None = None
     """One trace per workload (evaluate)."""
-    analysis: dict[str, Any] | None = None
-    """Static analysis of the candidate (policy, compile log, PTX/SASS families, resources)."""
+    analysis: AnalysisOutcome | None = None
+    """Static analysis of the candidate (policy, compile log, PTX/SASS families, resources), or why there is
+    none (``{"error": ...}``)."""
     executed: bool | None = None
     """Whether the candidate ran (False for CUDA without a GPU: static pipeline only)."""
-    config: dict[str, Any] | None = None
+    config: EvalConfig | None = None
     """Evaluation settings used (tolerances, timing counts, and the layer that set each in ``origin``)."""
-    build: dict[str, Any] | None = None
+    build: BuildSummary | None = None
     """Build summary: status, arch, cached, timings (ms), log (trimmed)."""
-    device_info: dict[str, Any] | None = None
+    device_info: DeviceInfo | None = None
     """Device name, driver, and clocks/power/temperature at the start and end of the evaluation."""
     sandbox: str | None = None
     """``bwrap`` when the candidate ran inside bubblewrap, ``unsafe-none`` under ``--unsafe-no-sandbox``."""

@@ -4,7 +4,7 @@
 ``count`` *slots* of input and output buffers that the trusted process maps too (:func:`allocate_slots`,
 :class:`Slots`): it fills the inputs (:func:`fill`) and poisons the outputs (:func:`poison`) before each call,
 then sends one call request (:func:`worker_call`), whose times it checks against the round trip it timed
-itself. The candidate's sandbox worker and the comparators' timing twins (:mod:`fibserve.bench.reference_twin`)
+itself. The candidate's sandbox worker and the comparators' timing twins (:mod:`fibserve.bench.timing.twin`)
 use the same slots and calls, so both sides of a timing pair are handled alike.
 """
 
@@ -17,16 +17,28 @@ from typing import Any, NamedTuple
 
 import torch
 
+from fibserve.bench.data.degenerate import Degeneracy
+from fibserve.bench.dtypes import poison_
+from fibserve.bench.failures import CandidateFailure, limit_failure
+from fibserve.bench.worker.buffers import BufferError, buffer_spec, cpu_view, open_cuda_buffer
+from fibserve.bench.worker.handover import sealed_buffer
+from fibserve.bench.worker.messages import AllocRequest, SlotSpecs
+from fibserve.bench.worker.pool import WorkerError, WorkerProcess
+from fibserve.bench.worker.protocol import (
+    Allocated,
+    Called,
+    Failed,
+    ProtocolViolation,
+    ReplyModel,
+    parse_reply,
+)
 from fibserve.trace import EvaluationStatus
 
-from . import timing_checks as checks
-from ._dtypes import poison_
-from .buffers import BufferError, buffer_spec, cpu_view, open_cuda_buffer
-from .degenerate import Degeneracy
-from .failures import CandidateFailure, limit_failure
-from .handover import sealed_buffer
-from .protocol import Allocated, Called, Failed, ProtocolViolation, ReplyModel, parse_reply
-from .sandbox import WorkerError, WorkerProcess
+WALL_TOLERANCE = 0.01
+"""Relative allowance between the worker's clock (CUDA events) and this process's ``perf_counter``: a call's
+reported times must fit in the round trip timed here (:func:`worker_call`)."""
+WALL_SLACK_MS = 0.05
+"""Absolute allowance (ms) for the same comparison."""
 
 
 @dataclass
@@ -45,7 +57,7 @@ class WorkloadData:
     """Wall time of one reference call in the trusted process (ms; the fastest input set), None when the
     outputs came from the cache without a time: sizes the reference's timing budget."""
     degenerate: Degeneracy = field(default_factory=Degeneracy)
-    """Outputs the elementwise check cannot judge alone (:mod:`fibserve.bench.degenerate`)."""
+    """Outputs the elementwise check cannot judge alone (:mod:`fibserve.bench.data.degenerate`)."""
 
 
 @dataclass
@@ -69,8 +81,8 @@ class Slots:
 
 class WorkerTimes(NamedTuple):
     """One call request's times (ms): the worker's ``ms``, ``bound_ms`` and ``overwrite_ms`` lists (one
-    entry per repeat; see :func:`fibserve.bench.timing.time_call`) and the round trip timed here; and the
-    persisting-L2 carve-out (bytes) each call left (:mod:`fibserve.bench.l2_state`)."""
+    entry per repeat; see :func:`fibserve.bench.worker.clock.time_call`) and the round trip timed here; and the
+    persisting-L2 carve-out (bytes) each call left (:mod:`fibserve.bench.worker.l2_state`)."""
 
     ms: list[float]
     bound: list[float]
@@ -135,7 +147,7 @@ def worker_call(
     """Send a call; returns the worker's times and the round trip's wall time here (ms).
 
     Every failure becomes a CandidateFailure (the worker is then discarded), including replies that do not
-    fit the protocol (:mod:`fibserve.bench.protocol`) and timings that could not have happened: a call's
+    fit the protocol (:mod:`fibserve.bench.worker.protocol`) and timings that could not have happened: a call's
     ``ms`` longer than its ``bound_ms``, or their sum longer than the round trip (a worker can only report
     less time than that). ``discount_post`` (the reference's twin only, never a candidate) subtracts the
     worker's reported untimed copy from the round trip."""
@@ -152,10 +164,10 @@ def worker_call(
 def _checked_times(reply: Called, wall_ms: float, what: str, discount_post: bool) -> WorkerTimes:
     ms, bound, overwrite = reply.ms, reply.bound_ms, reply.overwrite_ms
     if not len(ms) == len(bound) == len(overwrite) or any(
-        m > b + checks.WALL_SLACK_MS for m, b in zip(ms, bound, strict=True)
+        m > b + WALL_SLACK_MS for m, b in zip(ms, bound, strict=True)
     ):
         raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
-    if sum(bound) > wall_ms * (1 + checks.WALL_TOLERANCE) + checks.WALL_SLACK_MS:
+    if sum(bound) > wall_ms * (1 + WALL_TOLERANCE) + WALL_SLACK_MS:
         raise CandidateFailure(
             EvaluationStatus.RUNTIME_ERROR,
             f"{what}: the worker reported {sum(bound):.3f} ms of calls in a {wall_ms:.3f} ms round trip",
@@ -172,7 +184,7 @@ def allocate_slots(
     worker: WorkerProcess, data: WorkloadData, count: int, device: torch.device, timeout: float
 ) -> Slots:
     """Ask the worker for ``count`` slots of input and output buffers and map them here
-    (:mod:`fibserve.bench.buffers`): on CPU the buffers are size-sealed memfds made and mapped here first and
+    (:mod:`fibserve.bench.worker.buffers`): on CPU the buffers are size-sealed memfds made and mapped here first and
     handed over; on a GPU the worker allocates them and exports CUDA IPC handles, opened here.
 
     Raises:
@@ -184,12 +196,10 @@ def allocate_slots(
     first = data.inputs[0]
     tensor_inputs = [n for n, v in first.items() if isinstance(v, torch.Tensor)]
     specs = [
-        {
-            "inputs": [buffer_spec(tuple(first[n].shape), first[n].dtype) for n in tensor_inputs],
-            "outputs": [
-                buffer_spec(data.output_shapes[n], data.output_dtypes[n]) for n in data.output_shapes
-            ],
-        }
+        SlotSpecs(
+            inputs=[buffer_spec(tuple(first[n].shape), first[n].dtype) for n in tensor_inputs],
+            outputs=[buffer_spec(data.output_shapes[n], data.output_dtypes[n]) for n in data.output_shapes],
+        )
         for _ in range(count)
     ]
     flat = [spec for slot in specs for kind in ("inputs", "outputs") for spec in slot[kind]]
@@ -202,7 +212,7 @@ def allocate_slots(
             for fd, _ in made:
                 os.close(fd)
         views = [cpu_view(mapping, spec) for (_, mapping), spec in zip(made, flat, strict=True)]
-    message = worker.request({"op": "alloc", "slots": specs}, timeout)
+    message = worker.request(AllocRequest(op="alloc", slots=specs), timeout)
     try:
         reply = parse_reply(message, Allocated)
     except ProtocolViolation as exc:

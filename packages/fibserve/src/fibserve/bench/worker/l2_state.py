@@ -106,7 +106,9 @@ class Gate:
     BLOCK = 1024
 
     def __init__(self, buffer: torch.Tensor, hold_ms: float):
-        from .l2_gate_kernel import gate  # imports Triton: an ImportError tells the caller to fall back
+        from fibserve.bench.worker.l2_gate_kernel import (
+            gate,  # imports Triton: an ImportError tells the caller to fall back
+        )
 
         self.buffer = buffer
         self.hold_ns = int(hold_ms * 1e6)

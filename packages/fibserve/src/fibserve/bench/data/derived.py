@@ -26,7 +26,7 @@ import torch
 
 from fibserve.trace import Definition, Workload
 
-from .reference import ReferenceError, reference_namespace
+from fibserve.bench.data.reference import ReferenceError, reference_namespace
 
 SCALE_SUFFIX = "_scale"
 

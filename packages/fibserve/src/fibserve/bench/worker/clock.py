@@ -1,16 +1,16 @@
-"""Timing primitives of the worker processes (the candidate's sandbox worker and the reference's twin).
+"""The clock of the worker processes (the candidate's sandbox worker and the timing twins): one timed call.
 
 One timed call (GPU): ``torch.cuda.synchronize()`` (device-wide), overwrite the cold-L2 buffer, record a
 start event, call, record an end event, synchronize, read ``elapsed_time`` in ms (:func:`time_call` has the
 details, and the upper bound that catches work on other streams). On CPU the same sequence uses
-``time.perf_counter`` (and is never reported as a GPU speedup). Statistics use linear-interpolated percentiles
-(the same definition as ``numpy.percentile``'s default).
+``time.perf_counter`` (and is never reported as a GPU speedup).
 
 Before every timed call the overwrite also clears the persisting-L2 carve-out and lines, and where it can it
-is the gate kernel that holds every SM until it ends (:mod:`fibserve.bench.l2_state`).
+is the gate kernel that holds every SM until it ends (:mod:`fibserve.bench.worker.l2_state`).
 
-This module imports only torch, the standard library and :mod:`fibserve.bench.l2_state` (Triton only where a
-gate is built): the worker imports it.
+This module imports only torch, the standard library and :mod:`fibserve.bench.worker.l2_state` (Triton only
+where a gate is built): the worker imports it. The trusted side's statistics over these times are in
+:mod:`fibserve.bench.timing.statistics`.
 """
 
 from __future__ import annotations
@@ -18,56 +18,15 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
-from .l2_state import Gate, reset_persisting_l2
-
-if TYPE_CHECKING:
-    from ..trace import LatencySummary
+from fibserve.bench.worker.l2_state import Gate, reset_persisting_l2
 
 DEFAULT_L2_BYTES = 64 << 20
 """L2 size assumed when the device does not report one (larger than any current NVIDIA L2, 60 MB on H100)."""
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) of already sorted values, linear interpolation; NaN when empty."""
-    if not sorted_values:
-        return math.nan
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def summarize(samples: Sequence[float]) -> LatencySummary:
-    """Median, p10, p90, mean, min, max and count of ``samples`` (ms)."""
-    # Imported here, not at the top: only the trusted side summarizes, and the trace data model (pydantic)
-    # would add about 0.4 s to every sandbox worker's start.
-    from ..trace import LatencySummary
-
-    values = sorted(samples)
-    if not values:
-        nan = math.nan
-        return LatencySummary(median=nan, p10=nan, p90=nan, mean=nan, min=nan, max=nan, count=0)
-    return LatencySummary(
-        median=percentile(values, 50),
-        p10=percentile(values, 10),
-        p90=percentile(values, 90),
-        mean=sum(values) / len(values),
-        min=values[0],
-        max=values[-1],
-        count=len(values),
-    )
-
-
-def pair_speedup(candidate_ms: Sequence[float], reference_ms: Sequence[float]) -> float:
-    """Median over pairs of ``reference_ms[i] / candidate_ms[i]`` (pairs with a non-positive candidate time
-    are skipped; NaN when none is left)."""
-    ratios = sorted(r / c for c, r in zip(candidate_ms, reference_ms, strict=True) if c > 0)
-    return percentile(ratios, 50)
 
 
 def cold_l2_bytes(device: torch.device) -> int:
@@ -89,6 +48,8 @@ whole evaluation with a single 2 x L2 pass (docs/gpu-results.md, third session).
 GATE_HOLD_MS = 1.05 * PRE_CALL_MS
 """How long each program of the gated overwrite keeps its SM (ms): a little over ``PRE_CALL_MS``, so that one
 gated pass lasts at least that long."""
+
+
 GATE_ENV = "FIBSERVE_L2_GATE"
 """``0`` in the evaluating process's environment turns the gate off (the plain overwrite is used everywhere)."""
 
@@ -141,11 +102,11 @@ class ColdL2:
             return None
 
     def clear_persisting(self) -> None:
-        """Clear the persisting-L2 carve-out and lines (:func:`fibserve.bench.l2_state.reset_persisting_l2`);
+        """Clear the persisting-L2 carve-out and lines (:func:`fibserve.bench.worker.l2_state.reset_persisting_l2`);
         :func:`time_call` does it before every timed call, ahead of its first event.
 
         Raises:
-            fibserve.bench.l2_state.L2StateError: the carve-out could not be cleared.
+            fibserve.bench.worker.l2_state.L2StateError: the carve-out could not be cleared.
         """
         reset_persisting_l2(self.device)
 
@@ -182,6 +143,8 @@ class ColdL2:
 
 
 _PLANS: dict[str, OverwritePlan] = {}
+
+
 _PLANS_LOCK = threading.Lock()
 
 
@@ -223,8 +186,8 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
     - ``overwrite_ms``: first -> start, the overwrite as it ran in this call (with the host's delay before
       its first pass, since the first event records on an idle GPU). Side-stream work that runs
       *during* the overwrite and finishes before it is not in either bound, except as far as it slows the
-      overwrite: the caller compares ``overwrite_ms`` with the reference's (:func:`fibserve.bench.
-      timing_checks.overwrite_excess`).
+      overwrite: the caller compares ``overwrite_ms`` with the reference's (:func:`fibserve.bench.timing.
+      checks.overwrite_excess`).
 
     CPU: ``perf_counter`` around ``fn`` (``ms`` and ``bound_ms`` equal, ``overwrite_ms`` 0).
     """

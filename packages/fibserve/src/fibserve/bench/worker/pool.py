@@ -1,13 +1,13 @@
 """Starting, talking to and discarding sandbox workers (trusted side).
 
-A :class:`WorkerProcess` is one ``python -m fibserve.bench.worker`` child in a :class:`fibserve.sandbox.Sandbox`:
+A :class:`WorkerProcess` is one ``python -m fibserve.bench.worker.entry`` child in a :class:`fibserve.sandbox.Sandbox`:
 its own PID, IPC, network, mount and user namespaces, only the system's and Python's files read-only, a
 private size-limited ``/tmp`` as its only writable directory, the GPU's device nodes (and the host's
 ``/dev/shm``, which CUDA IPC needs) on a GPU, the limits of :class:`fibserve.sandbox.Limits`, and an
-environment from an allowlist. It talks JSON over two inherited pipes (:mod:`fibserve.bench.worker`);
+environment from an allowlist. It talks JSON over two inherited pipes (:mod:`fibserve.bench.worker.entry`);
 replies are parsed as JSON only (never unpickled: the worker is untrusted). Its stdout and stderr are read
 through a pipe and only their start and end are kept. A third inherited descriptor, a Unix socket, carries
-what the trusted side hands over as descriptors of memfds it made (:mod:`fibserve.bench.handover`): sealed
+what the trusted side hands over as descriptors of memfds it made (:mod:`fibserve.bench.worker.handover`): sealed
 copies of the candidate's build products (so it sees no build cache) and, on CPU, the shared buffers. The
 trusted side never opens a path inside the worker's file system: the candidate can make any of them a
 symbolic link or a file it truncates later.
@@ -29,9 +29,12 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fibserve.bench.worker import shm_cleanup
+from fibserve.bench.worker.handover import HandoverError, sealed_copy, send_fds
 from fibserve.sandbox import (
     UNSAFE_NOTE,
     WORKER_LIMITS,
@@ -44,9 +47,6 @@ from fibserve.sandbox import (
 )
 from fibserve.sandbox import status as sandbox_status
 from fibserve.sandbox.watchdog import tree_pids
-
-from . import shm_cleanup
-from .handover import HandoverError, sealed_copy, send_fds
 
 GRACE_S = 3.0
 """Seconds a worker gets to exit on its own after ``{"op": "exit"}`` before it is killed."""
@@ -110,7 +110,7 @@ class WorkerProcess:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, "-m", "fibserve.bench.worker", "--in", str(req_r), "--out", str(rep_w)]
+        argv = [sys.executable, "-m", "fibserve.bench.worker.entry", "--in", str(req_r), "--out", str(rep_w)]
         try:
             self.sandbox = Sandbox(
                 [*argv, "--fds", str(worker_end.fileno()), "--device", device],
@@ -204,7 +204,7 @@ class WorkerProcess:
                 raise self._error("protocol", f"unexpected first message {self.ready!r}")
         return self.ready
 
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, message: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         """Send one request and wait up to ``timeout`` seconds for its reply.
 
         Raises:
@@ -218,7 +218,7 @@ class WorkerProcess:
         return self._read_line(timeout)
 
     def hand_over(self, fds: list[int]) -> None:
-        """Send ``fds`` (descriptors this process made, see :mod:`fibserve.bench.handover`) to the worker, which
+        """Send ``fds`` (descriptors this process made, see :mod:`fibserve.bench.worker.handover`) to the worker, which
         reads them when the next request announces them; they stay open here (the caller closes them).
 
         Raises:

@@ -3,7 +3,7 @@ it is compared with.
 
 Anything the candidate's process keeps doing after its reply (a host thread that launches later, work on
 another stream, another CUDA context) runs while a comparator's twin is timed, slows the twin and so inflates
-the candidate's speedup. Three defences, applied by :func:`fibserve.bench.measure.measure`:
+the candidate's speedup. Three defences, applied by :func:`fibserve.bench.timing.loop.measure`:
 
 - :func:`paused` (**candidate paused**): the candidate's sandbox (its worker and everything it started) is
   stopped with SIGSTOP for the whole of each comparator call and continued after it, so no host thread of the
@@ -35,10 +35,9 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
+from fibserve.bench.device import device_uuid, nvml_handle
+from fibserve.bench.timing import statistics as stats
 from fibserve.sandbox.watchdog import tree_pids
-
-from . import timing
-from .device import device_uuid, nvml_handle
 
 BUSY_PROBE_MS = 0.2
 """Median time (ms) of the one-element probe kernel before the comparator calls of one workload above which
@@ -100,7 +99,7 @@ class BusyProbe:
     @property
     def median_ms(self) -> float:
         """Median of the probes timed so far (ms; 0.0 when none)."""
-        return timing.percentile(sorted(self.samples), 50) if self.samples else 0.0
+        return stats.percentile(sorted(self.samples), 50) if self.samples else 0.0
 
     @property
     def busy(self) -> bool:

@@ -7,7 +7,7 @@ same (secret, uuid, k) always gives the same inputs on the same device type. Set
 
 Random inputs by dtype: float32/float16/bfloat16 standard normal; float8 normal clamped to the format's finite
 range, or, next to a floating input ``NAME_scale``, quantized from bf16 normals with that scale
-(:mod:`fibserve.bench.derived_inputs`); integers uniform in ``[0, 64)`` (int8 ``[-64, 64)``); bool fair coin.
+(:mod:`fibserve.bench.data.derived`); integers uniform in ``[0, 64)`` (int8 ``[-64, 64)``); bool fair coin.
 float4 needs safetensors. A reference that defines ``derive_inputs`` computes some inputs from the others
 (the attention backward's ``o`` and ``lse`` are the forward of ``q``, ``k``, ``v``; same module).
 
@@ -40,8 +40,8 @@ import torch
 
 from fibserve.trace import Definition, DType, Workload
 
-from ._dtypes import TORCH_DTYPES
-from .derived_inputs import DerivedInputError, derive_inputs_, quantize_fp8, scale_partner
+from fibserve.bench.dtypes import TORCH_DTYPES
+from fibserve.bench.data.derived import DerivedInputError, derive_inputs_, quantize_fp8, scale_partner
 
 Value = torch.Tensor | int | float | bool
 

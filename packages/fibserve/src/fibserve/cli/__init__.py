@@ -361,7 +361,8 @@ def check_command(
 
     from pydantic import ValidationError
 
-    from fibserve.static_analysis import check, load_policy, print_analysis, solution_from_path
+    from fibserve.cli.tables import print_analysis
+    from fibserve.static_analysis import check, load_policy, solution_from_path
     from fibserve.trace.legacy import signature_of
 
     _allow_unsafe(unsafe_no_sandbox)
@@ -436,13 +437,8 @@ def evaluate_command(
     from rich.console import Console
 
     from fibserve.bench.device import resolve_device
-    from fibserve.bench.offline import (
-        LookupProblem,
-        exit_code,
-        print_report,
-        run_offline,
-        select,
-    )
+    from fibserve.cli.offline import LookupProblem, exit_code, run_offline, select
+    from fibserve.cli.tables import print_report
     from fibserve.static_analysis import solution_from_path
     from fibserve.trace.legacy import signature_of
 
@@ -488,7 +484,7 @@ def _load_definition(name_or_path: str, *, legacy: bool = False):
     2025-format migration with ``legacy``).
 
     Raises:
-        fibserve.bench.offline.LookupProblem: unknown name (the message suggests close matches).
+        fibserve.cli.offline.LookupProblem: unknown name (the message suggests close matches).
     """
     from pathlib import Path
 
@@ -503,7 +499,7 @@ def _load_definition(name_or_path: str, *, legacy: bool = False):
         from fibserve.trace.legacy import Migrator
 
         return Definition.model_validate(Migrator().definition(json.loads(candidate.read_text())))
-    from fibserve.bench.offline import find_definition
+    from fibserve.cli.offline import find_definition
     from fibserve.datasets import load_trace_set
 
     return find_definition(load_trace_set(migrate_legacy=legacy, strict=False), name_or_path)

@@ -1,10 +1,10 @@
 """The timing twins of one evaluation (trusted side): the definition's baseline Solution and its reference,
-each in a worker built like the candidate's (:class:`fibserve.bench.reference_twin.ReferenceTwin`).
+each in a worker built like the candidate's (:class:`fibserve.bench.timing.twin.ReferenceTwin`).
 
 The baseline is trusted code from the trace set (the definition's ``baseline:`` tag names it; the caller
 looks it up, :meth:`fibserve.trace.TraceSet.baseline_for`); it is timed next to every candidate call and
 checked once per trial against the reference. The reference's twin is started only when the reference is
-timed: always without a baseline, else as :func:`fibserve.bench.sides.reference_plan` allows. Cost: the
+timed: always without a baseline, else as :func:`fibserve.bench.timing.sides.reference_plan` allows. Cost: the
 baseline's twin does what the reference's did before baselines existed; the reference's adds at most
 ``reference_timing_budget_s`` of calls per workload (plus one warmup call) and one more worker start per
 evaluation.
@@ -13,37 +13,35 @@ evaluation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
+from fibserve.bench.config import EvalConfig
+from fibserve.bench.data.reference import reference_solution
+from fibserve.bench.timing.sides import ReferencePlan, Side, reference_plan
+from fibserve.bench.timing.twin import ReferenceTwin
+from fibserve.bench.worker.pool import WorkerPool
+from fibserve.bench.worker.slots import WorkloadData
 from fibserve.trace import Definition, Solution
-
-from .config import EvalConfig
-from .reference import reference_solution
-from .reference_twin import ReferenceTwin
-from .sandbox import WorkerPool
-from .sides import ReferencePlan, Side, reference_plan
-from .slots import WorkloadData
 
 
 class Comparators:
     """What one evaluation times its candidate against.
 
     Args:
-        pool, definition, config, arch, scratch, note: as for :class:`ReferenceTwin`.
+        pool, definition, config, arch, note: as for :class:`ReferenceTwin`.
         baseline: the definition's baseline Solution, or None when it names none (the speedup is then
             against the reference, and every result says so).
     """
 
     def __init__(self, pool: WorkerPool, definition: Definition, baseline: Solution | None,
-                 config: EvalConfig, *, arch: str, scratch: Path, note: Callable[[str], None]):  # fmt: skip
+                 config: EvalConfig, *, arch: str, note: Callable[[str], None]):  # fmt: skip
         self.definition = definition
         self.baseline = baseline
         self.config = config
 
         def twin(solution: Solution | None, role: str) -> ReferenceTwin:
-            return ReferenceTwin(pool, definition, config, arch=arch, scratch=scratch / role, note=note,
+            return ReferenceTwin(pool, definition, config, arch=arch, note=note,
                                  solution=solution, role=role)  # fmt: skip
 
         self.baseline_twin = twin(baseline, "baseline") if baseline is not None else None

@@ -1,6 +1,6 @@
 """The timing twin (trusted side): a worker process built exactly like the candidate's, loaded with what the
-candidate is timed against: the definition's reference (:func:`fibserve.bench.reference.reference_solution`)
-or its baseline Solution (:mod:`fibserve.bench.comparators`), so that both sides of every timed pair go
+candidate is timed against: the definition's reference (:func:`fibserve.bench.data.reference.reference_solution`)
+or its baseline Solution (:mod:`fibserve.bench.timing.comparators`), so that both sides of every timed pair go
 through the same process kind, messages and buffers.
 
 Why: timed in the evaluating process, the same cuBLAS GEMM measured 0.6-2.0% slower than in a worker, which
@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
+from fibserve.bench import candidate as cand
+from fibserve.bench.config import EvalConfig
+from fibserve.bench.data.reference import reference_solution
+from fibserve.bench.worker.pool import WorkerError, WorkerPool, WorkerProcess
+from fibserve.bench.worker.protocol import Failed, Loaded, ProtocolViolation, parse_reply
+from fibserve.bench.worker.slots import AllocationRefused, Slots, WorkloadData, allocate_slots
 from fibserve.trace import Definition, Solution
-
-from . import candidate as cand
-from .config import EvalConfig
-from .protocol import Failed, Loaded, ProtocolViolation, parse_reply
-from .reference import reference_solution
-from .sandbox import WorkerError, WorkerPool, WorkerProcess
-from .slots import AllocationRefused, Slots, WorkloadData, allocate_slots
 
 
 class TwinError(RuntimeError):
@@ -40,7 +38,6 @@ class ReferenceTwin:
         definition: whose reference (or baseline) it runs.
         config: the evaluation's config (load and build timeouts).
         arch: CUDA target for the packaging step (unused for Python, passed for uniformity).
-        scratch: a directory for the fallback package writer.
         note: called with a line for the report when the twin is replaced after a failure.
         solution: what it runs (trusted code): the definition's baseline Solution, or by default the
             definition's reference as a Solution.
@@ -48,7 +45,7 @@ class ReferenceTwin:
     """
 
     def __init__(self, pool: WorkerPool, definition: Definition, config: EvalConfig, *, arch: str,
-                 scratch: Path, note: Callable[[str], None], solution: Solution | None = None,
+                 note: Callable[[str], None], solution: Solution | None = None,
                  role: str = "reference"):  # fmt: skip
         self.pool = pool
         self.definition = definition
@@ -56,7 +53,6 @@ class ReferenceTwin:
         self.role = role
         self.config = config
         self.arch = arch
-        self.scratch = scratch
         self.note = note
         self.worker: WorkerProcess | None = None
         self.start_seconds = 0.0
@@ -87,7 +83,6 @@ class ReferenceTwin:
             self.solution,
             arch=self.arch,
             timeout=self.config.timeouts.build,
-            scratch=self.scratch,
         )
         if prepared.load is None:
             raise TwinError(

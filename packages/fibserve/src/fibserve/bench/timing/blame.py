@@ -1,6 +1,6 @@
 """Whose fault a failed timing twin is (trusted side): the defence ``solo_probe``.
 
-The twins (the baseline's and the reference's workers, :mod:`fibserve.bench.comparators`) run trusted code, so
+The twins (the baseline's and the reference's workers, :mod:`fibserve.bench.timing.comparators`) run trusted code, so
 a twin failure used to be a harness error, the one outcome an RL loop retries. Sandboxed, a candidate cannot
 find, signal or write into a twin (each worker has its own PID, IPC and mount namespaces; docs/security.md),
 but it can still harm one through what they share: it can take all of the GPU's memory (the driver has no
@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import torch
 
+from fibserve.bench.config import EvalConfig
+from fibserve.bench.failures import CandidateFailure, ReferenceTimingError
+from fibserve.bench.timing.comparators import Comparators
+from fibserve.bench.timing.sides import ReferencePlan, check_side, harness_fault
+from fibserve.bench.timing.twin import TwinError
+from fibserve.bench.worker.clock import overwrite_plan
+from fibserve.bench.worker.slots import WorkloadData, fill, poison, scalars, worker_call
 from fibserve.trace import EvaluationStatus
-
-from .comparators import Comparators
-from .config import EvalConfig
-from .failures import CandidateFailure, ReferenceTimingError
-from .reference_twin import TwinError
-from .sides import ReferencePlan, check_side, harness_fault
-from .slots import WorkloadData, fill, poison, scalars, worker_call
-from .timing import overwrite_plan
 
 
 def solo_probe(

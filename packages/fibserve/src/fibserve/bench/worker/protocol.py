@@ -4,7 +4,7 @@ Every line a worker sends is untrusted input: once the candidate is loaded, its 
 interpreter and can replace the worker's own methods, so a reply can be anything. Each reply is validated
 against the model of the request it answers before any field is used; a reply that does not fit is the
 candidate's failure (:class:`ProtocolViolation`, reported as RUNTIME_ERROR with the reason), never an
-evaluator error. The worker side (:mod:`fibserve.bench.worker`) writes these shapes as plain dicts: it must
+evaluator error. The worker side (:mod:`fibserve.bench.worker.entry`) writes these shapes as plain dicts: it must
 not import pydantic (a worker starts per candidate, and the import costs about 0.4 s).
 """
 
@@ -83,10 +83,10 @@ class Allocated(_Reply):
 
 class Called(_Reply):
     """``call`` succeeded. ``ms``, ``bound_ms`` and ``overwrite_ms`` have one entry per repeat (see
-    :func:`fibserve.bench.timing.time_call`); ``post_ms`` is the untimed copy of a returned value into the
+    :func:`fibserve.bench.worker.clock.time_call`); ``post_ms`` is the untimed copy of a returned value into the
     outputs; ``persisting_l2_bytes`` the persisting-L2 carve-out each timed call left; ``l2_gate`` whether the
     cold-L2 overwrite was the gate kernel; ``torch_ops`` the PyTorch operators the candidate's own code ran,
-    when the request asked for that audit (:mod:`fibserve.bench.torch_audit`)."""
+    when the request asked for that audit (:mod:`fibserve.bench.worker.torch_audit`)."""
 
     request: ClassVar[str] = "call"
     ok: Literal[True]

@@ -4,10 +4,10 @@ The trusted process writes inputs and poison into these buffers and reads output
 passes them to the candidate. What crosses never lets the worker reach the trusted side's memory or files:
 
 - **CUDA**: the worker allocates and exports CUDA IPC handles, opened here through the driver with the
-  allocation's size checked against the driver's own figure (:mod:`fibserve.bench.cuda_ipc`). The direction
+  allocation's size checked against the driver's own figure (:mod:`fibserve.bench.worker.cuda_ipc`). The direction
   matters: the worker can never map trusted memory, where the reference outputs live.
 - **CPU**: the trusted process creates one memfd per buffer with its size sealed, maps it, and hands the
-  descriptor over (:mod:`fibserve.bench.handover`); no path in the worker's file system is ever opened here,
+  descriptor over (:mod:`fibserve.bench.worker.handover`); no path in the worker's file system is ever opened here,
   and the worker cannot truncate what is mapped here.
 
 Shape, dtype and strides always come from the spec the trusted side asked for, never from a reply.
@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from ._dtypes import DTYPE_NAMES, TORCH_DTYPES
+from fibserve.bench.dtypes import DTYPE_NAMES, TORCH_DTYPES
+from fibserve.bench.worker.messages import BufferSpec
 
 
 class BufferError(RuntimeError):
@@ -29,15 +30,15 @@ class BufferError(RuntimeError):
     is loaded) or the machine refused memory."""
 
 
-def buffer_spec(shape: tuple[int, ...], dtype: torch.dtype) -> dict[str, Any]:
+def buffer_spec(shape: tuple[int, ...], dtype: torch.dtype) -> BufferSpec:
     """The worker ``alloc`` spec of one buffer: ``{"shape", "dtype", "nbytes"}`` (bytes)."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-    return {"shape": list(shape), "dtype": DTYPE_NAMES[dtype], "nbytes": nbytes}
+    return BufferSpec(shape=list(shape), dtype=DTYPE_NAMES[dtype], nbytes=nbytes)
 
 
-def cpu_view(mapping: mmap.mmap, spec: dict[str, Any]) -> torch.Tensor:
+def cpu_view(mapping: mmap.mmap, spec: BufferSpec) -> torch.Tensor:
     """A trusted-side tensor over ``mapping`` (this process's map of a sealed memfd, see
-    :func:`fibserve.bench.handover.sealed_buffer`) with ``spec``'s shape and dtype."""
+    :func:`fibserve.bench.worker.handover.sealed_buffer`) with ``spec``'s shape and dtype."""
     dtype = TORCH_DTYPES[spec["dtype"]]
     nbytes = int(spec["nbytes"])
     if nbytes == 0:
@@ -46,15 +47,15 @@ def cpu_view(mapping: mmap.mmap, spec: dict[str, Any]) -> torch.Tensor:
     return raw.view(dtype).view(tuple(spec["shape"]))
 
 
-def open_cuda_buffer(handle: dict[str, Any], spec: dict[str, Any], device: torch.device) -> torch.Tensor:
+def open_cuda_buffer(handle: dict[str, Any], spec: BufferSpec, device: torch.device) -> torch.Tensor:
     """A trusted-side tensor aliasing the worker's device buffer described by ``handle`` (its reply), with
     ``spec``'s shape and dtype.
 
     Raises:
         BufferError: the reply is not a CUDA IPC handle, or the driver refused it, or the buffer does not lie
-            inside the allocation the driver reports (:func:`fibserve.bench.cuda_ipc.open_handle`).
+            inside the allocation the driver reports (:func:`fibserve.bench.worker.cuda_ipc.open_handle`).
     """
-    from .cuda_ipc import CudaIpcError, open_handle
+    from fibserve.bench.worker.cuda_ipc import CudaIpcError, open_handle
 
     dtype = TORCH_DTYPES[spec["dtype"]]
     shape = tuple(spec["shape"])

@@ -3,7 +3,7 @@
 Every input set is copied into the *same* worker buffer slot (so a kernel that caches results keyed by
 pointer returns stale outputs for the second set), outputs are poisoned, the candidate is called, its outputs
 compared with the reference, and its inputs compared bitwise with a pristine copy. :func:`judge` is also how
-the timing loop (:mod:`fibserve.bench.measure`) validates timed outputs.
+the timing loop (:mod:`fibserve.bench.timing.loop`) validates timed outputs.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ from typing import Any
 
 import torch
 
+from fibserve.bench.config import EvalConfig
+from fibserve.bench.correctness.compare import ComparisonResult, compare_outputs
+from fibserve.bench.failures import CandidateFailure
+from fibserve.bench.worker.buffers import bitwise_equal
+from fibserve.bench.worker.pool import WorkerProcess
+from fibserve.bench.worker.slots import Slots, WorkloadData, fill, poison, scalars, worker_call
 from fibserve.trace import Correctness, EvaluationStatus
-
-from .buffers import bitwise_equal
-from .compare import ComparisonResult, compare_outputs
-from .config import EvalConfig
-from .failures import CandidateFailure
-from .sandbox import WorkerProcess
-from .slots import Slots, WorkloadData, fill, poison, scalars, worker_call
 
 
 def correctness_of(result: ComparisonResult, config: EvalConfig, extra: dict[str, Any]) -> Correctness:
@@ -103,7 +102,7 @@ def judge(
 
 
 TORCH_AT_RUN_TIME = "python.torch-at-run-time"
-"""Rule id of PyTorch compute found while a Triton candidate ran (:mod:`fibserve.bench.torch_audit`)."""
+"""Rule id of PyTorch compute found while a Triton candidate ran (:mod:`fibserve.bench.worker.torch_audit`)."""
 
 
 def check_correctness(

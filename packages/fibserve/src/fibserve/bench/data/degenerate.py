@@ -7,7 +7,7 @@ value over all input sets and ``h`` half their distance:
 
 - ``near_constant``: ``h <= atol + rtol * |c|``, so a kernel that writes ``c`` everywhere without reading its
   inputs passes the elementwise check; outputs that all lie within ``atol`` of zero are the usual case, and
-  zeros pass too. The defence (:func:`fibserve.bench.compare.compare_outputs`, ``norm_checked``): such an
+  zeros pass too. The defence (:func:`fibserve.bench.correctness.compare.compare_outputs`, ``norm_checked``): such an
   output must also meet the relative-norm check ``||x - y||_2 <= rtol * ||y||_2``, which zeros fail (their
   relative error is 1) and so does a constant unless the output really is one. A request that raises ``atol``
   above the outputs' spread (an unlocked server, ``atol: 1e308``) makes every output near-constant, so it meets

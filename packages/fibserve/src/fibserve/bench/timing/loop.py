@@ -4,14 +4,14 @@ On a GPU; the CPU tests run the same bookkeeping with ``perf_counter``. ``trials
 ``s`` holds input set ``(s + t) mod K`` (input rotation: the contents behind each pointer change between
 trials); ``warmup`` untimed calls, then ``iterations`` pairs of one candidate call and one call of what it is
 compared with (the baseline Solution, and the reference as often as its budget allows:
-:mod:`fibserve.bench.sides`), in alternating order, each with cold L2 and device-wide synchronisation. All
+:mod:`fibserve.bench.timing.sides`), in alternating order, each with cold L2 and device-wide synchronisation. All
 sides are timed the same way, in worker processes of the same construction (the candidate's sandbox worker
-and one timing twin per comparator, :mod:`fibserve.bench.reference_twin`): before each call the trusted side
+and one timing twin per comparator, :mod:`fibserve.bench.timing.twin`): before each call the trusted side
 poisons that side's outputs and sends one request. A twin's outputs are poisoned again after its call, so no
 comparator's output sits in exported memory while the candidate runs. ``speedup_factor`` is the median of
 the per-pair ratios ``primary / candidate`` (the baseline when the definition has one).
 
-The defences on the timed calls (:mod:`fibserve.bench.timing_checks`): right after every candidate reply its
+The defences on the timed calls (:mod:`fibserve.bench.timing.checks`): right after every candidate reply its
 outputs must hold no poison, and a sample drawn then is compared in full; the last output of every slot in
 every trial is compared in full; reported times must fit in the round trip timed here, and the candidate's
 unexplained round trip must stay close to the twin's.
@@ -27,17 +27,24 @@ from typing import Any
 
 import torch
 
+from fibserve.bench.config import EvalConfig
+from fibserve.bench.correctness.check import judge
+from fibserve.bench.failures import CandidateFailure, DeviceShared
+from fibserve.bench.timing import checks, guard
+from fibserve.bench.timing import statistics as stats
+from fibserve.bench.timing.neighbour_bias import neighbour_bias
+from fibserve.bench.timing.sides import (
+    ReferencePlan,
+    Side,
+    check_side,
+    comparison_extras,
+    harness_fault,
+    side_times,
+)
+from fibserve.bench.worker import clock
+from fibserve.bench.worker.pool import live_worker_pids
+from fibserve.bench.worker.slots import Slots, WorkerTimes, WorkloadData, fill, poison, scalars, worker_call
 from fibserve.trace import EvaluationStatus, Performance, TimingFacts
-
-from . import timing, twin_guard
-from . import timing_checks as checks
-from .config import EvalConfig
-from .correctness import judge
-from .failures import CandidateFailure, DeviceShared
-from .neighbour_bias import neighbour_bias
-from .sandbox import live_worker_pids
-from .sides import ReferencePlan, Side, check_side, comparison_extras, harness_fault, side_times
-from .slots import Slots, WorkerTimes, WorkloadData, fill, poison, scalars, worker_call
 
 
 @dataclass
@@ -50,7 +57,7 @@ class _TimingLoop:
     data: WorkloadData
     config: EvalConfig
     device: torch.device
-    l2_plan: timing.OverwritePlan | None
+    l2_plan: clock.OverwritePlan | None
     used_s: float = 0.0
     """Wall time of the candidate's timed calls so far (s), against ``config.timeouts.timing``."""
     validated: int = 0
@@ -62,17 +69,17 @@ class _TimingLoop:
     """Round trip of each candidate call request here, per repeat (ms)."""
     unchecked: set[int] = field(default_factory=set)
     """Sides whose outputs are still to be checked against the reference in this trial."""
-    probe: twin_guard.BusyProbe | None = None
-    """The device probe timed before each comparator call (:mod:`fibserve.bench.twin_guard`)."""
+    probe: guard.BusyProbe | None = None
+    """The device probe timed before each comparator call (:mod:`fibserve.bench.timing.guard`)."""
     candidate_pids: list[int] = field(default_factory=list)
     """Host pids of the candidate's sandbox, paused during comparator calls (refreshed every trial)."""
     twin_pids: list[int] = field(default_factory=list)
     """Host pids of the twins' sandboxes, paused during candidate calls alike."""
     previous: int | None = None
-    """Who made the last timed call of the trial (-1: the candidate; :mod:`fibserve.bench.neighbour_bias`)."""
+    """Who made the last timed call of the trial (-1: the candidate; :mod:`fibserve.bench.timing.neighbour_bias`)."""
 
     def __post_init__(self) -> None:
-        self.probe = twin_guard.BusyProbe(self.device)
+        self.probe = guard.BusyProbe(self.device)
 
     @property
     def budget_s(self) -> float:
@@ -101,7 +108,7 @@ class _TimingLoop:
                 EvaluationStatus.TIMEOUT, f"timing: candidate calls exceeded the {self.budget_s:.0f} s limit"
             )
         poison(self.slots, slot, self.device)
-        with twin_guard.paused(self.twin_pids):  # both sides reach their calls alike: each was paused before
+        with guard.paused(self.twin_pids):  # both sides reach their calls alike: each was paused before
             started = time.perf_counter()
             result = worker_call(
                 self.slots.worker,  # type: ignore[arg-type]
@@ -143,8 +150,8 @@ class _TimingLoop:
             ReferenceTimingError: the twin failed or disagrees with the reference (never the candidate's fault).
         """
         side = self.sides[side_index]
-        # the candidate's sandbox is stopped while what it is compared with runs (twin_guard)
-        with twin_guard.paused(self.candidate_pids), harness_fault(side):
+        # the candidate's sandbox is stopped while what it is compared with runs (timing.guard)
+        with guard.paused(self.candidate_pids), harness_fault(side):
             poison(side.slots, slot, self.device)
             assert self.probe is not None
             self.probe.measure()
@@ -173,12 +180,12 @@ class _TimingLoop:
         # its twin, more than the CPU allowance of the round-trip check
         if self.device.type == "cuda":
             if self.slots.worker is not None:
-                self.candidate_pids[:] = twin_guard.sandbox_pids(self.slots.worker.proc.pid)
+                self.candidate_pids[:] = guard.sandbox_pids(self.slots.worker.proc.pid)
             self.twin_pids[:] = [
                 pid
                 for side in self.sides
                 if side.slots.worker
-                for pid in twin_guard.sandbox_pids(side.slots.worker.proc.pid)
+                for pid in guard.sandbox_pids(side.slots.worker.proc.pid)
             ]
         self.previous = None
         self._warm_up(trial, holds)
@@ -237,25 +244,23 @@ def measure(
 ) -> tuple[Performance, int]:  # fmt: skip
     """Interleaved timing with input rotation and validation (GPU; on CPU the same bookkeeping runs with
     ``perf_counter``). ``slots`` belong to the candidate's worker; each of ``sides`` (same slot layout) to a
-    twin worker running what the candidate is compared with (:mod:`fibserve.bench.sides`; the first is the
+    twin worker running what the candidate is compared with (:mod:`fibserve.bench.timing.sides`; the first is the
     primary: the speedup and the timing checks are against it). ``reference_plan`` says why the reference is
     sampled or missing. Returns the performance and the number of validated timed outputs.
 
     Raises:
         CandidateFailure: TIMEOUT, RUNTIME_ERROR or INCORRECT_* of the candidate, or GPU work of the candidate
-            that kept the device busy while a comparator was timed (:func:`fibserve.bench.twin_guard.busy_verdict`).
+            that kept the device busy while a comparator was timed (:func:`fibserve.bench.timing.guard.busy_verdict`).
         DeviceShared: another process outside this service kept the device busy (a task-level error).
         ReferenceTimingError: a comparator's worker failed, or the baseline disagrees with the reference
             (a harness problem).
     """
-    l2_plan = timing.overwrite_plan(str(device)) if config.cold_l2 and device.type == "cuda" else None
+    l2_plan = clock.overwrite_plan(str(device)) if config.cold_l2 and device.type == "cuda" else None
     loop = _TimingLoop(slots, sides, data, config, device, l2_plan)
     for trial in range(config.trials):
         loop.trial(trial)
     assert loop.probe is not None
-    busy = twin_guard.busy_verdict(
-        loop.probe, device, loop.candidate_pids, [os.getpid(), *live_worker_pids()]
-    )
+    busy = guard.busy_verdict(loop.probe, device, loop.candidate_pids, [os.getpid(), *live_worker_pids()])
     if busy is not None and busy.startswith("environment: "):
         raise DeviceShared(f"timing: {busy.removeprefix('environment: ')}")
     if busy is not None:
@@ -279,8 +284,8 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
     )
     if basis != "events":
         cand_ms, ref_ms = cand_bound, ref_bound
-    cand = timing.summarize(cand_ms)
-    ref = timing.summarize(ref_ms)
+    cand = stats.summarize(cand_ms)
+    ref = stats.summarize(ref_ms)
     ratios = sorted(r / c for c, r in zip(cand_ms, ref_ms, strict=True) if c > 0)
     facts = TimingFacts.model_validate(
         {
@@ -303,20 +308,20 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             else None,
             "candidate_ms": cand.model_dump(),
             "reference_ms": ref.model_dump(),
-            "speedup_p10": timing.percentile(ratios, 10),
-            "speedup_p90": timing.percentile(ratios, 90),
+            "speedup_p10": stats.percentile(ratios, 10),
+            "speedup_p90": stats.percentile(ratios, 90),
             "pairs": len(ratios),
-            "candidate_wall_ms_median": timing.summarize(loop.candidate_wall_ms).median,
+            "candidate_wall_ms_median": stats.summarize(loop.candidate_wall_ms).median,
             "warmup": config.warmup,
             "iterations": config.iterations,
             "trials": config.trials,
             "input_sets": len(loop.data.inputs),
             "cold_l2": config.cold_l2,
-            "l2_flush_bytes": timing.cold_l2_bytes(device) if config.cold_l2 else 0,
+            "l2_flush_bytes": clock.cold_l2_bytes(device) if config.cold_l2 else 0,
             "timed_outputs_validated": loop.validated,
             "timed_outputs_checked_for_poison": loop.checked,
             "comparators_timed_with_candidate_paused": device.type == "cuda",
-            "busy_probe_ms": timing.summarize(loop.probe.samples).model_dump()
+            "busy_probe_ms": stats.summarize(loop.probe.samples).model_dump()
             if loop.probe and loop.probe.samples
             else None,
             "neighbour_bias": neighbour_bias(
@@ -327,7 +332,7 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
     return Performance(
         latency_ms=cand.median,
         reference_latency_ms=ref.median,
-        speedup_factor=timing.pair_speedup(cand_ms, ref_ms),
+        speedup_factor=stats.pair_speedup(cand_ms, ref_ms),
         extra=facts.to_extra(),
     )
 

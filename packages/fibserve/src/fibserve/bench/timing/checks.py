@@ -1,9 +1,9 @@
 """The defences on timed calls (trusted side): each is a named function or constant here, with the cheat it
-stops, and :func:`fibserve.bench.measure.measure` applies them.
+stops, and :func:`fibserve.bench.timing.loop.measure` applies them.
 
 A worker reports its own times, and candidate code runs inside the candidate's worker, so nothing it
-reports is taken on trust alone: reported times must fit in the round trip timed here
-(``WALL_TOLERANCE``/``WALL_SLACK_MS``); time spent before the reply but not reported shows up against the
+reports is taken on trust alone: reported times must fit in the round trip timed here (checked on every call,
+:data:`fibserve.bench.worker.slots.WALL_TOLERANCE` and ``WALL_SLACK_MS``); time spent before the reply but not reported shows up against the
 reference's twin, which travels the identical path (:func:`unexplained_round_trip`); work left running after
 the reply leaves poisoned outputs (:func:`poison_left`) or wrong ones in a sampled full comparison
 (``SAMPLE_DENOMINATOR``); work on another stream outlives the end event (:func:`timing_basis`) or slows the
@@ -14,15 +14,9 @@ from __future__ import annotations
 
 import torch
 
+from fibserve.bench.failures import CandidateFailure
+from fibserve.bench.timing import statistics as stats
 from fibserve.trace import EvaluationStatus
-
-from . import timing
-from .failures import CandidateFailure
-
-WALL_TOLERANCE = 0.01
-"""Relative allowance between the worker's clock (CUDA events) and this process's ``perf_counter``."""
-WALL_SLACK_MS = 0.05
-"""Absolute allowance (ms) for the same comparison."""
 
 UNEXPLAINED_MS = {"cuda": 0.5, "cpu": 5.0}
 """Least median round trip (ms) per call that the candidate's worker may leave unexplained beyond the
@@ -58,9 +52,9 @@ def unexplained_round_trip(
     pairs = list(zip(cand_trip, cand_bound, ref_trip, ref_bound, strict=True))
     if not pairs:
         return 0.0
-    unexplained = timing.percentile(sorted((ct - cb) - (rt - rb) for ct, cb, rt, rb in pairs), 50)
+    unexplained = stats.percentile(sorted((ct - cb) - (rt - rb) for ct, cb, rt, rb in pairs), 50)
     floor = UNEXPLAINED_MS["cuda" if device.type == "cuda" else "cpu"]
-    allowance = max(floor, UNEXPLAINED_FRACTION * timing.percentile(sorted(ref_bound), 50))
+    allowance = max(floor, UNEXPLAINED_FRACTION * stats.percentile(sorted(ref_bound), 50))
     if unexplained > allowance:
         raise CandidateFailure(
             EvaluationStatus.RUNTIME_ERROR,
@@ -77,7 +71,7 @@ SAMPLE_DENOMINATOR = 10
 slot in every trial. Stops: a kernel that is wrong except on the calls it expects to be checked."""
 
 NAN_POISONED = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
-"""Dtypes that :func:`fibserve.bench._dtypes.poison_` fills with NaN."""
+"""Dtypes that :func:`fibserve.bench.dtypes.poison_` fills with NaN."""
 
 
 def poison_left(outputs: dict[str, torch.Tensor]) -> list[str]:
@@ -105,10 +99,10 @@ def timing_basis(
     end event (launched on another stream) by more than ``max(HIDDEN_WORK_MS, 25% of its latency)`` beyond
     what the reference shows. Then both sides are timed by the device-synchronized bound, so the speedup
     stays a like-for-like comparison. ``gap`` is the median extra time in ms."""
-    cand_gap = timing.percentile(sorted(b - m for m, b in zip(cand_ms, cand_bound, strict=True)), 50)
-    ref_gap = timing.percentile(sorted(b - m for m, b in zip(ref_ms, ref_bound, strict=True)), 50)
+    cand_gap = stats.percentile(sorted(b - m for m, b in zip(cand_ms, cand_bound, strict=True)), 50)
+    ref_gap = stats.percentile(sorted(b - m for m, b in zip(ref_ms, ref_bound, strict=True)), 50)
     hidden = cand_gap - ref_gap
-    median = timing.percentile(sorted(cand_ms), 50)
+    median = stats.percentile(sorted(cand_ms), 50)
     if hidden > max(HIDDEN_WORK_MS, 0.25 * median):
         return "device-synchronized", hidden
     return "events", hidden
@@ -130,15 +124,15 @@ def overwrite_excess(cand_overwrite: list[float], ref_overwrite: list[float]) ->
 
     Watches for: a candidate that launches its work on a stream of its own, which does not wait for the
     overwrite queued on the timed stream; work that finishes while the overwrite still runs is in neither
-    of :func:`fibserve.bench.timing.time_call`'s bounds, and shows only as the overwrite running longer.
+    of :func:`fibserve.bench.worker.clock.time_call`'s bounds, and shows only as the overwrite running longer.
     This is a flag for the reader (a note on the result), not a verdict: compute-light work can overlap the
     overwrite without slowing it, and the times are the worker's own report (a candidate that forges its
     replies reports whatever it likes), so it catches honest use of another stream, not a determined cheat.
     """
     if not cand_overwrite or not ref_overwrite:
         return {"candidate_ms": 0.0, "reference_ms": 0.0, "excess_ms": 0.0, "flagged": False}
-    cand = timing.percentile(sorted(cand_overwrite), 50)
-    ref = timing.percentile(sorted(ref_overwrite), 50)
+    cand = stats.percentile(sorted(cand_overwrite), 50)
+    ref = stats.percentile(sorted(ref_overwrite), 50)
     excess = cand - ref
     flagged = excess > max(OVERWRITE_EXCESS_MS, OVERWRITE_EXCESS_FRACTION * ref)
     return {"candidate_ms": cand, "reference_ms": ref, "excess_ms": excess, "flagged": flagged}

@@ -21,15 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from fibserve.bench.config import EvalConfig
+from fibserve.bench.correctness.compare import compare_outputs
+from fibserve.bench.failures import CandidateFailure, ReferenceTimingError
+from fibserve.bench.timing import statistics as stats
 from fibserve.trace import EvaluationStatus
 
-from . import timing
-from .compare import compare_outputs
-from .config import EvalConfig
-from .failures import CandidateFailure, ReferenceTimingError
-
 if TYPE_CHECKING:
-    from .slots import Slots, WorkerTimes
+    from fibserve.bench.worker.slots import Slots, WorkerTimes
 
 
 @dataclass
@@ -53,7 +52,7 @@ class Side:
     """Index of the candidate call each of ``calls`` was timed next to."""
     after_candidate: list[bool] = field(default_factory=list)
     """For each of ``calls``: whether the timed call right before it was the candidate's
-    (:mod:`fibserve.bench.neighbour_bias`)."""
+    (:mod:`fibserve.bench.timing.neighbour_bias`)."""
 
     def due(self, index: int) -> bool:
         """Whether this side is timed next to candidate call number ``index`` (counted over all trials)."""
@@ -161,10 +160,10 @@ def speedup_stats(side: Side, candidate_ms: list[float], basis: str) -> dict[str
     paired = [candidate_ms[i] for i in side.paired]
     ratios = sorted(r / c for c, r in zip(paired, mine, strict=True) if c > 0)
     return {
-        "latency_ms": timing.summarize(mine).median if mine else None,
-        "speedup": timing.percentile(ratios, 50) if ratios else None,
-        "speedup_p10": timing.percentile(ratios, 10) if ratios else None,
-        "speedup_p90": timing.percentile(ratios, 90) if ratios else None,
+        "latency_ms": stats.summarize(mine).median if mine else None,
+        "speedup": stats.percentile(ratios, 50) if ratios else None,
+        "speedup_p10": stats.percentile(ratios, 10) if ratios else None,
+        "speedup_p90": stats.percentile(ratios, 90) if ratios else None,
         "pairs": len(ratios),
     }
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from fibserve.trace import Definition
+from fibserve.trace import Definition, Plausibility
 
 TFLOP = 1e12
 TB = 1e12
@@ -183,15 +183,13 @@ def check_plausibility(
     axes: Mapping[str, int],
     inputs: Mapping[str, Any],
     outputs: Mapping[str, Any],
-) -> dict[str, Any] | None:
+) -> Plausibility | None:
     """The roofline verdict for one measured latency, or None when the device or op type is unknown.
 
-    Returns:
-        ``{"device_model", "dtype_family", "flops", "bytes", "floor_ms", "latency_ms", "flagged",
-        "achieved_tflops", "achieved_tb_s", "roofline_fraction", "bound", "peak_tflops", "peak_tb_s",
-        "peak_source"}``; ``flagged`` is True when ``latency_ms < floor_ms``; ``roofline_fraction`` is
-        ``floor_ms / latency_ms`` (1.0 at the roofline), ``bound`` says which peak sets the floor
-        (``compute`` or ``memory``).
+    ``flagged`` is True when ``latency_ms < floor_ms``; ``roofline_fraction`` is ``floor_ms / latency_ms`` (1.0
+    at the roofline); ``bound`` says which peak sets the floor (``compute`` or ``memory``). The verdict is
+    written to ``correctness.extra.plausibility`` and, as :meth:`~fibserve.trace.Plausibility.roofline`, to
+    ``performance.extra.roofline``.
     """
     peak = device_peak(device_name)
     cost = workload_cost(definition, axes, inputs, outputs)
@@ -200,39 +198,19 @@ def check_plausibility(
     flops, nbytes, family = cost
     floor_s = max(flops / peak.flops[family], nbytes / peak.bandwidth)
     seconds = latency_ms / 1e3
-    return {
-        "device_model": peak.name,
-        "dtype_family": family,
-        "flops": flops,
-        "bytes": nbytes,
-        "floor_ms": floor_s * 1e3,
-        "latency_ms": latency_ms,
-        "achieved_tflops": flops / seconds / TFLOP,
-        "achieved_tb_s": nbytes / seconds / TB,
-        "flagged": seconds < floor_s,
-        "roofline_fraction": floor_s / seconds,
-        "bound": "compute" if flops / peak.flops[family] >= nbytes / peak.bandwidth else "memory",
-        "peak_tflops": peak.flops[family] / TFLOP,
-        "peak_tb_s": peak.bandwidth / TB,
-        "peak_source": peak.source,
-    }
-
-
-def roofline_extra(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The ``performance.extra.roofline`` entry (read by :class:`fibserve.trace.Roofline`) of a verdict of
-    :func:`check_plausibility`, or None without one (unknown device or op type)."""
-    if verdict is None:
-        return None
-    keys = (
-        "device_model",
-        "floor_ms",
-        "flops",
-        "bytes",
-        "achieved_tflops",
-        "bound",
-        "peak_tflops",
-        "peak_tb_s",
+    return Plausibility(
+        device_model=peak.name,
+        dtype_family=family,
+        flops=flops,
+        bytes=nbytes,
+        floor_ms=floor_s * 1e3,
+        latency_ms=latency_ms,
+        achieved_tflops=flops / seconds / TFLOP,
+        achieved_tb_s=nbytes / seconds / TB,
+        flagged=seconds < floor_s,
+        roofline_fraction=floor_s / seconds,
+        bound="compute" if flops / peak.flops[family] >= nbytes / peak.bandwidth else "memory",
+        peak_tflops=peak.flops[family] / TFLOP,
+        peak_tb_s=peak.bandwidth / TB,
+        peak_source=peak.source,
     )
-    return {"fraction": verdict["roofline_fraction"], "peak_source": verdict["peak_source"]} | {
-        k: verdict[k] for k in keys
-    }

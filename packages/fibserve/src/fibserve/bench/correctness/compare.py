@@ -8,7 +8,7 @@ Rules, applied to each output in order:
    fp32 in chunks of ``chunk`` elements; NaN (in either) never matches; +inf/-inf match only the same inf.
    Integer and bool outputs match only when equal. An output passes when its matched ratio is at least
    ``required_matched_ratio``, else ``INCORRECT_NUMERICAL``;
-4. outputs named in ``norm_checked`` (a workload's near-constant outputs, :mod:`fibserve.bench.degenerate`) must also
+4. outputs named in ``norm_checked`` (a workload's near-constant outputs, :mod:`fibserve.bench.data.degenerate`) must also
    meet ``||x - y||_2 <= rtol * ||y||_2``, else ``INCORRECT_NUMERICAL``. Each output records which checks
    decided it (``decided_by``).
 

@@ -1,4 +1,4 @@
-"""The gate kernel of :class:`fibserve.bench.l2_state.Gate` (Triton; imported only where a gate is built).
+"""The gate kernel of :class:`fibserve.bench.worker.l2_state.Gate` (Triton; imported only where a gate is built).
 
 ``gate[(programs,)](buf, n, value, hold_ns, BLOCK=1024, num_warps=32)``: the programs write ``value`` into
 ``buf[0:n]`` (int32) in a grid-stride loop, then each spins on the GPU's global timer (``%globaltimer``, ns)
