@@ -16,7 +16,7 @@ from fibserve.bench.timing.sides import Side
 from fibserve.bench.timing.twin import ReferenceTwin, TwinError
 from fibserve.bench.worker.pool import WorkerPool
 from fibserve.bench.worker.slots import WorkloadData
-from fibserve.trace import EvaluationStatus
+from fibserve.trace import Environment, Evaluation, EvaluationStatus
 from timing_helpers import CPU, setup_vector_add
 
 pytestmark = pytest.mark.slow
@@ -54,6 +54,15 @@ def _timing_failure(pool, trace_set, make_solution, kernel, overrides, *, correc
     finally:
         worker.kill()
         twin.discard()
+    # whatever the failure, it becomes the candidate's Evaluation as the session makes it (an INCORRECT_NUMERICAL
+    # without correctness once crashed the evaluator: "status INCORRECT_NUMERICAL requires correctness")
+    Evaluation(
+        status=caught.value.status,
+        environment=Environment(hardware="cpu"),
+        timestamp="2026-12-03T00:00:00+00:00",
+        log=caught.value.log,
+        correctness=caught.value.correctness,
+    )
     return caught.value
 
 
@@ -183,6 +192,9 @@ def test_work_left_running_after_the_reply_is_caught_by_the_poison(pool, trace_s
     )
     assert failure.status is EvaluationStatus.INCORRECT_NUMERICAL
     assert "still held the poison when the worker replied" in failure.log
+    assert failure.log.startswith(
+        "timed call 2 (slot 1, input set 1)"
+    )  # which call: the first it hid its work
 
 
 def test_sampled_full_comparisons_catch_a_kernel_wrong_between_validations(

@@ -228,26 +228,38 @@ def solution_from_path(
             read a returned dict and to tell a destination-passing ``run`` from a value-returning one.
 
     Raises:
-        ValueError: unknown file type, or an invalid Solution JSON (pydantic's message says what is wrong).
+        ValueError: unknown file type, or an invalid Solution JSON (one line per problem, with a hint to pass
+            ``legacy`` when the file was read without it).
         OSError: the file cannot be read.
     """
     import json
 
+    from pydantic import ValidationError
+
     from fibserve.trace import Solution
     from fibserve.trace.legacy import Migrator
+    from fibserve.trace.problems import describe_validation_error
 
     text = path.read_text()
     suffix = path.suffix.lower()
     if suffix == ".json":
-        if not legacy:
-            return Solution.model_validate_json(text)
         try:
+            if not legacy:
+                return Solution.model_validate_json(text)
             raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path.name}: malformed JSON: {exc}") from None
-        if not isinstance(raw, dict):
-            raise ValueError(f"{path.name}: expected a Solution JSON object")
-        return Solution.model_validate(Migrator().solution(raw, signature=signature))
+            if not isinstance(raw, dict):
+                raise ValueError("expected a Solution JSON object")
+            migrator = Migrator()
+            solution = Solution.model_validate(migrator.solution(raw, signature=signature))
+            migrator.warn(stacklevel=2)
+            return solution
+        except ValidationError as exc:
+            hint = "" if legacy else " (a 2025 FlashInfer Trace solution? pass --legacy)"
+            raise ValueError(
+                f"{path.name}: not a valid Solution{hint}: {describe_validation_error(exc)}"
+            ) from None
+        except ValueError as exc:  # malformed JSON, or what the migration refuses
+            raise ValueError(f"{path.name}: {exc}") from None
     if suffix in (".cu", ".cpp", ".cc", ".cxx"):
         language, binding = ("cuda" if suffix == ".cu" else "cpp"), "tvm-ffi"
     elif suffix == ".py":

@@ -56,6 +56,25 @@ def _allow_unsafe(unsafe: bool) -> None:
 @app.callback()
 def _root() -> None:
     """FIBServe command group (the help text above describes it)."""
+    _plain_migration_notes()
+
+
+def _plain_migration_notes() -> None:
+    """Show the 2025-format migration's notes (one per kind of change, with its count) as plain lines on
+    stderr, not as Python warnings with the loader's source line under each."""
+    import warnings
+
+    from fibserve.trace.legacy import LegacyMigrationWarning
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # type: ignore[no-untyped-def]
+        if issubclass(category, LegacyMigrationWarning):
+            typer.secho(f"fibserve: {message}", err=True, fg=typer.colors.YELLOW)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 @app.command("serve")
@@ -316,6 +335,11 @@ def definitions_command(
             console.print(f"  baseline {escape(baseline)}")
     for problem in errors[:5]:
         typer.secho(f"fibserve definitions: {problem}", err=True, fg=typer.colors.RED)
+    if not legacy:
+        from fibserve.trace.validate import legacy_hints
+
+        for hint in legacy_hints(roots or default_roots()):
+            typer.secho(f"fibserve definitions: hint: {hint}", err=True, fg=typer.colors.YELLOW)
     if errors or not summaries:
         what = f"{len(errors)} load error(s)" if errors else "no definitions found"
         typer.secho(
@@ -502,7 +526,7 @@ def _load_definition(name_or_path: str, *, legacy: bool = False):
     from fibserve.cli.offline import find_definition
     from fibserve.datasets import load_trace_set
 
-    return find_definition(load_trace_set(migrate_legacy=legacy, strict=False), name_or_path)
+    return find_definition(load_trace_set(migrate_legacy=legacy, strict=False), name_or_path, legacy=legacy)
 
 
 def main() -> None:

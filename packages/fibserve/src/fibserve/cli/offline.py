@@ -19,17 +19,20 @@ from fibserve.bench.device import resolve_device
 from fibserve.bench.report import EvaluationReport
 from fibserve.datasets import load_trace_set
 from fibserve.trace import Definition, Solution, TraceSet, Workload
+from fibserve.trace.validate import legacy_hints
 
 
 class LookupProblem(ValueError):
     """The request names something that does not exist (a usage error, exit code 2)."""
 
 
-def find_definition(trace_set: TraceSet, name: str) -> Definition:
+def find_definition(trace_set: TraceSet, name: str, *, legacy: bool = False) -> Definition:
     """The definition ``name`` of ``trace_set``, or a :class:`LookupProblem` a newcomer can act on.
 
     The close matches come from :class:`fibserve.datasets.catalog.Catalog`, the server's lookup (difflib,
     cutoff 0.6), so ``fibserve check``, ``fibserve evaluate`` and ``POST /evaluate`` suggest the same names.
+    Without ``legacy``, a root that looks like the 2025 format (whose definitions then do not load) is named
+    with the hint to pass ``--legacy``.
 
     Raises:
         LookupProblem: unknown name; the message suggests close matches and says how to list every name.
@@ -43,9 +46,10 @@ def find_definition(trace_set: TraceSet, name: str) -> Definition:
         if len(quoted) > 1:
             quoted = [", ".join(quoted[:-1]), quoted[-1]]
         suggestion = f"; did you mean {' or '.join(quoted)}?" if quoted else ""
+        hints = [] if legacy else legacy_hints(trace_set.roots)
         raise LookupProblem(
             f"unknown definition {name!r}{suggestion} ({len(trace_set.definitions)} definitions; "
-            "list them with `fibserve definitions`)"
+            "list them with `fibserve definitions`)" + "".join(f"; {hint}" for hint in hints)
         ) from None
 
 
@@ -68,7 +72,7 @@ def select(
         if roots
         else load_trace_set(migrate_legacy=legacy, strict=False)
     )
-    chosen_definition = find_definition(ts, definition)
+    chosen_definition = find_definition(ts, definition, legacy=legacy)
     workloads = ts.workloads_for(definition)
     if workload and workload != "all":
         chosen = [w for w in workloads if w.uuid == workload] or [

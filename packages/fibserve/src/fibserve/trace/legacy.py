@@ -14,6 +14,9 @@ once per kind with a count):
 - ``log_file``: evaluations name a log file instead of carrying the log; the name is kept in ``log``.
 - ``device``: evaluation environments say ``device`` instead of ``hardware``.
 - ``language_case``: solutions spell languages with capitals (``CUDA``, ``Triton``).
+- ``build_commands``: solutions carry ``"build_commands": []`` in their spec (the public o3 Triton GEMM of
+  ``gemm_n_4096_k_4096`` does); an empty list is dropped. A non-empty one is refused with a message: FIBServe
+  builds every solution itself and never runs a solution's own commands.
 - ``value_returning``: Python and Triton solutions have no ``destination_passing_style``: they allocate their
   outputs and return them (``run(A, B)`` returning ``{"C": C}``, like the public o3 Triton GEMM of
   ``gemm_n_4096_k_4096``), where the current default is destination passing. Such a solution is marked
@@ -46,6 +49,7 @@ CHANGE_DESCRIPTIONS = {
     "log_file": "evaluation 'log_file' moved into 'log'",
     "device": "environment 'device' renamed to 'hardware'",
     "language_case": "solution language lower-cased",
+    "build_commands": "empty spec.build_commands dropped (FIBServe builds solutions itself)",
     "value_returning": "solution without destination_passing_style taken as value-returning (it allocates and "
     "returns its outputs; a returned dict is read by output name)",
 }
@@ -172,6 +176,9 @@ class Migrator:
     ) -> dict[str, Any]:
         """Migrate one solution object.
 
+        Raises:
+            ValueError: the solution asks for its own build commands (see the module docstring).
+
         Args:
             raw: the solution's JSON object (not modified).
             signature: its definition's (number of inputs, output names); by default that of the definition
@@ -179,6 +186,16 @@ class Migrator:
         """
         out = dict(raw)
         spec = out.get("spec")
+        if isinstance(spec, dict) and "build_commands" in spec:
+            if spec["build_commands"]:
+                raise ValueError(
+                    f"solution {out.get('name')!r}: spec.build_commands {spec['build_commands']!r} cannot be honoured: "
+                    "FIBServe builds every solution itself (nvcc with the tvm-ffi binding, or a Python package) and "
+                    "never runs a solution's own commands; remove them"
+                )
+            spec = {k: v for k, v in spec.items() if k != "build_commands"}
+            out["spec"] = spec
+            self.changes["build_commands"] += 1
         if isinstance(spec, dict) and isinstance(spec.get("language"), str):
             language = spec["language"]
             if language != language.lower():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,13 @@ def _not_a_trace_set(root: Path) -> LoadProblem | None:
 
 LEGACY_SAMPLE = 20
 """Definition files read to tell whether a root is in the 2025 format (the first ones in path order)."""
+
+
+def legacy_hints(roots: Iterable[str | Path]) -> list[str]:
+    """For each root (colon-separated lists split) that looks like the 2025 format: ``"<root> looks like ...:
+    pass --legacy ..."``, the hint every command that reads trace sets without ``--legacy`` prints."""
+    expanded = [Path(r) for root in roots for r in _split(str(root))]
+    return [f"{hint.path} {hint.message}" for hint in map(_legacy_hint, expanded) if hint is not None]
 
 
 def _legacy_hint(root: Path) -> LoadProblem | None:

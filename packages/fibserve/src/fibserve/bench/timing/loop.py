@@ -132,14 +132,23 @@ class _TimingLoop:
         self.slots.require_alive()
         left = checks.poison_left(self.slots.outputs[slot])
         self.checked += 1
+        call = f"timed call {len(self.candidate_calls) + 1} (slot {slot}, input set {input_set})"
         if left:
-            raise CandidateFailure(
-                EvaluationStatus.INCORRECT_NUMERICAL,
-                f"timed call, input set {input_set}: outputs {left} still held the poison when the worker "
-                "replied (work finished after the reply is not timed)",
+            try:  # the full comparison gives the result its errors (an INCORRECT_NUMERICAL carries them)
+                judge(self.slots, slot, self.data, input_set, self.config, call)
+            except CandidateFailure as failure:
+                raise CandidateFailure(
+                    failure.status,
+                    f"{call}: outputs {left} still held the poison when the worker replied (work finished after "
+                    f"the reply is not timed)\n{failure.log}",
+                    failure.correctness,
+                ) from None
+            raise CandidateFailure(  # poison left, yet every element matched: only an all-NaN reference does
+                EvaluationStatus.RUNTIME_ERROR,
+                f"{call}: outputs {left} still held the poison when the worker replied",
             )
         if secrets.randbelow(checks.SAMPLE_DENOMINATOR) == 0:
-            judge(self.slots, slot, self.data, input_set, self.config, f"timed call on slot {slot} (sampled)")
+            judge(self.slots, slot, self.data, input_set, self.config, f"{call} (sampled)")
             self.validated += 1
         return result
 
