@@ -207,3 +207,26 @@ def test_sampled_full_comparisons_catch_a_kernel_wrong_between_validations(
     failure = _timing_failure(pool, trace_set, make_solution, "add_wrong_when_unobserved.py", overrides)
     assert failure.status is EvaluationStatus.INCORRECT_NUMERICAL
     assert "(sampled)" in failure.log
+
+
+def test_no_timed_call_sees_input_content_twice(pool, trace_set, make_solution):
+    """A kernel that answers wrong on any repeated content: it passes only because every timed call (warm-up
+    included) gets content never seen before. With the variation off (``data.varied`` empty, as before), the
+    timed calls repeat their input sets and the same kernel is caught at once."""
+    overrides = {"warmup": 2, "iterations": 6, "trials": 2}
+    definition, worker, data, slots = setup_vector_add(
+        pool, trace_set, make_solution, "add_detects_repeats.py"
+    )
+    twin, twin_slots = _reference_twin(pool, definition, data)
+    config = resolve_config(definition, overrides)
+    try:
+        check_correctness(worker, slots, data, config, CPU)
+        performance, validated = measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
+        assert performance.latency_ms is not None and validated >= 2 * 3
+        data.varied = []
+        with pytest.raises(CandidateFailure) as caught:
+            measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
+        assert caught.value.status is EvaluationStatus.INCORRECT_NUMERICAL
+    finally:
+        worker.kill()
+        twin.discard()

@@ -6,6 +6,7 @@ import torch
 from fibserve.bench.candidate import prepare
 from fibserve.bench.data.inputs import generate_inputs, torch_dtype
 from fibserve.bench.data.reference import run_reference
+from fibserve.bench.data.variation import variable_inputs
 from fibserve.bench.worker.slots import WorkloadData, allocate_slots
 
 CPU = torch.device("cpu")
@@ -13,7 +14,8 @@ CPU = torch.device("cpu")
 
 def setup_vector_add(pool, trace_set, make_solution, kernel, language="python", dps=True):
     """``(definition, worker, data, slots)``: ``kernels/<kernel>`` loaded in a worker of ``pool`` for the
-    first vector_add_f32 workload, three input sets with their reference outputs, three slots."""
+    first vector_add_f32 workload, three input sets with their reference outputs, three slots; every timed call
+    gets fresh inputs as in an evaluation (``data.varied``)."""
     definition = trace_set.definition("vector_add_f32")
     workload = trace_set.workloads_for("vector_add_f32")[0]
     solution = make_solution(kernel, "vector_add_f32", language=language, dps=dps)
@@ -28,6 +30,8 @@ def setup_vector_add(pool, trace_set, make_solution, kernel, language="python", 
         references=[run_reference(definition, s, shapes) for s in sets],
         output_shapes=shapes,
         output_dtypes={n: torch_dtype(s.dtype) for n, s in definition.outputs.items()},
+        varied=variable_inputs(definition, workload),
+        reference=lambda inputs: run_reference(definition, inputs, shapes),
     )
     slots = allocate_slots(worker, data, 3, CPU, 60)
     return definition, worker, data, slots

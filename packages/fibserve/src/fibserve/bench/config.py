@@ -64,6 +64,10 @@ class EvalConfig(BaseModel):
     """Compare the output of the last timed call of each input set in each trial with the reference."""
     check_input_mutation: bool = True
     """Compare the inputs after each correctness call with a pristine copy."""
+    vary_inputs: bool = True
+    """Give every timed call (warm-up included) input content never seen before in the evaluation, so that no
+    answer can be cached by content (:mod:`fibserve.bench.data.variation`); the validated timed outputs are
+    then compared with the reference of their own inputs."""
     enforce_source_policy: bool = True
     """Reject candidates that break the source policy (CUDA: no cuBLAS/cuDNN/CUTLASS, no host-file includes;
     Triton and Python: module allowlists and AST rules) or whose CUDA entry point has the wrong argument

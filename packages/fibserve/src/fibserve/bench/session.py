@@ -26,6 +26,7 @@ from fibserve.bench.correctness.check import check_correctness, correctness_of
 from fibserve.bench.data.degenerate import degeneracy
 from fibserve.bench.data.inputs import InputError, generate_inputs, torch_dtype
 from fibserve.bench.data.reference import ReferenceCache, ReferenceError, reference_key, run_reference
+from fibserve.bench.data.variation import variable_inputs
 from fibserve.bench.device import library_versions, snapshot
 from fibserve.bench.failures import CandidateFailure, DeviceShared, ReferenceTimingError, limit_failure
 from fibserve.bench.report import EvaluationReport
@@ -403,6 +404,8 @@ class EvaluationSession:
             scalar_positions={
                 n: i for i, n in enumerate(definition.inputs) if not isinstance(sets[0][n], torch.Tensor)
             },
+            varied=variable_inputs(definition, workload) if self.config.vary_inputs else [],
+            reference=lambda inputs: run_reference(definition, inputs, shapes),
         )
 
     def _workload(self, workload: Workload) -> Evaluation:

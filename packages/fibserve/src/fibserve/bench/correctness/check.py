@@ -9,6 +9,7 @@ the timing loop (:mod:`fibserve.bench.timing.loop`) validates timed outputs.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -68,14 +69,21 @@ def _untouched(outputs: dict[str, torch.Tensor]) -> list[str]:
 
 
 def judge(
-    slots: Slots, slot: int, data: WorkloadData, input_set: int, config: EvalConfig, phase: str
+    slots: Slots,
+    slot: int,
+    data: WorkloadData,
+    input_set: int,
+    config: EvalConfig,
+    phase: str,
+    references: Mapping[str, torch.Tensor] | None = None,
 ) -> ComparisonResult:
-    """Compare slot outputs with the reference of ``input_set``; raise CandidateFailure on a mismatch."""
+    """Compare slot outputs with the reference of ``input_set`` (or with ``references``, the reference of the
+    call's own inputs when they were varied); raise CandidateFailure on a mismatch."""
     slots.require_alive()
     actual = {n: t.clone() for n, t in slots.outputs[slot].items()}
     result = compare_outputs(
         actual,
-        data.references[input_set],
+        data.references[input_set] if references is None else references,
         data.output_dtypes,
         atol=config.atol,
         rtol=config.rtol,

@@ -303,6 +303,12 @@ def generate_inputs(
     return ordered
 
 
+def has_index_rule(name: str, dtype: DType) -> bool:
+    """Whether a random input ``name`` of ``dtype`` is drawn by a definition-aware rule (page tables, indptr,
+    indices, lengths, scales: values that are structure) rather than as plain random values."""
+    return _find_rule(name, dtype)[0] is not None
+
+
 def _find_rule(name: str, dtype: DType) -> tuple[Rule | None, int]:
     for match, rule, pass_no in INDEX_RULES:
         if match(name, dtype):

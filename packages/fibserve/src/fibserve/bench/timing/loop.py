@@ -20,6 +20,7 @@ unexplained round trip must stay close to the twin's.
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ import torch
 
 from fibserve.bench.config import EvalConfig
 from fibserve.bench.correctness.check import judge
+from fibserve.bench.data import variation
+from fibserve.bench.data.variation import Variation
 from fibserve.bench.failures import CandidateFailure, DeviceShared
 from fibserve.bench.timing import checks, guard
 from fibserve.bench.timing import statistics as stats
@@ -43,7 +46,16 @@ from fibserve.bench.timing.sides import (
 )
 from fibserve.bench.worker import clock
 from fibserve.bench.worker.pool import live_worker_pids
-from fibserve.bench.worker.slots import Slots, WorkerTimes, WorkloadData, fill, poison, scalars, worker_call
+from fibserve.bench.worker.slots import (
+    Slots,
+    WorkerTimes,
+    WorkloadData,
+    fill,
+    poison,
+    scalars,
+    sync,
+    worker_call,
+)
 from fibserve.trace import EvaluationStatus, Performance, TimingFacts
 
 
@@ -77,9 +89,31 @@ class _TimingLoop:
     """Host pids of the twins' sandboxes, paused during candidate calls alike."""
     previous: int | None = None
     """Who made the last timed call of the trial (-1: the candidate; :mod:`fibserve.bench.timing.neighbour_bias`)."""
+    holding: dict[int, Variation] = field(default_factory=dict)
+    """Slot -> the inputs the candidate's last call on it had (:mod:`fibserve.bench.data.variation`)."""
+    rng: random.Random = field(default_factory=lambda: random.Random(secrets.randbits(64)))
+    """Draws each call's variation: unpredictable to the candidate (its worker never sees this process)."""
 
     def __post_init__(self) -> None:
         self.probe = guard.BusyProbe(self.device)
+
+    def fresh(self, input_set: int) -> Variation:
+        """Inputs never seen before in this evaluation, made from input set ``input_set``."""
+        return variation.draw(self.data.varied, self.data.inputs[input_set], input_set, self.rng)
+
+    def references(self, varied: Variation) -> dict[str, torch.Tensor]:
+        """The reference outputs of a call with inputs ``varied`` (computed now, outside any timed call)."""
+        if not varied.shifts:
+            return self.data.references[varied.input_set]
+        assert self.data.reference is not None, "varied inputs need WorkloadData.reference"
+        outputs = self.data.reference(varied.inputs(self.data.inputs[varied.input_set]))
+        sync(self.device)
+        return outputs
+
+    def _vary(self, slots: Slots, slot: int, varied: Variation) -> None:
+        slots.require_alive()
+        varied.write(slots.inputs[slot], self.data.inputs[varied.input_set])
+        sync(self.device)
 
     @property
     def budget_s(self) -> float:
@@ -96,8 +130,9 @@ class _TimingLoop:
             "repeat": repeat,
         }
 
-    def candidate(self, slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
-        """One timed call request to the candidate's worker, then the poison check and a sampled comparison.
+    def candidate(self, slot: int, varied: Variation) -> WorkerTimes:
+        """One timed call of the candidate on ``slot`` with the inputs ``varied`` (written into the slot first),
+        then the poison check and a sampled comparison.
 
         Raises:
             CandidateFailure: the time limit is spent, the call failed, or its outputs are wrong.
@@ -107,12 +142,15 @@ class _TimingLoop:
             raise CandidateFailure(
                 EvaluationStatus.TIMEOUT, f"timing: candidate calls exceeded the {self.budget_s:.0f} s limit"
             )
+        input_set = varied.input_set
+        self._vary(self.slots, slot, varied)
+        self.holding[slot] = varied
         poison(self.slots, slot, self.device)
         with guard.paused(self.twin_pids):  # both sides reach their calls alike: each was paused before
             started = time.perf_counter()
             result = worker_call(
                 self.slots.worker,  # type: ignore[arg-type]
-                self.request(slot, input_set, repeat),
+                self.request(slot, input_set, 1),
                 remaining,
                 f"timed call, input set {input_set}",
             )
@@ -125,7 +163,7 @@ class _TimingLoop:
                 "another stream could have finished inside it untimed; its timings cannot be trusted",
             )
         self.used_s += elapsed
-        self.candidate_wall_ms.append(elapsed * 1e3 / max(repeat, 1))
+        self.candidate_wall_ms.append(elapsed * 1e3)
         # Right after the reply, before anything else runs: outputs still poisoned mean the call replied
         # before its work was done (work hidden from the timer); a sample drawn only now, which the
         # candidate cannot predict, is compared in full.
@@ -135,7 +173,7 @@ class _TimingLoop:
         call = f"timed call {len(self.candidate_calls) + 1} (slot {slot}, input set {input_set})"
         if left:
             try:  # the full comparison gives the result its errors (an INCORRECT_NUMERICAL carries them)
-                judge(self.slots, slot, self.data, input_set, self.config, call)
+                judge(self.slots, slot, self.data, input_set, self.config, call, self.references(varied))
             except CandidateFailure as failure:
                 raise CandidateFailure(
                     failure.status,
@@ -148,17 +186,29 @@ class _TimingLoop:
                 f"{call}: outputs {left} still held the poison when the worker replied",
             )
         if secrets.randbelow(checks.SAMPLE_DENOMINATOR) == 0:
-            judge(self.slots, slot, self.data, input_set, self.config, f"{call} (sampled)")
+            judge(
+                self.slots,
+                slot,
+                self.data,
+                input_set,
+                self.config,
+                f"{call} (sampled)",
+                self.references(varied),
+            )
             self.validated += 1
         return result
 
-    def compared(self, side_index: int, slot: int, input_set: int, repeat: int = 1) -> WorkerTimes:
-        """One timed call request to a comparator's twin; its first call of a trial is checked (baseline).
+    def compared(self, side_index: int, slot: int, varied: Variation, repeat: int = 1) -> WorkerTimes:
+        """One timed call request to a comparator's twin on ``slot`` with the same inputs as the candidate's
+        call it is paired with (``varied``); its first call of a trial is checked (baseline).
 
         Raises:
             ReferenceTimingError: the twin failed or disagrees with the reference (never the candidate's fault).
         """
         side = self.sides[side_index]
+        input_set = varied.input_set
+        with harness_fault(side):
+            self._vary(side.slots, slot, varied)
         # the candidate's sandbox is stopped while what it is compared with runs (timing.guard)
         with guard.paused(self.candidate_pids), harness_fault(side):
             poison(side.slots, slot, self.device)
@@ -173,9 +223,7 @@ class _TimingLoop:
             )
         if side_index in self.unchecked:
             self.unchecked.discard(side_index)
-            check_side(
-                side, slot, self.data.references[input_set], self.data.output_dtypes, input_set, self.config
-            )
+            check_side(side, slot, self.references(varied), self.data.output_dtypes, input_set, self.config)
         # a twin's buffers are exported: never leave a comparator's output in them while a candidate runs
         with harness_fault(side):
             poison(side.slots, slot, self.device)
@@ -208,6 +256,7 @@ class _TimingLoop:
                     holds[s],
                     self.config,
                     f"timing trial {trial} (last timed call on slot {s})",
+                    self.references(self.holding[s]),
                 )
                 self.validated += 1
 
@@ -224,11 +273,11 @@ class _TimingLoop:
         return holds
 
     def _warm_up(self, trial: int, holds: list[int]) -> None:
-        if self.config.warmup:
-            self.candidate(0, holds[0], repeat=self.config.warmup)
+        for _ in range(self.config.warmup):  # one request per call: each gets inputs of its own
+            self.candidate(0, self.fresh(holds[0]))
         for k, side in enumerate(self.sides):
             if side.warmup(trial, self.config):
-                self.compared(k, 0, holds[0], repeat=side.warmup(trial, self.config))
+                self.compared(k, 0, self.fresh(holds[0]), repeat=side.warmup(trial, self.config))
 
     def _interleave(self, holds: list[int]) -> None:
         """``iterations`` pairs on rotating slots, candidate first on even iterations and last on odd ones."""
@@ -237,11 +286,12 @@ class _TimingLoop:
             s = i % count
             index = len(self.candidate_calls)
             order = [-1] + [k for k, side in enumerate(self.sides) if side.due(index)]
+            varied = self.fresh(holds[s])  # both sides of the pair get the same fresh inputs
             for who in order if i % 2 == 0 else reversed(order):
                 if who < 0:
-                    self.candidate_calls.append(self.candidate(s, holds[s]))
+                    self.candidate_calls.append(self.candidate(s, varied))
                 else:
-                    self.sides[who].calls.append(self.compared(who, s, holds[s]))
+                    self.sides[who].calls.append(self.compared(who, s, varied))
                     self.sides[who].paired.append(index)
                     self.sides[who].after_candidate.append(self.previous == -1)
                 self.previous = who

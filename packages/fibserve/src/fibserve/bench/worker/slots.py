@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -58,6 +59,12 @@ class WorkloadData:
     outputs came from the cache without a time: sizes the reference's timing budget."""
     degenerate: Degeneracy = field(default_factory=Degeneracy)
     """Outputs the elementwise check cannot judge alone (:mod:`fibserve.bench.data.degenerate`)."""
+    varied: list[str] = field(default_factory=list)
+    """Inputs each timed call gets fresh content for (:mod:`fibserve.bench.data.variation`); none: every timed
+    call repeats its input set."""
+    reference: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None = None
+    """The reference outputs of a whole input dict (output name -> tensor), for the validated timed calls of
+    varied inputs; required when ``varied`` names any."""
 
 
 @dataclass
