@@ -72,7 +72,7 @@ def per_call_costs() -> dict:
     costs["overwrite_ms_fill"], _ = overwrite_ms(OverwritePlan(passes, 0.0, False))
     costs["fill_passes"] = passes
     probe = guard.BusyProbe(device)
-    costs["probe_us"] = _us(probe.measure, 500)
+    costs["probe_us"] = _us(probe.wait_idle, 500)
     costs["probe_idle_median_ms"] = probe.median_ms
     costs["probe_idle_max_ms"] = max(probe.samples)
     pool = WorkerPool("cuda:0", spares=0)

@@ -29,7 +29,7 @@ def test_a_comparator_slowed_by_the_candidate_next_to_it_is_bounded_by_its_calls
 def test_the_device_probe_and_the_l2_state_are_no_ops_without_a_gpu():
     cpu = torch.device("cpu")
     probe = guard.BusyProbe(cpu)
-    assert probe.measure() == 0.0 and not probe.busy
+    assert probe.wait_idle() == 0.0 and not probe.busy
     assert guard.busy_verdict(probe, cpu, [], []) is None
     assert persisting_l2_bytes(cpu) is None and reset_persisting_l2(cpu) is None and warm_gate(cpu) is False
     flush = ColdL2(cpu, OverwritePlan(2, 0.1, True))
@@ -43,3 +43,17 @@ def test_contexts_are_attributed_to_the_candidate_the_service_or_a_stranger():
         [],
         [],
     )  # its worker's one context is fine
+
+
+def test_a_comparator_slowed_beyond_its_own_spread_is_retimed_from_its_calls_after_itself():
+    """A kernel that leaves work running doubled the baseline timed after it; the reported speedup must come
+    from the baseline's calls after itself then, not from the inflated ones. Noise within the baseline's own
+    spread is only noted."""
+    after = [True, False] * 50
+    leftover = neighbour_bias([0.126 if flag else 0.010 for flag in after], after, [1.2] * 100)
+    assert leftover["flagged"] and leftover["applied"]
+    assert math.isclose(leftover["speedup_after_itself"], 0.010 / 1.2)
+    noisy_itself = [0.010 + 0.004 * (i % 10) / 9 for i in range(50)]  # 0.010..0.014 ms after itself
+    noisy = [0.0127 if flag else noisy_itself.pop() for flag in after]  # 0.0127 after the candidate
+    within = neighbour_bias(noisy, after, [1.0] * 100)
+    assert within["flagged"] and not within["applied"]  # above its median by > 5%, inside its p90

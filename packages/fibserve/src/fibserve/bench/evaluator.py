@@ -31,6 +31,7 @@ from fibserve.bench.data.reference import ReferenceCache
 from fibserve.bench.device import snapshot
 from fibserve.bench.report import DeviceInfo, EvaluationReport
 from fibserve.bench.session import EvaluationSession, Progress
+from fibserve.bench.timing.guard import idle_round_trip_ms
 from fibserve.bench.worker import clock
 from fibserve.bench.worker.pool import WorkerPool
 from fibserve.sandbox import WORKER_LIMITS, Limits
@@ -90,6 +91,7 @@ class Evaluator:
             torch.cuda.set_device(self.device)
             # measured now, before any worker of this evaluator (or its candidates) is alive on the GPU
             clock.overwrite_plan(str(self.device))
+            idle_round_trip_ms(self.device)
         env_secret = os.environ.get(SECRET_ENV)
         self.secret = secret or (bytes.fromhex(env_secret) if env_secret else os.urandom(32))
         self.config_path = config_path

@@ -568,8 +568,14 @@ class EvaluationSession:
             self.report.notes.append(
                 f"workload {workload.uuid}: the {facts.speedup_basis} ran {bias.ratio:.3f}x as long right after "
                 f"the candidate's calls ({bias.after_candidate_ms:.4f} ms) as after its own "
-                f"({bias.after_itself_ms:.4f} ms): the speedup may be overstated; from its calls after its "
-                f"own alone it is {bias.speedup_after_itself:.4g}"
+                f"({bias.after_itself_ms:.4f} ms): "
+                + (
+                    f"beyond its own spread, so the speedup reported ({bias.speedup_after_itself:.4g}) and the "
+                    f"{facts.speedup_basis}'s latency are from its calls after its own alone"
+                    if bias.applied
+                    else f"within its own spread; from its calls after its own alone the speedup is "
+                    f"{bias.speedup_after_itself:.4g}"
+                )
             )
         if facts.persisting_l2 is not None and facts.persisting_l2.candidate_max_bytes:
             self.report.notes.append(

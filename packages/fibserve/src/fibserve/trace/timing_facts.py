@@ -82,6 +82,11 @@ class NeighbourBias(_Fact):
     pairs_after_itself: int
     flagged: bool
     """``ratio`` exceeds 1.05: the result carries a note."""
+    after_itself_p90_ms: float | None = None
+    """The p90 of the calls after its own (ms): their spread."""
+    applied: bool = False
+    """The median after the candidate lay beyond that spread: ``speedup_factor`` and ``reference_latency_ms``
+    were re-timed from the calls after its own alone."""
 
 
 class TimingFacts(Comparisons):
@@ -131,6 +136,9 @@ class TimingFacts(Comparisons):
     """The candidate's sandbox was stopped during every comparator call (``fibserve.bench.timing.guard``)."""
     busy_probe_ms: LatencySummary | None = None
     """The trusted process's device probe before each comparator call (ms; idle is a few microseconds)."""
+    idle_wait_ms: LatencySummary | None = None
+    """How long each comparator call waited for the device to become idle, the candidate paused (ms;
+    ``fibserve.bench.timing.guard``): what the candidate left running after its calls."""
     neighbour_bias: NeighbourBias | None = None
     device_start: dict[str, Any] | None = None
     """Clocks, power and temperature before timing (``fibserve.bench.device.DeviceSnapshot``)."""

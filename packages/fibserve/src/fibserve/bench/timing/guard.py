@@ -10,11 +10,16 @@ the candidate's speedup. Three defences, applied by :func:`fibserve.bench.timing
   candidate can launch anything while a twin is timed. The twins are paused during the candidate's calls the
   same way, so that both sides reach every call alike (a stopped process takes one more wake-up to answer).
 - :class:`BusyProbe` (**device idle**): right before each comparator call, with the candidate paused, the
-  trusted process times a one-element kernel on its own stream (CUDA events). On an idle device it takes a
-  few microseconds; work of another context (GPU work the candidate queued before its reply, on any stream)
-  makes it wait for a time slice. A median probe above ``BUSY_PROBE_MS`` over a workload's comparator calls
-  means the twin was timed on a busy device: the candidate's fault (RUNTIME_ERROR) when no other process
-  holds a context on the GPU, the environment's (a harness error) when one does.
+  trusted process waits until the device is idle: it launches a one-element kernel on its own stream and
+  waits for it (host wall clock, launch to completion) until two in a row come back within the idle bound
+  (:func:`idle_round_trip_ms`, measured once per device before any worker starts, times ``IDLE_FACTOR``
+  plus ``IDLE_SLACK_MS``). GPU work the candidate queued before its reply, on any stream or context, makes the
+  probe wait for it, so the comparator starts on an idle device; the baseline of a kernel that leaves work
+  running is no longer slowed by it. A device that does not become idle within ``IDLE_WAIT_S`` counts as
+  busy for that call; CUDA-event times of the probes are kept too, and a median above ``BUSY_PROBE_MS``, or
+  any call that found the device busy for good, means the twin was timed on a busy device: the candidate's
+  fault (RUNTIME_ERROR) when no other process holds a context on the GPU, the environment's (a harness error)
+  when one does.
 - :func:`foreign_contexts` (**other contexts**): after timing, the processes with a context on the device
   (NVML, through ``nvidia-smi`` when pynvml is missing): one in the candidate's sandbox other than its
   worker means the candidate started another context (RUNTIME_ERROR); one outside every sandbox of this
@@ -31,6 +36,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterable, Iterator
 
 import torch
@@ -43,6 +49,15 @@ BUSY_PROBE_MS = 0.2
 """Median time (ms) of the one-element probe kernel before the comparator calls of one workload above which
 the device counts as busy with another context's work. Not yet calibrated on a GPU: an idle H200 is expected
 at a few microseconds (launch and event resolution), a time slice of another context at milliseconds."""
+
+IDLE_FACTOR = 3.0
+"""A probe's round trip counts as idle up to this many times the device's idle round trip (plus the slack)."""
+IDLE_SLACK_MS = 0.05
+"""Absolute slack (ms) on the idle bound, for host scheduling noise."""
+IDLE_WAIT_S = 2.0
+"""Longest wait (s) for the device to become idle before one comparator call."""
+
+_IDLE: dict[str, float] = {}
 
 
 @contextlib.contextmanager
@@ -68,33 +83,72 @@ def sandbox_pids(root: int) -> list[int]:
     return tree_pids(root)
 
 
+def idle_round_trip_ms(device: torch.device) -> float:
+    """The host round trip (ms) of the one-element probe on ``device`` when nothing else runs: the median of
+    20, measured the first time it is asked for in this process (the Evaluator asks at its start, before any
+    worker of its own exists) and kept; 0.0 on CPU."""
+    if device.type != "cuda":
+        return 0.0
+    key = str(device)
+    if key not in _IDLE:
+        probe = BusyProbe(device, idle_ms=0.0)
+        _IDLE[key] = stats.percentile(sorted(probe.round_trip()[1] for _ in range(20)), 50)
+    return _IDLE[key]
+
+
 class BusyProbe:
     """The trusted process's one-element probe kernel on ``device`` (see the module docstring); no-op on CPU.
 
-    ``measure()`` times one probe (ms, CUDA events, on a private stream of the trusted process) and keeps it;
-    ``median_ms`` is the median of those kept (0.0 when none)."""
+    :meth:`wait_idle` probes until the device is idle and keeps the first probe's CUDA-event time in
+    ``samples`` and the time waited in ``waits``; ``median_ms`` is the median of ``samples`` (0.0 when none) and
+    ``stuck`` counts the calls for which the device never became idle.
 
-    def __init__(self, device: torch.device):
+    Args:
+        idle_ms: the device's idle round trip (default: :func:`idle_round_trip_ms`).
+    """
+
+    def __init__(self, device: torch.device, idle_ms: float | None = None):
         self.device = device
         self.samples: list[float] = []
+        self.waits: list[float] = []
+        self.stuck = 0
         self._cuda = device.type == "cuda"
         if self._cuda:
             self._stream = torch.cuda.Stream(device)
             self._cell = torch.zeros(1, device=device)
+            idle = idle_round_trip_ms(device) if idle_ms is None else idle_ms
+            self.bound_ms = IDLE_FACTOR * idle + IDLE_SLACK_MS
 
-    def measure(self) -> float:
-        """Time one probe kernel; 0.0 on CPU."""
-        if not self._cuda:
-            return 0.0
+    def round_trip(self) -> tuple[float, float]:
+        """One probe: ``(event ms, host round trip ms)``, the kernel's time on the device and the host's wait
+        from its launch to its completion."""
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        started = time.perf_counter()
         with torch.cuda.stream(self._stream):
             begin.record(self._stream)
             self._cell.add_(1.0)
             end.record(self._stream)
         end.synchronize()
-        ms = float(begin.elapsed_time(end))
-        self.samples.append(ms)
-        return ms
+        return float(begin.elapsed_time(end)), (time.perf_counter() - started) * 1e3
+
+    def wait_idle(self) -> float:
+        """Probe until two round trips in a row are within the idle bound, or ``IDLE_WAIT_S`` passes (then
+        ``stuck`` grows); returns the milliseconds waited (0.0 on CPU)."""
+        if not self._cuda:
+            return 0.0
+        started = time.perf_counter()
+        deadline = started + IDLE_WAIT_S
+        event_ms, wall_ms = self.round_trip()
+        self.samples.append(event_ms)
+        calm = int(wall_ms <= self.bound_ms)
+        while calm < 2:
+            if time.perf_counter() > deadline:
+                self.stuck += 1
+                break
+            calm = calm + 1 if self.round_trip()[1] <= self.bound_ms else 0
+        waited = (time.perf_counter() - started) * 1e3
+        self.waits.append(waited)
+        return waited
 
     @property
     def median_ms(self) -> float:
@@ -103,8 +157,8 @@ class BusyProbe:
 
     @property
     def busy(self) -> bool:
-        """Whether the median probe exceeds ``BUSY_PROBE_MS``."""
-        return self.median_ms > BUSY_PROBE_MS
+        """Whether the median probe exceeds ``BUSY_PROBE_MS``, or the device never became idle before a call."""
+        return self.median_ms > BUSY_PROBE_MS or self.stuck > 0
 
 
 def gpu_processes(device: torch.device) -> list[int] | None:
@@ -155,7 +209,7 @@ def busy_verdict(
     started, strangers = foreign_contexts(reported, candidate_tree, ours)
     what = (
         f"the device was busy right before the comparator's calls (median probe {probe.median_ms:.3f} ms, "
-        f"idle is under {BUSY_PROBE_MS} ms)"
+        f"idle is under {BUSY_PROBE_MS} ms; {probe.stuck} call(s) found it still busy after {IDLE_WAIT_S:g} s)"
     )
     if strangers:
         return f"environment: {what}; processes outside this service hold a context on it: {strangers}"

@@ -213,7 +213,7 @@ class _TimingLoop:
         with guard.paused(self.candidate_pids), harness_fault(side):
             poison(side.slots, slot, self.device)
             assert self.probe is not None
-            self.probe.measure()
+            self.probe.wait_idle()  # nothing the candidate left queued may run beside the comparator
             result = worker_call(
                 side.slots.worker,  # type: ignore[arg-type]
                 self.request(slot, input_set, repeat),
@@ -346,6 +346,9 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
     cand = stats.summarize(cand_ms)
     ref = stats.summarize(ref_ms)
     ratios = sorted(r / c for c, r in zip(cand_ms, ref_ms, strict=True) if c > 0)
+    bias = neighbour_bias(
+        side_times(primary, basis), primary.after_candidate, [cand_ms[i] for i in primary.paired]
+    )
     facts = TimingFacts.model_validate(
         {
             "measured_on": "gpu" if device.type == "cuda" else "cpu",
@@ -383,15 +386,17 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             "busy_probe_ms": stats.summarize(loop.probe.samples).model_dump()
             if loop.probe and loop.probe.samples
             else None,
-            "neighbour_bias": neighbour_bias(
-                side_times(primary, basis), primary.after_candidate, [cand_ms[i] for i in primary.paired]
-            ),
+            "idle_wait_ms": stats.summarize(loop.probe.waits).model_dump()
+            if loop.probe and loop.probe.waits
+            else None,
+            "neighbour_bias": bias,
         }
     )
+    retimed = bias is not None and bias["applied"]
     return Performance(
         latency_ms=cand.median,
-        reference_latency_ms=ref.median,
-        speedup_factor=stats.pair_speedup(cand_ms, ref_ms),
+        reference_latency_ms=bias["after_itself_ms"] if retimed else ref.median,
+        speedup_factor=bias["speedup_after_itself"] if retimed else stats.pair_speedup(cand_ms, ref_ms),
         extra=facts.to_extra(),
     )
 
