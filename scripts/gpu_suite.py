@@ -225,6 +225,32 @@ def main() -> int:
             ),
         ),
         (
+            "content_cache_never_hits",
+            "PASSED, speedup <= 1.05 x the naive GEMM's it wraps (fresh input content on every timed call)",
+            lambda: evaluator.evaluate(gemm, solution("gemm_content_cache.cu", GEMM, "cuda"), small),
+            lambda r: (
+                ok_status("PASSED")(r)
+                and "naive_cuda_gemm_passes" in reports
+                and perf(r).speedup_factor <= 1.05 * perf(reports["naive_cuda_gemm_passes"]).speedup_factor
+            ),
+        ),
+        (
+            "leftover_work_does_not_slow_the_baseline",
+            "PASSED or RUNTIME_ERROR; if PASSED, speedup <= 1.05 x the naive GEMM's and baseline ms <= 1.1 x its",
+            lambda: evaluator.evaluate(gemm, solution("gemm_leaves_work.cu", GEMM, "cuda"), small),
+            lambda r: (
+                ok_status("RUNTIME_ERROR")(r)
+                or (
+                    ok_status("PASSED")(r)
+                    and "naive_cuda_gemm_passes" in reports
+                    and perf(r).speedup_factor
+                    <= 1.05 * perf(reports["naive_cuda_gemm_passes"]).speedup_factor
+                    and perf(r).reference_latency_ms
+                    <= 1.1 * perf(reports["naive_cuda_gemm_passes"]).reference_latency_ms
+                )
+            ),
+        ),
+        (
             "torch_matmul_python_speedup_near_1",
             "PASSED, speedup in [0.95, 1.05] at M=8192",
             lambda: evaluator.evaluate(

@@ -32,6 +32,7 @@
 #               config with --ray on a one-node local Ray cluster, then the lane-utilisation benchmark
 #   raylane     benchmarks/ray_lanes.py --gpu: a Ray lane owning the GPU evaluates $RAY_REQUESTS (50) CUDA candidates,
 #               against a plain lane (needs Ray's wheels: scripts/device_wheels.sh --ray)
+#   shortk      benchmarks/short_kernels.py --evaluations: short kernels' measured latency against CUPTI's
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -180,6 +181,7 @@ for item in "${steps[@]}"; do
         quickstart) run_step quickstart "$limit" quickstart ;;
         hardening) run_step hardening "$limit" hardening ;;
         experiment) run_step experiment "$limit" experiment ;;
+        shortk) run_step shortk "$limit" python3 benchmarks/short_kernels.py --evaluations ;;
         raylane) run_step raylane "$limit" python3 benchmarks/ray_lanes.py --gpu --lanes 1 --language cuda \
             --requests "${RAY_REQUESTS:-50}" ;;
         *) echo "unknown step: $step" >&2; exit 2 ;;

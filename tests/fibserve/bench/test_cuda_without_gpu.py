@@ -24,6 +24,9 @@ GPU_KERNELS = [
     "gemm_no_write.cu",
     "gemm_mutate_input.cu",
     "gemm_pointer_cache.cu",
+    "gemm_content_cache.cu",
+    "gemm_leaves_work.cu",
+    "gemm_side_stream.cu",
 ]
 
 

@@ -1,0 +1,168 @@
+"""How much of a short kernel's measured latency is host time, against CUPTI's kernel durations (GPU only).
+
+A kernel of a few microseconds is easy to mis-time: if the host has not launched it by the time the queued
+work ahead of the start event finishes, the gap (Python, the binding, the launch) is timed as GPU work. Goal
+(issue 35): a short kernel's latency as FIBServe reports it is within 15% of its own GPU time as CUPTI reports
+it. For each case this prints, and writes to ``$OUT/short_kernels.json``:
+
+- ``cupti_us``: the median device time of the call's kernels, from ``torch.profiler`` (CUPTI activity records),
+  calls run back to back with the same cold-L2 overwrite before each;
+- ``clock_us``: :func:`fibserve.bench.worker.clock.time_call` in this process (the primitive every worker runs,
+  with this device's overwrite plan), median of 100 calls;
+- ``evaluator_us``: the candidate's ``latency_ms`` from a full :class:`fibserve.bench.Evaluator` evaluation (a
+  Python candidate running the same op in its sandboxed worker), and ``evaluator_baseline_us``, the baseline's
+  median (the same op in its twin), for the cases that are bundled definitions;
+- the ratios to ``cupti_us``.
+
+Cases: ``torch.add`` of two float32 vectors (N=65536: ``vector_add_f32``; N=2^20), and ``torch.matmul`` of a bf16
+GEMM at M=70 (``gemm_n7168_k5120``, its smallest workload) and at M=128, N=K=1024.
+
+    python benchmarks/short_kernels.py [--evaluations]     # on the lent H200, through scripts/gpu_validate.sh
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CALLS = 100
+
+
+def _cupti_us(fn: Any, flush: Any) -> float:
+    """Median device time (us) of the kernels ``fn`` launches per call, CUPTI's activity records."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    per_call: list[float] = []
+    for _ in range(CALLS):
+        flush.flush()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+        per_call.append(sum(e.device_time for e in kernels))
+    return statistics.median(per_call)
+
+
+def _clock_us(fn: Any, flush: Any, device: torch.device) -> float:
+    from fibserve.bench.worker.clock import time_call
+
+    for _ in range(10):
+        time_call(fn, device, flush)
+    return statistics.median(time_call(fn, device, flush).ms for _ in range(CALLS)) * 1e3
+
+
+def _evaluated(definition_name: str, workload_filter: Any, solution: Any) -> tuple[float, float] | None:
+    """``(candidate us, baseline us)`` of one evaluation of ``solution`` on the matching workload."""
+    from fibserve.bench import Evaluator
+    from fibserve.datasets import load_trace_set
+
+    trace_set = load_trace_set()
+    definition = trace_set.definition(definition_name)
+    workloads = [w for w in trace_set.workloads_for(definition_name) if workload_filter(w)][:1]
+    with Evaluator("cuda:0") as evaluator:
+        report = evaluator.evaluate(
+            definition, solution, workloads, baseline=trace_set.baseline_for(definition_name)
+        )
+    evaluation = report.traces[0].evaluation if report.traces else None
+    if evaluation is None or evaluation.performance is None or evaluation.performance.latency_ms is None:
+        print(f"  {definition_name}: no timed result ({report.task_error or evaluation})", flush=True)
+        return None
+    performance = evaluation.performance
+    return performance.latency_ms * 1e3, (performance.reference_latency_ms or float("nan")) * 1e3
+
+
+def _python_solution(definition: str, source: str) -> Any:
+    from fibserve.trace import Solution
+
+    return Solution.model_validate(
+        {
+            "name": f"{definition}_short_kernel_probe",
+            "definition": definition,
+            "author": "benchmarks/short_kernels.py",
+            "spec": {"language": "python", "target_hardware": ["sm_90a"], "entry_point": "k.py::run",
+                     "destination_passing_style": False},
+            "sources": [{"path": "k.py", "content": source}],
+        }
+    )  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--evaluations", action="store_true", help="also run full evaluations (slower)")
+    args = parser.parse_args()
+    from fibserve.bench.worker.clock import ColdL2, overwrite_plan
+
+    device = torch.device("cuda:0")
+    torch.cuda.set_device(device)
+    flush = ColdL2(device, overwrite_plan(str(device)))
+    rows = []
+    cases = {
+        "add f32 N=65536": lambda: (torch.randn(65536, device=device), torch.randn(65536, device=device)),
+        "add f32 N=2^20": lambda: (torch.randn(1 << 20, device=device), torch.randn(1 << 20, device=device)),
+        "matmul bf16 M=70 N=7168 K=5120": lambda: (
+            torch.randn(70, 5120, device=device, dtype=torch.bfloat16),
+            torch.randn(7168, 5120, device=device, dtype=torch.bfloat16),
+        ),
+        "matmul bf16 M=128 N=K=1024": lambda: (
+            torch.randn(128, 1024, device=device, dtype=torch.bfloat16),
+            torch.randn(1024, 1024, device=device, dtype=torch.bfloat16),
+        ),
+    }
+    for name, make in cases.items():
+        a, b = make()
+        out = (
+            torch.empty_like(a)
+            if name.startswith("add")
+            else torch.empty(a.shape[0], b.shape[0], device=device, dtype=a.dtype)
+        )
+        fn = (
+            (lambda a=a, b=b, out=out: torch.add(a, b, out=out))
+            if name.startswith("add")
+            else (lambda a=a, b=b, out=out: torch.matmul(a, b.T, out=out))
+        )
+        row: dict[str, Any] = {
+            "case": name,
+            "cupti_us": _cupti_us(fn, flush),
+            "clock_us": _clock_us(fn, flush, device),
+        }
+        row["clock_over_cupti"] = row["clock_us"] / row["cupti_us"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.evaluations:
+        add = "import torch\n\n\ndef run(x, y):\n    return torch.add(x, y)\n"
+        gemm = "import torch\n\n\ndef run(A, B):\n    return torch.matmul(A, B.T)\n"
+        for case, definition, pick, source in (
+            ("add f32 N=65536", "vector_add_f32", lambda w: w.axes["N"] == 65536, add),
+            ("matmul bf16 M=70 N=7168 K=5120", "gemm_n7168_k5120", lambda w: w.axes["M"] == 70, gemm),
+        ):
+            measured = _evaluated(definition, pick, _python_solution(definition, source))
+            row = next(r for r in rows if r["case"] == case)
+            if measured is not None:
+                row["evaluator_us"], row["evaluator_baseline_us"] = measured
+                row["evaluator_over_cupti"] = measured[0] / row["cupti_us"]
+                row["baseline_over_cupti"] = measured[1] / row["cupti_us"]
+            print(json.dumps(row), flush=True)
+    out_dir = Path(os.environ.get("OUT", "."))
+    (out_dir / "short_kernels.json").write_text(json.dumps(rows, indent=2))
+    print("\n| case | CUPTI us | clock us | clock/CUPTI | evaluator us | evaluator/CUPTI | baseline us |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(
+            f"| {r['case']} | {r['cupti_us']:.2f} | {r['clock_us']:.2f} | {r['clock_over_cupti']:.3f} | "
+            f"{r.get('evaluator_us', float('nan')):.2f} | {r.get('evaluator_over_cupti', float('nan')):.3f} | "
+            f"{r.get('evaluator_baseline_us', float('nan')):.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
