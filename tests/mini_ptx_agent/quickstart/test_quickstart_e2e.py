@@ -65,7 +65,7 @@ def cpu_service(tmp_path_factory):
 def test_cpu_run_writes_every_file(cuda_run):
     _, run = cuda_run
     for name in (
-        "plan.json", "summary.json", "trajectories/exp_000.json", "exp_000/kernel.cu", "quickstart-result.json",
+        "plan.json", "summary.json", "trajectories/exp_000.traj.json", "exp_000/kernel.cu", "quickstart-result.json",
         "logs/fibserve.log", "logs/quickstart-context.json", "demo/trajectory_cuda.json",
         "exp_000/evaluations/turn_001.json", "exp_000/evaluations/turn_002.json", "exp_000/evaluations/turn_003.json",
     ):  # fmt: skip
@@ -93,7 +93,7 @@ def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
         summary["demo"] is True
         and json.loads((run / "plan.json").read_text(encoding="utf-8"))["demo"] is True
     )
-    trajectory = json.loads((run / "trajectories/exp_000.json").read_text(encoding="utf-8"))
+    trajectory = json.loads((run / "trajectories/exp_000.traj.json").read_text(encoding="utf-8"))
     assert trajectory["info"]["ptxbench"]["demo"] is True
     assert result["demo"] is True and result["language"] == "cuda"
     assert result["service"] == {**result["service"], "kind": "embedded", "gpu": False, "lanes": ["cpu"]}

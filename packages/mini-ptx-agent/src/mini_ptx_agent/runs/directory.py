@@ -4,7 +4,7 @@ One run directory holds one trajectory (id ``exp_000``) of one definition::
 
     <run>/plan.json                      what was asked (task, model, prompt tag, limits)
     <run>/summary.json                   what happened (exit status, turns, correct versions, best, target)
-    <run>/trajectories/exp_000.json      mini-swe-agent-1.1 trajectory, rewritten after every turn
+    <run>/trajectories/exp_000.traj.json mini-swe-agent-1.1 trajectory, rewritten after every turn
     <run>/exp_000/kernel.cu|py           the latest kernel
     <run>/exp_000/evaluations/turn_NNN.json  the evaluator's result of each evaluated turn
     <run>/exp_000/ncu/<kernel_hash>.json the Nsight Compute result of a correct kernel (feedback options)
@@ -37,6 +37,9 @@ from ..task import TaskConfig
 TRAJECTORY_ID = "exp_000"
 """The id of a run directory's one trajectory, in its file names (kept, so older runs still resume; an
 experiment of many trajectories gives each its own id in ``plan.json``)."""
+TRAJECTORY_SUFFIX = ".traj.json"
+"""The suffix of trajectory files: mini-swe-agent's inspector (``mini-extra inspector DIR``) opens every
+``*.traj.json`` below DIR."""
 RUN_SCHEMA = "ptxbench.run/1"
 """Schema of ``plan.json`` (unchanged, so older runs can still be resumed)."""
 SUMMARY_SCHEMA = "ptxbench.run/3"
@@ -66,8 +69,11 @@ class RunLayout:
 
     @property
     def trajectory_path(self) -> Path:
-        """``trajectories/exp_000.json``."""
-        return self.root / "trajectories" / f"{self.trajectory_id}.json"
+        """``trajectories/exp_000.traj.json``: the name mini-swe-agent's inspector looks for
+        (``mini-extra inspector RUN`` finds it); a run made before it was so named keeps its ``exp_000.json``."""
+        folder = self.root / "trajectories"
+        older = folder / f"{self.trajectory_id}.json"
+        return older if older.is_file() else folder / f"{self.trajectory_id}{TRAJECTORY_SUFFIX}"
 
     @property
     def trajectory_dir(self) -> Path:
@@ -160,7 +166,7 @@ class RunSummary(_Model):
     """``{turn, min_speedup, executed_on_gpu}`` of the fastest correct version."""
     infrastructure_error: str | None = None
     elapsed_s: float
-    trajectory: str = f"trajectories/{TRAJECTORY_ID}.json"
+    trajectory: str = f"trajectories/{TRAJECTORY_ID}{TRAJECTORY_SUFFIX}"
     resumed: bool = False
     demo: bool = False
     """A demo replay, not a model's output (as ``plan.json`` and the trajectory's ``info.ptxbench.demo`` say):
