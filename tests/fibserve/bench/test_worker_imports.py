@@ -13,7 +13,9 @@ def test_the_worker_imports_neither_the_trace_model_nor_pydantic() -> None:
         "import sys, fibserve.bench.worker\n"
         "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'fibserve.trace'))))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.strip() == "[]"
 
 

@@ -83,7 +83,7 @@ def test_cpu_run_writes_every_file(cuda_run):
 def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
     _, run = cuda_run
     result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
-    assert result["schema_version"] == "ptxbench.quickstart/3"
+    assert result["schema_version"] == "ptxbench.quickstart/4"
     # Nothing was executed: the files say "unknown" (null), as the console does, not false.
     assert result["kernel_correct"] is None and [t["correct"] for t in result["turns"]] == [None] * 3
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
@@ -98,8 +98,16 @@ def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
     assert result["demo"] is True and result["language"] == "cuda"
     assert result["service"] == {**result["service"], "kind": "embedded", "gpu": False, "lanes": ["cpu"]}
     assert result["runner_completed"] is True and result["runner"]["exit_status"] == "LimitsExceeded"
-    assert (result["generated"], result["compiled"], result["not_executed"]) == (3, 3, 3)
-    assert (result["correct"], result["target_achieved"], result["best_speedup"]) == (0, 0, None)
+    assert (
+        result["kernel_counts"]["generated"],
+        result["kernel_counts"]["compiled"],
+        result["kernel_counts"]["not_executed"],
+    ) == (3, 3, 3)
+    assert (
+        result["kernel_counts"]["correct"],
+        result["kernel_counts"]["target_achieved"],
+        result["best_speedup"],
+    ) == (0, 0, None)
     assert [t["status"] for t in result["turns"]] == ["NOT_EXECUTED"] * 3
     assert {"HGMMA", "UTMALDG"} <= set(result["turns"][2]["sass_families"])
     assert "NOT EXECUTED" in result["final_feedback_excerpt"]
@@ -197,7 +205,7 @@ def test_triton_run_without_a_gpu_is_refused_with_a_clear_report(cpu_service, tm
     (run,) = tmp_path.glob("quickstart-*-triton-gemm")
     result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
     assert result["runner_completed"] is False and result["runner"]["exit_status"] == "Refused"
-    assert result["generated"] == 0 and result["service"]["kind"] == "remote"
+    assert result["kernel_counts"]["generated"] == 0 and result["service"]["kind"] == "remote"
     assert "Triton quickstart needs a GPU" in result["exit_message"]
     # Said once (not as a note and again as "why:"), and nothing claims a replay that never happened.
     assert done.stdout.count("Triton quickstart needs a GPU") == 1, done.stdout
@@ -242,7 +250,10 @@ def test_run_against_an_unreachable_service_reports_an_infrastructure_error(tmp_
     (run,) = tmp_path.glob("quickstart-*-cuda-gemm")
     result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
     assert result["runner_completed"] is False and result["runner"]["exit_status"] == "InfrastructureError"
-    assert result["generated"] == 0 and "evaluation service unavailable" in result["exit_message"]
+    assert (
+        result["kernel_counts"]["generated"] == 0
+        and "evaluation service unavailable" in result["exit_message"]
+    )
     assert "Runner completed:      no" in done.stdout and "no kernel was evaluated" in done.stdout
     # An outage says nothing about the model: unknown (null), never false.
     assert result["kernel_correct"] is None
@@ -316,7 +327,11 @@ def test_run_with_a_real_endpoint_is_not_called_a_demo(served_model, cpu_service
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(done.stdout)
-    assert (result["model"], result["demo"], result["generated"]) == ("served-model", False, 3)
+    assert (result["model"], result["demo"], result["kernel_counts"]["generated"]) == (
+        "served-model",
+        False,
+        3,
+    )
     assert len(chats) == 3 and "gemm_n7168_k5120" in json.dumps(chats[0]["messages"])
     assert "DEMO REPLAY" not in done.stdout + done.stderr
     assert not any("DEMO" in note for note in result["notes"])

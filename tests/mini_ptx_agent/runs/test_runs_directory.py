@@ -49,7 +49,9 @@ def test_mini_swe_agents_inspector_finds_the_trajectories_of_a_directory(
         _trajectory(layout.trajectory_path)
     opened: list[list[Path]] = []
     # The inspector's terminal UI cannot run here; what it would open is what it was given.
-    monkeypatch.setattr(inspector.TrajectoryInspector, "run", lambda self: opened.append(self.trajectory_files))
+    monkeypatch.setattr(
+        inspector.TrajectoryInspector, "run", lambda self: opened.append(self.trajectory_files)
+    )
     done = CliRunner().invoke(inspector.app, [str(tmp_path)])
     assert done.exit_code == 0, done.output
     assert opened == [[layout.trajectory_path for layout in runs]]

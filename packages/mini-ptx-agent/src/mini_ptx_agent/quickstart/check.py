@@ -80,7 +80,10 @@ def check_model(settings: QuickstartSettings) -> CheckLine:
     from ..models import ModelError, make_model
 
     try:
-        model = make_model(settings.model, model_host=settings.model_host)
+        model = make_model(
+            settings.model, model_host=settings.model_host, definition=QUICKSTART_DEFINITION,
+            language=settings.language,
+        )  # fmt: skip
     except ModelError as exc:
         return CheckLine(name="model", ok=False, detail=f"{settings.model}: {exc}")
     if settings.model_host:

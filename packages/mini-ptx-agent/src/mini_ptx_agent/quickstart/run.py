@@ -1,4 +1,5 @@
-"""`ptxbench quickstart --run`: the 3-turn GEMM trajectory into a new run directory, and its result.
+"""`ptxbench quickstart --run` (the 3-turn GEMM trajectory into a new run directory, and its result) and
+`--resume DIR` (continuing one that was stopped).
 
 Refused at once, before anything starts, when the result is known up front (Triton without a GPU and without
 ``SERVICE_URL``); otherwise the model (or the demo replay), the service (``SERVICE_URL`` or an embedded FIBServe)
@@ -21,6 +22,7 @@ from ..runs.directory import RunLayout, RunPlan, RunSummary, failed_summary, utc
 from ..runs.options import default_prompt_tag
 from ..trajectory import write_json
 from .settings import (
+    QUICKSTART_DEFINITION,
     QUICKSTART_TURNS,
     TRITON_ALTERNATIVES,
     TRITON_NEEDS_GPU,
@@ -96,7 +98,10 @@ def _make_model(settings: QuickstartSettings, run_dir: Path | None) -> tuple[Any
         from ..models import ModelConfigError, ModelUnavailableError, make_model
 
         try:
-            model = make_model(settings.model, model_host=settings.model_host)
+            model = make_model(
+                settings.model, model_host=settings.model_host, definition=QUICKSTART_DEFINITION,
+                language=settings.language,
+            )  # fmt: skip
         except (ModelConfigError, ModelUnavailableError) as exc:
             raise QuickstartError(f"model {settings.model}: {exc}") from None
         return model, settings.model
@@ -131,6 +136,8 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     Raises:
         QuickstartRefused: refused up front (nothing is started or written then).
         QuickstartError: the model is misconfigured (nothing is written then).
+        RunInterrupted: Ctrl-C; the directory keeps the plan, the complete turns and the result so far, and
+            :func:`resume_quickstart` continues it.
     """
     refusal = refusal_before_start(settings)  # before any import that takes time: "refused at once"
     if refusal is not None:
@@ -142,7 +149,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     from ..evaluation import EvaluationInfrastructureError
     from ..fibserve_backend import FIBServeBackend
     from ..models.base import is_demo_model
-    from ..runs.launch import run_trajectory
+    from ..runs.launch import RunInterrupted, run_trajectory
     from ..runs.progress import RunProgress
     from ..service import ServiceStartError
     from ..service import service_url as resolve_service
@@ -170,6 +177,7 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     context: dict[str, Any] = {"demo": not settings.model, "refused": None}
     if not settings.model:
         context["demo_trajectory"] = f"demo/trajectory_{settings.language}.json"
+    write_json(layout.plan_path, plan.model_dump(mode="json"))  # resumable from here on
     console.print(f"run directory: {run_dir}", markup=False)
     summary: RunSummary | None = None
     try:
@@ -223,8 +231,48 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
         summary = failed_summary(
             plan, "InfrastructureError", f"evaluation service unavailable: {exc}", started
         )
-        write_json(layout.plan_path, plan.model_dump(mode="json"))
         write_json(layout.summary_path, summary.model_dump(mode="json"))
         if not (run_dir / CONTEXT_FILE).is_file():
             write_json(run_dir / CONTEXT_FILE, context)
+    except KeyboardInterrupt:
+        if not (run_dir / CONTEXT_FILE).is_file():
+            write_json(run_dir / CONTEXT_FILE, context)
+        rebuild_result(run_dir)
+        raise RunInterrupted(run_dir) from None
     return run_dir, rebuild_result(run_dir)
+
+
+def resume_quickstart(
+    run_dir: Path, settings: QuickstartSettings, console: Any | None = None
+) -> tuple[Path, QuickstartResult]:
+    """Continue the quickstart run in ``run_dir`` from its last complete turn (`quickstart --resume DIR`): its
+    plan's model (the demo, a replay, an endpoint with ``settings.model_host``, a hosted model with its key
+    variable) and ``settings.service_url`` or an embedded FIBServe, as `ptxbench run --resume` does; then its
+    result, rewritten.
+
+    Raises:
+        QuickstartRefused: the run's language cannot be evaluated here (Triton without a GPU).
+        QuickstartError: ``run_dir`` is not a quickstart run, its run already met its target, or the model is
+            misconfigured (the message says what to set).
+        RunInterrupted: Ctrl-C again (what was done is kept).
+    """
+    from ..runs.directory import load_plan
+    from ..runs.launch import run_agent
+    from ..runs.options import RunOptionError, RunOptions
+    from .report import rebuild_result
+
+    try:
+        plan = load_plan(run_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise QuickstartError(f"--resume {run_dir}: {exc}") from None
+    refusal = refusal_before_start(settings.model_copy(update={"language": plan.task.language}))
+    if refusal is not None:
+        raise QuickstartRefused(refusal)
+    try:
+        run_agent(
+            RunOptions(), resume_dir=Path(run_dir), service_url=settings.service_url,
+            model_host=settings.model_host, console=console,
+        )  # fmt: skip
+    except RunOptionError as exc:
+        raise QuickstartError(str(exc)) from None
+    return Path(run_dir), rebuild_result(run_dir)

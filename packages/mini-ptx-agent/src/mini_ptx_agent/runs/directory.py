@@ -160,6 +160,10 @@ class RunSummary(_Model):
     """A version passed every workload on a GPU at or above the target speedup."""
     turns: int
     """Model calls made."""
+    num_turns: int | None = None
+    """The run's turn limit when it ended (None: a summary written before this was recorded). ``LimitsExceeded``
+    with fewer ``turns`` is a replay that ran out of recorded replies: the run ended by its rule all the same;
+    an experiment extended past ``num_turns`` continues it."""
     correct_versions: list[int] = Field(default_factory=list)
     """Turns whose kernel passed every workload (``success/exp_000/kernel_v<turn>``)."""
     best: dict[str, Any] | None = None
@@ -221,12 +225,15 @@ def summarize(
     *,
     resumed: bool,
     statuses: Sequence[str] = (),
+    num_turns: int | None = None,
+    trajectory_file: str | None = None,
 ) -> RunSummary:
     """Build the summary from the agent's final message and the saved trajectory's ``info.ptxbench``.
 
     ``statuses``: the evaluator status of each evaluated turn (:func:`evaluation_statuses`); they decide whether
     "no correct version" means False or unknown (:func:`kernel_correctness`). ``demo`` comes from the
-    trajectory's ``info.ptxbench.demo``.
+    trajectory's ``info.ptxbench.demo``. ``num_turns``: the run's turn limit; ``trajectory_file``: the
+    trajectory's path relative to the run directory (default: the current name).
     """
     state = trajectory.get("info", {}).get("ptxbench", {})
     last = trajectory["messages"][-1] if trajectory.get("messages") else {}
@@ -244,12 +251,14 @@ def summarize(
         ),
         target_met=status == "Submitted",
         turns=int(state.get("turns", 0)),
+        num_turns=num_turns,
         correct_versions=list(state.get("versions", [])),
         best=best,
         infrastructure_error=str(last.get("content", "")) if infra else None,
         elapsed_s=float(state.get("elapsed_s", 0.0)),
         resumed=resumed,
         demo=state.get("demo") is True,
+        **({"trajectory": trajectory_file} if trajectory_file else {}),
     )
 
 
@@ -261,7 +270,8 @@ def failed_summary(
     was evaluated, so ``kernel_correct`` is None (unknown)."""
     return RunSummary(
         run_id=plan.run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=None,
-        target_met=False, turns=0, infrastructure_error=message if status == "InfrastructureError" else None,
+        target_met=False, turns=0, num_turns=plan.num_turns,
+        infrastructure_error=message if status == "InfrastructureError" else None,
         elapsed_s=round(time.time() - started, 3), resumed=resumed, demo=plan.demo,
     )  # fmt: skip
 
