@@ -40,8 +40,8 @@ def test_mini_swe_agents_inspector_finds_the_trajectories_of_a_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`mini-extra inspector DIR` opens every ``*.traj.json`` below DIR: a run's trajectory is named so."""
-    from minisweagent.run.utilities import inspector
     from mini_ptx_agent.runs.directory import RunLayout
+    from minisweagent.run.utilities import inspector
     from typer.testing import CliRunner
 
     runs = [RunLayout(tmp_path / name) for name in ("run-a", "run-b")]

@@ -344,8 +344,13 @@ def report_command(
         typer.Option("--by", help="What the lines of the turn-limit figure and the table's rows group on."),
     ] = "model",
     turn_limits: Annotated[
-        str, typer.Option("--turn-limits", help="Turn limits T for the @T metrics, comma-separated.")
-    ] = "1,4,8",
+        str | None,
+        typer.Option(
+            "--turn-limits",
+            help="Turn limits T for the @T metrics, comma-separated; default 1, 4, 8 up to the most turns a "
+            "trajectory made, and that number (1,3 for 3-turn runs).",
+        ),
+    ] = None,
     include_demo: Annotated[
         bool,
         typer.Option(
@@ -368,7 +373,7 @@ def report_command(
     err = console_for(stderr=True)
     target = out or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path("ptxbench-report"))
     try:
-        limits = parse_turn_limits(turn_limits)
+        limits = parse_turn_limits(turn_limits) if turn_limits is not None else None
         with err.status("report") as status:
             result = build_report(
                 run_dirs, target, by=by, turn_limits=limits, include_demo=include_demo,

@@ -215,8 +215,10 @@ def run_trajectory(
     try:
         result = agent.run()
     except KeyboardInterrupt:
-        # Ctrl-C: the turns made are on disk; say so in the trajectory and the summary, then let the command
-        # print how to continue (a resumed run asks the interrupted turn again).
+        # Ctrl-C: the complete turns are on disk; say so in the trajectory and the summary, then let the command
+        # print how to continue. A reply whose evaluation was cut short is no turn: resuming asks for it again.
+        if agent.messages and agent.messages[-1].get("role") == "assistant":
+            agent.messages.pop()
         agent.add_messages(exit_message("Interrupted", INTERRUPTED))
         finish(agent.messages[-1]["extra"])
         raise
