@@ -81,7 +81,9 @@ def test_the_page_renders_every_figure_offline_without_console_errors(tmp_path):
             assert turn2.locator("td").nth(1).inner_text() == "PASSED" and "1.300x" in turn2.inner_text()
             turn2.locator("summary", has_text="kernel").click()
             turn2.locator("summary", has_text="feedback").click()
-            assert "// the kernel of turn 2" in turn2.inner_text() and "feedback of turn 2" in turn2.inner_text()
+            assert (
+                "// the kernel of turn 2" in turn2.inner_text() and "feedback of turn 2" in turn2.inner_text()
+            )
             screenshot = page.screenshot(full_page=True)
         finally:
             browser.close()

@@ -50,7 +50,9 @@ def _replies(run_dir: Path) -> list[str]:
 
 def test_the_demo_runs_on_a_cpu_without_a_key_and_resumes_at_its_next_reply(service_url: str, tmp_path: Path):
     out = tmp_path / "runs"
-    first = ptxbench("run", *DEMO, "--num-turns", "1", "--service-url", service_url, "--output-root", str(out))
+    first = ptxbench(
+        "run", *DEMO, "--num-turns", "1", "--service-url", service_url, "--output-root", str(out)
+    )
     assert first.returncode == 0, first.stderr
     (run_dir,) = out.iterdir()
     lines = first.stdout.splitlines()
