@@ -241,3 +241,19 @@ def test_the_counts_of_kernels_are_named_as_counts(tmp_path):
     }  # fmt: skip
     assert {"correct", "generated", "compiled", "not_executed", "target_achieved"}.isdisjoint(written)
     assert written["kernel_correct"] is True
+
+
+def test_a_piped_report_keeps_each_turn_on_one_line(tmp_path):
+    """Piped into a file or a log (no terminal, no COLUMNS), rich assumed 80 columns and folded the rows."""
+    from mini_ptx_agent.cli import app
+    from mini_ptx_agent.evaluation import StaticAnalysis
+    from typer.testing import CliRunner
+
+    run = _gpu_run(tmp_path, [0.5, 0.9, 1.02], exit_status="Submitted")
+    path = RunLayout(run).trajectory_dir / "evaluations" / "turn_003.json"
+    hopper = StaticAnalysis(compiled=True, sass_families=["HGMMA", "STSM", "SYNCS", "USETMAXREG", "UTMALDG"])
+    _write(path, json.loads(path.read_text()) | {"static_analysis": hopper.model_dump(mode="json")})
+    done = CliRunner().invoke(app, ["quickstart", "--report", str(run)], env={"COLUMNS": None})
+    assert done.exit_code == 0, done.output
+    (row,) = [line for line in done.output.splitlines() if line.startswith("3 ")]
+    assert "PASSED" in row and "1.020x" in row and "HGMMA, STSM, SYNCS, USETMAXREG, UTMALDG" in row

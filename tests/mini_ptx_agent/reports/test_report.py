@@ -299,3 +299,12 @@ def test_the_page_drills_down_to_each_turn_of_each_trajectory(tmp_path):
     assert "FORMAT_ERROR, INCORRECT_NUMERICAL, PASSED" in drill
     assert "<td>no kernel</td>" in drill and "// the kernel of turn 3" in drill and "1.300x" in drill
     assert "feedback of turn 2" in drill and result.trajectories == 1
+
+
+def test_a_piped_summary_keeps_each_row_on_one_line(experiment_report, tmp_path):
+    _, out = experiment_report
+    done = CliRunner().invoke(app, ["report", str(out.parent / "exp"), "--out", str(tmp_path / "r")],
+                              env={"COLUMNS": None})  # fmt: skip
+    assert done.exit_code == 0, done.output
+    (row,) = [line for line in done.output.splitlines() if "alpha" in line and "│ 8 " in line]
+    assert "75% [30%, 95%] n=4" in row and "Nsight-confirmed" in row, done.output

@@ -242,8 +242,13 @@ def _disassembler_mismatch(
     return (
         f"warning: SASS disassembled by cuobjdump {tool_release} ({tool}) for a build by nvcc {nvcc_release}: "
         f"the opcode counts come from another toolkit's disassembler (an older one can misread newer "
-        f"instructions); put the CUDA {nvcc_release} cuobjdump on PATH"
+        f"instructions); install the CUDA {nvcc_release} cuobjdump (NVIDIA's package "
+        f"cuda-cuobjdump-{nvcc_release.replace('.', '-')}, or that CUDA toolkit) and put it on PATH"
     )
+
+
+_printed_once: set[str] = set()
+"""Warnings :func:`print_analysis` has printed in this process (the toolchain's, said once, not per kernel)."""
 
 
 def check_arity(solution: Solution, definition: Definition) -> list[str]:
@@ -373,7 +378,8 @@ def load_policy(path: Path) -> PolicyConfig:
 
 
 def print_analysis(analysis: Analysis, console: object | None = None) -> None:
-    """Human-readable rendering of ``analysis`` with rich (what ``fibserve check`` prints)."""
+    """Human-readable rendering of ``analysis`` with rich (what ``fibserve check`` prints). The warning that the
+    SASS came from another CUDA release's cuobjdump is printed once per process (the analysis keeps it)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -418,7 +424,13 @@ def print_analysis(analysis: Analysis, console: object | None = None) -> None:
         out.print(f"[bold]verdict[/] {escape(analysis.verdict.summary)}")
         for note in analysis.verdict.notes:
             out.print(f"  note: {note}", markup=False)
+    toolchain = analysis.build.toolchain if analysis.build is not None else {}
+    mismatch = _disassembler_mismatch(analysis.sass_tool, analysis.sass_tool_version, toolchain)
     for note in analysis.notes:
+        if note == mismatch:  # the same for every kernel this machine builds: once per process
+            if note in _printed_once:
+                continue
+            _printed_once.add(note)
         out.print(f"[dim]{escape(note)}[/]")
     timings = ", ".join(f"{k} {v:.0f} ms" for k, v in analysis.timings_ms.items())
     cached = " (build cached)" if build is not None and build.cached else ""

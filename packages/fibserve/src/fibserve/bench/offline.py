@@ -195,12 +195,18 @@ def print_report(report: EvaluationReport, console: Console) -> None:
     console.print(table)
     for line in basis_lines(report):
         console.print(line, markup=False, highlight=False)
+    # A kernel that fails the same way on every workload (a Triton error raised at launch) prints its log once.
+    failures: dict[str, list[str]] = {}
     for trace in report.traces:
         ev = trace.evaluation
         if ev is not None and ev.status.value != "PASSED" and ev.log:
-            log = escape(ev.log.strip()[:1500])
-            head = escape(f"{trace.workload.uuid[:8]} {ev.status.value}")
-            console.print(f"[bold]{head}[/bold]: {log}", highlight=False)
+            failures.setdefault(ev.log.strip(), []).append(f"{trace.workload.uuid[:8]} {ev.status.value}")
+    for log, workloads in failures.items():
+        console.print(f"[bold]{escape(workloads[0])}[/bold]: {escape(log[:1500])}", highlight=False)
+        if len(workloads) > 1:
+            console.print(
+                f"same error on {len(workloads) - 1} more workloads: {', '.join(workloads[1:])}", markup=False
+            )
     for note in report.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
     if report.task_error:
