@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..demo import DEMO_MODEL_NAME
-from ..runs.directory import RunLayout, RunPlan, RunSummary, failed_summary, utc_stamp
+from ..runs.directory import RunLayout, RunPlan, failed_summary, utc_stamp
 from ..runs.options import default_prompt_tag
 from ..trajectory import write_json
 from .settings import (
@@ -142,27 +142,14 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     refusal = refusal_before_start(settings)  # before any import that takes time: "refused at once"
     if refusal is not None:
         raise QuickstartRefused(refusal)
-    from fibserve.client import FIBServeError
-    from rich.console import Console
-    from rich.markup import escape
-
-    from ..evaluation import EvaluationInfrastructureError
-    from ..fibserve_backend import FIBServeBackend
     from ..models.base import is_demo_model
-    from ..runs.launch import RunInterrupted, run_trajectory
-    from ..runs.progress import RunProgress
-    from ..service import ServiceStartError
-    from ..service import service_url as resolve_service
-    from .report import CONTEXT_FILE, rebuild_result
 
-    console = console or Console(highlight=False)
     started = time.time()
     if settings.model:
         model, model_name = _make_model(settings, None)  # a misconfigured model must not leave a directory
     run_dir = _new_run_dir(settings.output_root, settings.language)
     if not settings.model:
         model, model_name = _make_model(settings, run_dir)
-    layout = RunLayout(run_dir)
     task = quickstart_task(settings.language)
     plan = RunPlan(
         run_id=run_dir.name,
@@ -177,10 +164,81 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     context: dict[str, Any] = {"demo": not settings.model, "refused": None}
     if not settings.model:
         context["demo_trajectory"] = f"demo/trajectory_{settings.language}.json"
-    write_json(layout.plan_path, plan.model_dump(mode="json"))  # resumable from here on
-    console.print(f"run directory: {run_dir}", markup=False)
-    summary: RunSummary | None = None
+    write_json(RunLayout(run_dir).plan_path, plan.model_dump(mode="json"))  # resumable from here on
+    return _run(run_dir, plan, model, settings, context, console, started, resume=False)
+
+
+def resume_quickstart(
+    run_dir: Path, settings: QuickstartSettings, console: Any | None = None
+) -> tuple[Path, QuickstartResult]:
+    """Continue the quickstart run in ``run_dir`` from its last complete turn to its three turns
+    (`quickstart --resume DIR`) with its plan's model (the demo, a replay, an endpoint at
+    ``settings.model_host``, a hosted model with its key variable) and ``settings.service_url`` or an embedded
+    FIBServe; returns the run directory and its result, rewritten.
+
+    Raises:
+        QuickstartRefused: the run's language cannot be evaluated here (Triton without a GPU).
+        QuickstartError: ``run_dir`` is not a quickstart run, its run already met its target, or the model is
+            misconfigured (the message says what to set).
+        RunInterrupted: Ctrl-C again (what was done is kept).
+    """
+    import json
+
+    from ..models import ModelConfigError, ModelUnavailableError, make_model
+    from ..runs.directory import load_plan
+    from ..runs.options import RunOptionError, RunOptions, plan_for
+    from .report import CONTEXT_FILE
+
     try:
+        turns = max(load_plan(run_dir).num_turns, QUICKSTART_TURNS)
+        plan = plan_for(
+            RunOptions(num_turns=turns), resume_dir=Path(run_dir), service_url=None, output_root=None
+        )
+    except (FileNotFoundError, ValueError) as exc:  # RunOptionError is a ValueError
+        raise QuickstartError(
+            str(exc) if isinstance(exc, RunOptionError) else f"--resume {run_dir}: {exc}"
+        ) from None
+    settings = settings.model_copy(update={"language": plan.task.language})
+    refusal = refusal_before_start(settings)
+    if refusal is not None:
+        raise QuickstartRefused(refusal)
+    try:
+        model = make_model(
+            plan.model,
+            model_host=settings.model_host,
+            definition=plan.task.definition,
+            language=plan.task.language,
+        )
+    except (ModelConfigError, ModelUnavailableError) as exc:
+        raise QuickstartError(f"model {plan.model}: {exc}") from None
+    path = Path(run_dir) / CONTEXT_FILE
+    context = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"demo": plan.demo}
+    return _run(Path(run_dir), plan, model, settings, context, console, time.time(), resume=True)
+
+
+def _run(
+    run_dir: Path, plan: RunPlan, model: Any, settings: QuickstartSettings, context: dict[str, Any],
+    console: Any | None, started: float, *, resume: bool,
+) -> tuple[Path, QuickstartResult]:  # fmt: skip
+    """Start or reach the service, record it in the context file, then run (or resume) ``plan`` in ``run_dir``;
+    the result, rebuilt from the files. See :func:`run_quickstart` for what ends it and how."""
+    from fibserve.client import FIBServeError
+    from rich.console import Console
+    from rich.markup import escape
+
+    from ..evaluation import EvaluationInfrastructureError
+    from ..fibserve_backend import FIBServeBackend
+    from ..runs.launch import RunInterrupted, run_trajectory
+    from ..runs.progress import RunProgress
+    from ..service import ServiceStartError
+    from ..service import service_url as resolve_service
+    from .report import CONTEXT_FILE, rebuild_result
+
+    console = console or Console(highlight=False)
+    layout = RunLayout(run_dir)
+    language = plan.task.language
+    try:
+        console.print(f"run directory: {run_dir}", markup=False)
         console.print(
             "starting the embedded FIBServe ..."
             if not settings.service_url
@@ -210,26 +268,30 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
                     "[yellow]CPU mode: no GPU lane; "
                     + (
                         "CUDA kernels are compiled and analysed, not executed.[/]"
-                        if settings.language == "cuda"
+                        if language == "cuda"
                         else "the Triton GEMM cannot be evaluated here.[/]"
                     )
                 )
-            if settings.language == "triton" and not gpu:
+            if language == "triton" and not gpu:
                 context["refused"] = f"{TRITON_NEEDS_GPU}. {TRITON_ALTERNATIVES}"
                 write_json(run_dir / CONTEXT_FILE, context)
-                write_json(layout.plan_path, plan.model_dump(mode="json"))
-                summary = failed_summary(plan, "Refused", context["refused"], started)
+                summary = failed_summary(plan, "Refused", context["refused"], started, resumed=resume)
                 write_json(layout.summary_path, summary.model_dump(mode="json"))
             else:
-                if not settings.model:  # only now is it certain that the demo is replayed
+                if context.get("demo"):  # only now is it certain that the demo is replayed
                     console.print(f"[bold black on yellow] {escape(DEMO_BANNER)} [/]")
-                with RunProgress(console, QUICKSTART_TURNS, f"FIBServe ({', '.join(lanes)})") as live:
-                    summary = run_trajectory(
-                        plan, run_dir, backend=backend, model=live.model(model), on_turn=live.on_turn
+                with RunProgress(console, plan.num_turns, f"FIBServe ({', '.join(lanes)})") as live:
+                    run_trajectory(
+                        plan,
+                        run_dir,
+                        backend=backend,
+                        model=live.model(model),
+                        resume=resume,
+                        on_turn=live.on_turn,
                     )
     except (ServiceStartError, EvaluationInfrastructureError) as exc:
         summary = failed_summary(
-            plan, "InfrastructureError", f"evaluation service unavailable: {exc}", started
+            plan, "InfrastructureError", f"evaluation service unavailable: {exc}", started, resumed=resume
         )
         write_json(layout.summary_path, summary.model_dump(mode="json"))
         if not (run_dir / CONTEXT_FILE).is_file():
@@ -240,39 +302,3 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
         rebuild_result(run_dir)
         raise RunInterrupted(run_dir) from None
     return run_dir, rebuild_result(run_dir)
-
-
-def resume_quickstart(
-    run_dir: Path, settings: QuickstartSettings, console: Any | None = None
-) -> tuple[Path, QuickstartResult]:
-    """Continue the quickstart run in ``run_dir`` from its last complete turn (`quickstart --resume DIR`): its
-    plan's model (the demo, a replay, an endpoint with ``settings.model_host``, a hosted model with its key
-    variable) and ``settings.service_url`` or an embedded FIBServe, as `ptxbench run --resume` does; then its
-    result, rewritten.
-
-    Raises:
-        QuickstartRefused: the run's language cannot be evaluated here (Triton without a GPU).
-        QuickstartError: ``run_dir`` is not a quickstart run, its run already met its target, or the model is
-            misconfigured (the message says what to set).
-        RunInterrupted: Ctrl-C again (what was done is kept).
-    """
-    from ..runs.directory import load_plan
-    from ..runs.launch import run_agent
-    from ..runs.options import RunOptionError, RunOptions
-    from .report import rebuild_result
-
-    try:
-        plan = load_plan(run_dir)
-    except (FileNotFoundError, ValueError) as exc:
-        raise QuickstartError(f"--resume {run_dir}: {exc}") from None
-    refusal = refusal_before_start(settings.model_copy(update={"language": plan.task.language}))
-    if refusal is not None:
-        raise QuickstartRefused(refusal)
-    try:
-        run_agent(
-            RunOptions(), resume_dir=Path(run_dir), service_url=settings.service_url,
-            model_host=settings.model_host, console=console,
-        )  # fmt: skip
-    except RunOptionError as exc:
-        raise QuickstartError(str(exc)) from None
-    return Path(run_dir), rebuild_result(run_dir)

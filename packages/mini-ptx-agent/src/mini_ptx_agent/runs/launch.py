@@ -100,16 +100,14 @@ def run_agent(
     if run_dir is None:
         run_dir = new_run_dir(output_root or default_output_root(), plan.task, plan.run_id)
     layout = RunLayout(run_dir)
-    write_json(
-        layout.plan_path, plan.model_dump(mode="json")
-    )  # a run stopped before its first turn resumes too
+    # plan.json first, so that a run stopped before its first turn resumes too; the directory is printed
+    # before anything else (inside the try: a Ctrl-C during the print still says how to continue).
+    write_json(layout.plan_path, plan.model_dump(mode="json"))
     console = console or Console(quiet=True)
-    console.print(
-        f"run directory: {run_dir}", markup=False, highlight=False
-    )  # first: a Ctrl-C still says where
-    if plan.demo:
-        console.print(f"[black on yellow]{DEMO_NOTE}[/]", highlight=False)
     try:
+        console.print(f"run directory: {run_dir}", markup=False, highlight=False)
+        if plan.demo:
+            console.print(f"[black on yellow]{DEMO_NOTE}[/]", highlight=False)
         if failure is None:
             try:
                 with resolve_service(service_url, log_path=layout.service_log_path) as (url, embedded):
