@@ -86,4 +86,8 @@ def test_check_asks_the_provider_about_a_name_not_in_litellm_list(scripted_serve
     scripted_server.script((200, completion("OK")))
     assert check_hosted_model(model).ok
     listed = make_model("openai/gpt-4o-mini", api_base=scripted_server.url + "/v1")
-    assert check_hosted_model(listed).ok and len(scripted_server.chat_requests()) == 2  # no request: listed
+    scripted_server.script((200, completion("OK")))
+    line = check_hosted_model(
+        listed
+    )  # in litellm's list, and still asked: only the provider can judge the key
+    assert line.ok and "key accepted" in line.detail and len(scripted_server.chat_requests()) == 3

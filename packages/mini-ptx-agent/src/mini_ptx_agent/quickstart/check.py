@@ -135,7 +135,9 @@ def check_hosted_model(model: Any) -> CheckLine:
         )  # fmt: skip
     except ModelUnavailableError as exc:
         return CheckLine(
-            name="model", ok=False, detail=f"{via}: no answer within {CHECK_TIMEOUT_S:g} s: {exc}"
+            name="model",
+            ok=False,
+            detail=f"{via}: unavailable (one request of at most {CHECK_TIMEOUT_S:g} s): {exc}",
         )
     cost = "" if model.listed else "; not in litellm's model list, so its cost is unknown"
     return CheckLine(name="model", ok=True, detail=f"{via} answered a 1-token request (key accepted){cost}")
