@@ -317,6 +317,8 @@ def run_command(
             f"exit status: {summary.exit_status}; turns {summary.turns}; runner completed: {summary.runner_completed}; "
             f"kernel correct: {_yes_no_unknown(summary.kernel_correct)}; target met: {summary.target_met}"
         )
+        if summary.runner_completed and summary.exit_message not in ("", summary.exit_status):
+            typer.echo(f"  {summary.exit_message}")  # e.g. a replay that has no reply left
         if summary.infrastructure_error:
             typer.secho(
                 f"infrastructure error: {summary.infrastructure_error}", err=True, fg=typer.colors.RED

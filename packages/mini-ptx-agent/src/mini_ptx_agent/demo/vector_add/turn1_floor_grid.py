@@ -8,12 +8,18 @@ the workload fails (INCORRECT_NUMERICAL). The mistake a first draft makes; turn 
 import triton
 import triton.language as tl
 
+BLOCK_SIZE = 1024
+
 
 @triton.jit
-def _add(x_ptr, y_ptr, z_ptr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(z_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
+def _vector_add(x_ptr, y_ptr, z_ptr, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    y = tl.load(y_ptr + offsets)
+    tl.store(z_ptr + offsets, x + y)
 
 
 def run(x, y, z):
-    _add[(x.numel() // 1024,)](x, y, z, BLOCK=1024)
+    grid = (x.numel() // BLOCK_SIZE,)
+    _vector_add[grid](x, y, z, BLOCK_SIZE=BLOCK_SIZE)
