@@ -136,8 +136,8 @@ class ReplayModel(KernelModelBase):
         """
         if self.index >= len(self._contents):
             raise ReplayExhaustedError(
-                f"replay trajectory {self.config.path} has {len(self._contents)} assistant message(s); "
-                f"the agent asked for number {self.index + 1}"
+                f"{self.config.path} has no reply left: its {len(self._contents)} recorded replies were used "
+                f"(the agent asked for number {self.index + 1})"
             )
         content = self._contents[self.index]
         self.index += 1
