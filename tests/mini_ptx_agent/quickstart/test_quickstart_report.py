@@ -257,3 +257,18 @@ def test_a_piped_report_keeps_each_turn_on_one_line(tmp_path):
     assert done.exit_code == 0, done.output
     (row,) = [line for line in done.output.splitlines() if line.startswith("3 ")]
     assert "PASSED" in row and "1.020x" in row and "HGMMA, STSM, SYNCS, USETMAXREG, UTMALDG" in row
+
+
+def test_resume_of_a_run_that_is_no_quickstart_says_which_command_continues_it(tmp_path):
+    from mini_ptx_agent.quickstart.run import resume_quickstart
+    from mini_ptx_agent.quickstart.settings import QuickstartError, QuickstartSettings
+    from mini_ptx_agent.task import TaskConfig
+
+    run = tmp_path / "run-20260101T000000Z-triton-vector_add_f32"
+    plan = RunPlan(
+        run_id=run.name, created_at="2026-01-01T00:00:00+00:00", model="demo", prompt_tag="triton-hopper",
+        task=TaskConfig(definition="vector_add_f32", language="triton"), num_turns=3, service="embedded",
+    )  # fmt: skip
+    _write(RunLayout(run).plan_path, plan.model_dump(mode="json"))
+    with pytest.raises(QuickstartError, match=f"not a quickstart run .*ptxbench run --resume {run}"):
+        resume_quickstart(run, QuickstartSettings.resolve(environ={}))

@@ -198,8 +198,13 @@ def resume_quickstart(
         raise QuickstartError(
             str(exc) if isinstance(exc, RunOptionError) else f"--resume {run_dir}: {exc}"
         ) from None
+    if plan.task.definition != QUICKSTART_DEFINITION:
+        raise QuickstartError(
+            f"--resume {run_dir}: not a quickstart run (it runs {plan.task.definition}); continue it with: "
+            f"ptxbench run --resume {run_dir}"
+        )
     settings = settings.model_copy(update={"language": plan.task.language})
-    refusal = refusal_before_start(settings)
+    refusal = refusal_before_start(settings, resuming=True)
     if refusal is not None:
         raise QuickstartRefused(refusal)
     try:
