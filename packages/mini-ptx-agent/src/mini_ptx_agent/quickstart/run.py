@@ -66,17 +66,19 @@ def local_gpu_available() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
 
 
-def refusal_before_start(settings: QuickstartSettings) -> str | None:
-    """Why the run must be refused before anything starts, or None.
+def refusal_before_start(settings: QuickstartSettings, *, resuming: bool = False) -> str | None:
+    """Why the run must be refused before anything starts, or None (``resuming``: for `--resume`, whose run
+    directory exists already).
 
     Known up front only for Triton with an embedded service (no ``SERVICE_URL``) on a machine without a GPU;
     a remote service's lanes are known only from its ``/health``, so that refusal happens during the run.
     """
     if settings.language != "triton" or settings.service_url or local_gpu_available():
         return None
+    created = "" if resuming else " and no run directory was created"
     return (
-        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU, so nothing was started and no "
-        f"run directory was created. {TRITON_ALTERNATIVES}"
+        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU, so nothing was started{created}. "
+        f"{TRITON_ALTERNATIVES}"
     )
 
 
