@@ -105,7 +105,7 @@ def agent_overhead(turns: int, workloads: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         files = TrajectoryFiles(
-            root / "exp_000", root / "success" / "exp_000", root / "trajectories" / "exp_000.json", ".cu"
+            root / "exp_000", root / "success" / "exp_000", root / "trajectories" / "exp_000.traj.json", ".cu"
         )
         agent = TimedAgent(
             DeterministicModel(outputs=outputs, cost_per_call=0.0),

@@ -103,8 +103,7 @@ quickstart() {
 }
 
 experiment() {
-    python3 -c "from pathlib import Path; from mini_ptx_agent.demo import write_demo_trajectory; write_demo_trajectory('cuda', Path('/tmp/demo_cuda.json'))"
-    printf 'name: gpu-smoke\ndefinitions: [gemm_n7168_k5120]\nworkloads: 1\nlanguages: [cuda]\nprompt_tags: [hopper-no-hint, hopper-tma-store]\nmodels: ["replay:/tmp/demo_cuda.json"]\nreplicas: 2\nnum_turns: 3\ntarget_speedup: 1.2\n' >/tmp/gpu-exp.yaml
+    printf 'name: gpu-smoke\ndefinitions: [gemm_n7168_k5120]\nworkloads: 1\nlanguages: [cuda]\nprompt_tags: [hopper-no-hint, hopper-tma-store]\nmodels: [demo]\nreplicas: 2\nnum_turns: 3\ntarget_speedup: 1.2\n' >/tmp/gpu-exp.yaml
     local run
     for run in plain ray; do
         local where=()

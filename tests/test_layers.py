@@ -44,7 +44,17 @@ only re-exports ``check`` lazily). ``ray_driver`` (joining a Ray cluster, for ``
 ``ptxbench experiment run --ray``) imports no other part of fibserve."""
 
 AGENT_LAYERS: list[set[str]] = [
-    {"task", "feedback_options", "architecture", "extraction", "trajectory", "prompts", "models", "demo"},
+    {
+        "task",
+        "feedback_options",
+        "architecture",
+        "extraction",
+        "trajectory",
+        "prompts",
+        "models",
+        "demo",
+        "output",
+    },
     {"evaluation", "fibserve_backend", "feedback", "history", "notes", "profiling", "service", "task_file"},
     {"agent"},
     {"runs"},

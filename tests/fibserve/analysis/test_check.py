@@ -87,6 +87,17 @@ def test_clean_triton_kernel_is_accepted_without_binary_analysis(build_cache: Pa
     assert any("not analysed statically" in note for note in analysis.notes)
 
 
+def test_check_accepts_the_path_of_a_kernel_file(tmp_path: Path, build_cache: Path) -> None:
+    """``fibserve.check("/path")`` reads the file as `fibserve check` does (it raised AttributeError)."""
+    for path in (KERNELS / "triton_clean.py", str(KERNELS / "triton_clean.py")):
+        analysis = fibserve.check(path, cache_dir=build_cache)
+        assert (analysis.solution, analysis.language, analysis.status) == ("triton_clean", "triton", "clean")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a kernel")
+    with pytest.raises(ValueError, match=r"expected a \.cu, \.cpp, \.py or solution \.json file"):
+        fibserve.check(notes, cache_dir=build_cache)
+
+
 @pytest.mark.nvcc
 def test_syntax_error_is_a_compile_error(build_cache: Path) -> None:
     analysis = fibserve.check(fixture_solution("syntax_error.cu"), cache_dir=build_cache)

@@ -76,6 +76,20 @@ def test_a_disassembler_of_another_release_gets_a_warning(
     text = console.export_text()
     assert f"SASS from {tool} (Cuda compilation tools, release 9.9, V9.9.1)" in text
     assert "warning: SASS disassembled by cuobjdump 9.9" in text
+    release = _nvcc_release()
+    # Where no cuobjdump of the compiler's release is installed, the warning says what to install ...
+    assert (
+        f"install the CUDA {release} cuobjdump (NVIDIA's package cuda-cuobjdump-{release.replace('.', '-')}"
+        in " ".join(text.split())
+    )
+    # ... and says it once per process: the next kernel printed (same machine, same tools) keeps quiet.
+    again = Console(record=True, width=200)
+    print_analysis(analysis, again)
+    second = again.export_text()
+    assert "SASS disassembled by" not in second and "SASS from" in second
+    assert (
+        len([note for note in analysis.notes if "SASS disassembled by" in note]) == 1
+    )  # the record keeps it
 
 
 def test_a_disassembler_of_the_compilers_release_gets_none(

@@ -89,8 +89,11 @@ def test_failure_lines_render_markup_and_escape_the_candidates_text(tmp_path: Pa
     assert result.returncode == 1, result.stderr[-3000:]
     out = result.stdout
     # Our markup is rendered (no literal tags); the candidate's own brackets are printed as written.
-    assert "1e6b0d78 RUNTIME_ERROR: " in out and "[bold]1e6b0d78" not in out
+    assert "fea76944 RUNTIME_ERROR: " in out and "[bold]fea76944" not in out
     assert "RuntimeError: [red]boom[/red] from the candidate" in out
+    # The same traceback on every workload is printed once, then the other workloads are named.
+    assert out.count("RuntimeError: [red]boom[/red] from the candidate") == 1, out
+    assert "same error on 2 more workloads: 55c949d1 RUNTIME_ERROR, 1e6b0d78 RUNTIME_ERROR" in out
     assert "add[bold]x on vector_add_f32" in out
     assert "PydanticSerializationUnexpectedValue" not in result.stderr
 

@@ -4,7 +4,7 @@ It answers ``GET /v1/models`` with one served id and ``POST /v1/chat/completions
 reply, and records every request body. ``down_after=N`` makes the server close its socket after N chat
 completions, as a model host that dies mid-run does (the next request gets "connection refused").
 ``never_answer=True`` makes it accept every chat completion and never answer it (a hung model host); the
-request is still recorded. ``sizes`` holds the byte size of each chat-completion request body.
+request is still recorded. ``hang_after=N`` answers N chat completions and then hangs like that. ``sizes`` holds the byte size of each chat-completion request body.
 
 ``respond`` serves several model ids at once: it maps each id to a function of the request body that writes the
 reply (so concurrent trajectories of different models and definitions each get theirs), and ``GET /v1/models``
@@ -31,6 +31,7 @@ class ScriptedOpenAIServer:
         *,
         down_after: int | None = None,
         never_answer: bool = False,
+        hang_after: int | None = None,
         respond: Mapping[str, Callable[[dict[str, Any]], str]] | None = None,
     ):
         self.model_id = model_id
@@ -39,6 +40,7 @@ class ScriptedOpenAIServer:
         self.replies = list(replies or [])
         self.down_after = down_after
         self.never_answer = never_answer
+        self.hang_after = hang_after
         self._released = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.sizes: list[int] = []
@@ -97,7 +99,7 @@ class ScriptedOpenAIServer:
                     outer.requests.append(body)
                     outer.sizes.append(length)
                     outer.headers.append(dict(self.headers))
-                if outer.never_answer:
+                if outer.never_answer or (outer.hang_after is not None and outer._served >= outer.hang_after):
                     outer._released.wait()  # holds the connection open until the server stops
                     return
                 model = str(body.get("model", outer.model_id))

@@ -130,7 +130,14 @@ def test_config_files_hash_and_errors(tmp_path: Path) -> None:
 
 def test_shipped_configs_expand(catalog: LocalCatalog) -> None:
     shipped = shipped_configs()
-    assert set(shipped) == {"gemm", "mha-fwd", "mha-bwd", "gemm-smoke", "mha-fwd-smoke", "mha-bwd-smoke"}
+    assert set(shipped) == {
+        "gemm", "mha-fwd", "mha-bwd", "gemm-smoke", "mha-fwd-smoke", "mha-bwd-smoke", "ci-smoke",
+    }  # fmt: skip
+    ci = expand(load_config("ci-smoke"), catalog)  # the demo on a CPU: no key to set, no model to edit
+    assert [(t.model, t.definition, t.language) for t in ci.trajectories] == [
+        ("demo", "vector_add_f32", "triton")
+    ]
+    assert ci.num_turns == 2 and len(ci.trajectories[0].workloads) == 3  # N = 1000 shows turn 1's bug
     for name in ("gemm", "mha-fwd", "mha-bwd"):
         cfg = load_config(name)
         plan = expand(cfg, catalog)
@@ -159,3 +166,6 @@ def test_schema_and_plan_commands() -> None:
     ]
     bad = runner.invoke(app, ["experiment", "plan", "no-such-config"])
     assert bad.exit_code == 2 and "shipped config" in bad.output
+    typo = runner.invoke(app, ["experiment", "run", "gemm-smok"])
+    assert typo.exit_code == 2 and "did you mean gemm-smoke" in " ".join(typo.output.split()), typo.output
+    assert "Traceback" not in typo.output

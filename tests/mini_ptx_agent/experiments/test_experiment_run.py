@@ -74,7 +74,7 @@ def write_config(path: Path, **fields) -> Path:
 def complete_turns(root: Path) -> set[tuple[str, int]]:
     """(trajectory id, turn) of every turn whose feedback is in its trajectory file."""
     done = set()
-    for path in (root / "runs").glob("*/trajectories/exp_000.json"):
+    for path in (root / "runs").glob("*/trajectories/exp_000.traj.json"):
         try:
             messages = load_trajectory(path)["messages"]
         except (TrajectoryError, OSError):
@@ -152,7 +152,7 @@ def test_sigint_then_sigkill_then_resume_runs_every_turn_once(
     rows = []
     for t in plan.trajectories:
         run_dir = layout.run_dir(t.id)
-        messages = load_trajectory(run_dir / "trajectories" / "exp_000.json")["messages"]
+        messages = load_trajectory(run_dir / "trajectories" / "exp_000.traj.json")["messages"]
         turns = [
             m["extra"]["ptxbench"]["turn"]
             for m in messages

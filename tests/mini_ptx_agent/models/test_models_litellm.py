@@ -86,4 +86,25 @@ def test_check_asks_the_provider_about_a_name_not_in_litellm_list(scripted_serve
     scripted_server.script((200, completion("OK")))
     assert check_hosted_model(model).ok
     listed = make_model("openai/gpt-4o-mini", api_base=scripted_server.url + "/v1")
-    assert check_hosted_model(listed).ok and len(scripted_server.chat_requests()) == 2  # no request: listed
+    scripted_server.script((200, completion("OK")))
+    line = check_hosted_model(
+        listed
+    )  # in litellm's list, and still asked: only the provider can judge the key
+    assert line.ok and "key accepted" in line.detail and len(scripted_server.chat_requests()) == 3
+
+
+def test_check_of_a_listed_model_with_a_refused_key_is_a_fail_quoting_the_provider(
+    scripted_server, monkeypatch
+) -> None:
+    """A key variable that is set proves nothing: the check asks once, and the provider's 401 is a FAIL."""
+    from mini_ptx_agent.quickstart.check import check_hosted_model
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-bogus-key-0000000000")
+    model = make_model("openai/gpt-4o-mini", api_base=scripted_server.url + "/v1")
+    assert model.listed  # in litellm's model list: the check used to stop there, "API key variable present"
+    refusal = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}
+    scripted_server.script((401, refusal))
+    line = check_hosted_model(model)
+    assert not line.ok and len(scripted_server.chat_requests()) == 1
+    assert "refused the API key (HTTP 401)" in line.detail and "Incorrect API key provided" in line.detail
+    assert "sk-bogus-key" not in line.detail

@@ -28,7 +28,7 @@ def test_replay_returns_assistant_messages_in_order_then_errors(tmp_path: Path) 
     assert first["content"].startswith("first") and second["content"].startswith("second")
     assert first["role"] == "assistant" and first["extra"]["actions"] == [] and first["extra"]["cost"] == 0.0
     assert [first["extra"]["replay_index"], second["extra"]["replay_index"]] == [1, 2]
-    with pytest.raises(ReplayExhaustedError, match="has 2 assistant message"):
+    with pytest.raises(ReplayExhaustedError, match="has no reply left: its 2 recorded replies were used"):
         model.query([])
     assert model.serialize()["info"]["config"]["model"]["path"] == str(path)
     model.resume_from(1)  # a resumed run: one turn already done

@@ -65,7 +65,7 @@ def cpu_service(tmp_path_factory):
 def test_cpu_run_writes_every_file(cuda_run):
     _, run = cuda_run
     for name in (
-        "plan.json", "summary.json", "trajectories/exp_000.json", "exp_000/kernel.cu", "quickstart-result.json",
+        "plan.json", "summary.json", "trajectories/exp_000.traj.json", "exp_000/kernel.cu", "quickstart-result.json",
         "logs/fibserve.log", "logs/quickstart-context.json", "demo/trajectory_cuda.json",
         "exp_000/evaluations/turn_001.json", "exp_000/evaluations/turn_002.json", "exp_000/evaluations/turn_003.json",
     ):  # fmt: skip
@@ -74,16 +74,14 @@ def test_cpu_run_writes_every_file(cuda_run):
     assert not list(run.glob("success/exp_000/kernel_v*"))
     assert "wgmma.mma_async" in (run / "exp_000/kernel.cu").read_text(encoding="utf-8")
     plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
-    assert plan["model"] == "ptxbench-demo-replay" and plan["task"]["workloads"] == [
-        "94920358-01a8-4c5b-9209-3103fd490e94"
-    ]
+    assert plan["model"] == "demo" and plan["task"]["workloads"] == ["94920358-01a8-4c5b-9209-3103fd490e94"]
 
 
 @pytest.mark.nvcc
 def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
     _, run = cuda_run
     result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
-    assert result["schema_version"] == "ptxbench.quickstart/3"
+    assert result["schema_version"] == "ptxbench.quickstart/4"
     # Nothing was executed: the files say "unknown" (null), as the console does, not false.
     assert result["kernel_correct"] is None and [t["correct"] for t in result["turns"]] == [None] * 3
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
@@ -93,13 +91,21 @@ def test_cpu_run_result_says_compiled_but_not_executed(cuda_run):
         summary["demo"] is True
         and json.loads((run / "plan.json").read_text(encoding="utf-8"))["demo"] is True
     )
-    trajectory = json.loads((run / "trajectories/exp_000.json").read_text(encoding="utf-8"))
+    trajectory = json.loads((run / "trajectories/exp_000.traj.json").read_text(encoding="utf-8"))
     assert trajectory["info"]["ptxbench"]["demo"] is True
     assert result["demo"] is True and result["language"] == "cuda"
     assert result["service"] == {**result["service"], "kind": "embedded", "gpu": False, "lanes": ["cpu"]}
     assert result["runner_completed"] is True and result["runner"]["exit_status"] == "LimitsExceeded"
-    assert (result["generated"], result["compiled"], result["not_executed"]) == (3, 3, 3)
-    assert (result["correct"], result["target_achieved"], result["best_speedup"]) == (0, 0, None)
+    assert (
+        result["kernel_counts"]["generated"],
+        result["kernel_counts"]["compiled"],
+        result["kernel_counts"]["not_executed"],
+    ) == (3, 3, 3)
+    assert (
+        result["kernel_counts"]["correct"],
+        result["kernel_counts"]["target_achieved"],
+        result["best_speedup"],
+    ) == (0, 0, None)
     assert [t["status"] for t in result["turns"]] == ["NOT_EXECUTED"] * 3
     assert {"HGMMA", "UTMALDG"} <= set(result["turns"][2]["sass_families"])
     assert "NOT EXECUTED" in result["final_feedback_excerpt"]
@@ -148,7 +154,7 @@ def test_ptxbench_report_of_the_cpu_run_says_cpu_only_and_correctness_unknown(cu
     result = build_report([run], tmp_path / "report", turn_limits=[1, 3], include_demo=True)
     m1, m3 = result.metrics
     assert (m1.turn_limit, m1.unknown, m1.correct.n) == (1, 1, 0)
-    assert (m3.group, m3.trajectories, m3.unknown, m3.correct.n) == ("ptxbench-demo-replay (demo)", 1, 1, 0)
+    assert (m3.group, m3.trajectories, m3.unknown, m3.correct.n) == ("demo", 1, 1, 0)
     assert m3.speedup_median.value is None and m3.verified.n == 0 and result.turns == 3
     assert any(w.startswith("CPU-only: no kernel was executed on a GPU") for w in result.provenance.warnings)
     assert result.provenance.gpus == ["unknown"] and result.provenance.driver == "unknown"
@@ -197,7 +203,7 @@ def test_triton_run_without_a_gpu_is_refused_with_a_clear_report(cpu_service, tm
     (run,) = tmp_path.glob("quickstart-*-triton-gemm")
     result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
     assert result["runner_completed"] is False and result["runner"]["exit_status"] == "Refused"
-    assert result["generated"] == 0 and result["service"]["kind"] == "remote"
+    assert result["kernel_counts"]["generated"] == 0 and result["service"]["kind"] == "remote"
     assert "Triton quickstart needs a GPU" in result["exit_message"]
     # Said once (not as a note and again as "why:"), and nothing claims a replay that never happened.
     assert done.stdout.count("Triton quickstart needs a GPU") == 1, done.stdout
@@ -242,7 +248,10 @@ def test_run_against_an_unreachable_service_reports_an_infrastructure_error(tmp_
     (run,) = tmp_path.glob("quickstart-*-cuda-gemm")
     result = json.loads((run / "quickstart-result.json").read_text(encoding="utf-8"))
     assert result["runner_completed"] is False and result["runner"]["exit_status"] == "InfrastructureError"
-    assert result["generated"] == 0 and "evaluation service unavailable" in result["exit_message"]
+    assert (
+        result["kernel_counts"]["generated"] == 0
+        and "evaluation service unavailable" in result["exit_message"]
+    )
     assert "Runner completed:      no" in done.stdout and "no kernel was evaluated" in done.stdout
     # An outage says nothing about the model: unknown (null), never false.
     assert result["kernel_correct"] is None
@@ -316,7 +325,55 @@ def test_run_with_a_real_endpoint_is_not_called_a_demo(served_model, cpu_service
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(done.stdout)
-    assert (result["model"], result["demo"], result["generated"]) == ("served-model", False, 3)
+    assert (result["model"], result["demo"], result["kernel_counts"]["generated"]) == (
+        "served-model",
+        False,
+        3,
+    )
     assert len(chats) == 3 and "gemm_n7168_k5120" in json.dumps(chats[0]["messages"])
     assert "DEMO REPLAY" not in done.stdout + done.stderr
     assert not any("DEMO" in note for note in result["notes"])
+
+
+@pytest.mark.nvcc
+def test_a_stopped_quickstart_says_how_to_continue_and_continues_with_the_demo(cpu_service, tmp_path):
+    """Ctrl-C, the report of the stopped run, `ptxbench run --resume` (the demo model's name is resolved, not
+    sent to litellm) and `quickstart --resume`: the three demo replies, each once, in order."""
+    import signal
+
+    from mini_ptx_agent.demo import demo_trajectory
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mini_ptx_agent.cli", "quickstart", "--run", "--service-url", cpu_service,
+         "--output-root", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+    )  # fmt: skip
+    first = proc.stdout.readline()  # printed before anything is evaluated
+    assert first.startswith("run directory: "), first
+    proc.send_signal(signal.SIGINT)
+    rest, stderr = proc.communicate(timeout=300)
+    run = Path(first.removeprefix("run directory: ").strip())
+    assert proc.returncode == 130, first + rest + stderr
+    assert f"continue with: ptxbench quickstart --resume {run}" in " ".join(stderr.split())
+    assert "Traceback" not in stderr
+
+    report = quickstart("--report", str(run), timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert f"continue with: ptxbench quickstart --resume {run}" in report.stdout
+    assert "Runner completed:      no" in report.stdout
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "mini_ptx_agent.cli", "run", "--resume", str(run), "--num-turns", "2",
+         "--service-url", cpu_service],
+        capture_output=True, text=True, env=_env(), timeout=840,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    done = quickstart("--resume", str(run), "--service-url", cpu_service)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Runner completed:      yes (LimitsExceeded after 3 of 3 turns)" in done.stdout
+    trajectory = json.loads((run / "trajectories/exp_000.traj.json").read_text(encoding="utf-8"))
+    replies = [m["content"] for m in trajectory["messages"] if m["role"] == "assistant"]
+    assert replies == [m["content"] for m in demo_trajectory("cuda")["messages"] if m["role"] == "assistant"]
+    assert json.loads((run / "plan.json").read_text(encoding="utf-8"))["model"] == "demo"

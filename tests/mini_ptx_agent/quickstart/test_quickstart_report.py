@@ -78,7 +78,11 @@ def _text(result, run: Path) -> str:
 def test_target_achieved_on_the_last_turn(tmp_path):
     run = _gpu_run(tmp_path, [0.01, 0.05, 1.02], exit_status="Submitted")
     result = build_result(run)
-    assert (result.generated, result.correct, result.target_achieved) == (3, 3, 1)
+    assert (
+        result.kernel_counts.generated,
+        result.kernel_counts.correct,
+        result.kernel_counts.target_achieved,
+    ) == (3, 3, 1)
     assert (result.best_speedup, result.best_turn, result.best_on_gpu) == (1.02, 3, True)
     assert result.service.hardware == ["NVIDIA H200"]
     assert result.experiments[0].versions == [f"success/exp_000/kernel_v{t}.cu" for t in (1, 2, 3)]
@@ -90,7 +94,11 @@ def test_target_achieved_on_the_last_turn(tmp_path):
 
 def test_correct_but_below_target_is_not_achieved(tmp_path):
     result = build_result(_gpu_run(tmp_path, [None, 0.05, 0.99]))
-    assert (result.correct, result.target_achieved, result.best_speedup) == (2, 0, 0.99)
+    assert (result.kernel_counts.correct, result.kernel_counts.target_achieved, result.best_speedup) == (
+        2,
+        0,
+        0.99,
+    )
     text = _text(result, tmp_path)
     assert "A kernel was correct:  yes: 2 of 3" in text
     assert "Target achieved:       no: best 0.990x < 1.00x (turn 3)" in text
@@ -98,7 +106,11 @@ def test_correct_but_below_target_is_not_achieved(tmp_path):
 
 def test_no_correct_kernel(tmp_path):
     result = build_result(_gpu_run(tmp_path, [None, None, None]))
-    assert (result.correct, result.best_speedup, result.experiments[0].versions) == (0, None, [])
+    assert (result.kernel_counts.correct, result.best_speedup, result.experiments[0].versions) == (
+        0,
+        None,
+        [],
+    )
     assert "none of 3 kernels passed" in _text(result, tmp_path)
 
 
@@ -126,10 +138,10 @@ def test_not_executed_kernels_are_unknown_in_the_file_as_on_the_console(tmp_path
     run = _cpu_run(tmp_path, ["NOT_EXECUTED"] * 3)
     result = build_result(run)
     written = json.loads(result.model_dump_json())
-    assert written["schema_version"] == "ptxbench.quickstart/3"
+    assert written["schema_version"] == "ptxbench.quickstart/4"
     assert written["kernel_correct"] is None
     assert [t["correct"] for t in written["turns"]] == [None, None, None]
-    assert (written["correct"], written["not_executed"]) == (0, 3)
+    assert (written["kernel_counts"]["correct"], written["kernel_counts"]["not_executed"]) == (0, 3)
     assert "A kernel was correct:  unknown" in _text(result, run)
 
 
@@ -168,7 +180,7 @@ def test_an_outage_before_any_kernel_is_unknown_not_false(tmp_path):
     assert kernel_correctness([], ["INCORRECT_NUMERICAL"], runner_completed=False) is False
     run = _gpu_run(tmp_path, [], exit_status="InfrastructureError")
     result = build_result(run)
-    assert result.kernel_correct is None and result.generated == 0
+    assert result.kernel_correct is None and result.kernel_counts.generated == 0
     text = _text(result, run)
     assert "A kernel was correct:  unknown: no kernel was evaluated" in text
 
@@ -200,3 +212,63 @@ def test_a_refused_demo_run_says_why_once_and_claims_no_replay(tmp_path):
     assert not any("replayed" in note for note in result.notes)
     assert "Runner completed:      no (Refused after 0 of 3 turns)" in text
     assert result.kernel_correct is None  # nothing was evaluated: not counted against anyone
+
+
+@pytest.mark.parametrize("summary", ["Interrupted", None])  # Ctrl-C wrote one; a kill left none
+def test_a_stopped_run_reports_the_turns_it_made_and_how_to_continue(tmp_path, summary):
+    run = _gpu_run(tmp_path, [0.5, None], exit_status=summary or "Interrupted")
+    layout = RunLayout(run)
+    if summary is None:
+        layout.summary_path.unlink()
+    else:
+        written = json.loads(layout.summary_path.read_text()) | {"runner_completed": False}
+        _write(layout.summary_path, written)
+    _write(layout.trajectory_path, {"trajectory_format": "mini-swe-agent-1.1", "messages": [],
+                                    "info": {"ptxbench": {"turns": 2}}})  # fmt: skip
+    result = build_result(run)
+    assert result.runner["turns"] == 2 and not result.runner_completed
+    text = " ".join(_text(result, run).split())
+    assert f"{summary or 'not finished'} after 2 of 3 turns" in text
+    assert f"continue with: ptxbench quickstart --resume {run}" in text
+
+
+def test_the_counts_of_kernels_are_named_as_counts(tmp_path):
+    """``correct: 0`` beside ``kernel_correct: null`` read as a contradiction: the counts are one object."""
+    run = _gpu_run(tmp_path, [None, 0.5])
+    written = json.loads(build_result(run).model_dump_json())
+    assert written["kernel_counts"] == {
+        "generated": 2, "compiled": 0, "correct": 1, "not_executed": 0, "target_achieved": 0,
+    }  # fmt: skip
+    assert {"correct", "generated", "compiled", "not_executed", "target_achieved"}.isdisjoint(written)
+    assert written["kernel_correct"] is True
+
+
+def test_a_piped_report_keeps_each_turn_on_one_line(tmp_path):
+    """Piped into a file or a log (no terminal, no COLUMNS), rich assumed 80 columns and folded the rows."""
+    from mini_ptx_agent.cli import app
+    from mini_ptx_agent.evaluation import StaticAnalysis
+    from typer.testing import CliRunner
+
+    run = _gpu_run(tmp_path, [0.5, 0.9, 1.02], exit_status="Submitted")
+    path = RunLayout(run).trajectory_dir / "evaluations" / "turn_003.json"
+    hopper = StaticAnalysis(compiled=True, sass_families=["HGMMA", "STSM", "SYNCS", "USETMAXREG", "UTMALDG"])
+    _write(path, json.loads(path.read_text()) | {"static_analysis": hopper.model_dump(mode="json")})
+    done = CliRunner().invoke(app, ["quickstart", "--report", str(run)], env={"COLUMNS": None})
+    assert done.exit_code == 0, done.output
+    (row,) = [line for line in done.output.splitlines() if line.startswith("3 ")]
+    assert "PASSED" in row and "1.020x" in row and "HGMMA, STSM, SYNCS, USETMAXREG, UTMALDG" in row
+
+
+def test_resume_of_a_run_that_is_no_quickstart_says_which_command_continues_it(tmp_path):
+    from mini_ptx_agent.quickstart.run import resume_quickstart
+    from mini_ptx_agent.quickstart.settings import QuickstartError, QuickstartSettings
+    from mini_ptx_agent.task import TaskConfig
+
+    run = tmp_path / "run-20260101T000000Z-triton-vector_add_f32"
+    plan = RunPlan(
+        run_id=run.name, created_at="2026-01-01T00:00:00+00:00", model="demo", prompt_tag="triton-hopper",
+        task=TaskConfig(definition="vector_add_f32", language="triton"), num_turns=3, service="embedded",
+    )  # fmt: skip
+    _write(RunLayout(run).plan_path, plan.model_dump(mode="json"))
+    with pytest.raises(QuickstartError, match=f"not a quickstart run .*ptxbench run --resume {run}"):
+        resume_quickstart(run, QuickstartSettings.resolve(environ={}))

@@ -32,9 +32,10 @@ def _wheel_names(package: str, out: Path) -> set[str]:
 def test_wheels_carry_every_demo_kernel(tmp_path):
     names = _wheel_names("mini-ptx-agent", tmp_path / "agent")
     demo_files = sorted(p for p in DEMO.rglob("*") if p.is_file() and p.suffix in (".cu", ".py"))
-    assert len(demo_files) == 5
+    assert len(demo_files) == 7  # the module, the CUDA and Triton GEMM turns, the vector add's two turns
     for path in demo_files:
         assert f"mini_ptx_agent/demo/{path.relative_to(DEMO).as_posix()}" in names
+    assert "mini_ptx_agent/experiments/configs/ci-smoke.yaml" in names  # the no-key experiment
     names = _wheel_names("fibserve", tmp_path / "fibserve")
     for name in ("kernel.cu", "kernel.py"):
         assert f"fibserve/datasets/reference_kernels/gemm_n7168_k5120/{name}" in names

@@ -84,7 +84,8 @@ def write_run_dir(root: Path, name: str, turns: list[tuple[str, float | None]], 
     """A trajectory run directory as the agent writes it: plan.json, the trajectory, one KernelReport per turn.
 
     ``turns``: (status, speedup) per turn, e.g. ``("PASSED", 1.3)``; ``FORMAT_ERROR`` is a reply without a
-    kernel. Workloads ran on ``hardware`` and were timed against the baseline ``gemm_baseline``.
+    kernel. Each reply holds ``// the kernel of turn N`` in a cuda block; each feedback reads ``feedback of
+    turn N``. Workloads ran on ``hardware`` and were timed against the baseline ``gemm_baseline``.
     """
     from mini_ptx_agent.evaluation import KernelReport, StaticAnalysis, WorkloadResult
     from mini_ptx_agent.runs.directory import RunLayout, RunPlan
@@ -99,7 +100,13 @@ def write_run_dir(root: Path, name: str, turns: list[tuple[str, float | None]], 
     messages: list[dict] = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
     for turn, (status, speedup) in enumerate(turns, start=1):
         messages.append(
-            {"role": "assistant", "content": "reply", "extra": {"usage": {"completion_tokens": 500}}}
+            {
+                "role": "assistant",
+                "content": f"reply {turn}\n```cuda\n// the kernel of turn {turn}\n```\n"
+                if status != "FORMAT_ERROR"
+                else "a reply without a kernel",
+                "extra": {"usage": {"completion_tokens": 500}},
+            }
         )
         if status == "FORMAT_ERROR":
             messages.append(
@@ -128,7 +135,7 @@ def write_run_dir(root: Path, name: str, turns: list[tuple[str, float | None]], 
         messages.append(
             {
                 "role": "user",
-                "content": "feedback",
+                "content": f"feedback of turn {turn}",
                 "extra": {"ptxbench": {"kind": "evaluation", "turn": turn}},
             }
         )

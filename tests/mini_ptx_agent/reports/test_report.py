@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 
@@ -177,7 +178,7 @@ def test_demo_trajectories_count_only_when_asked_and_marked(tmp_path):
     with pytest.raises(ReportError, match="only demo trajectories"):
         build_report([tmp_path / "exp"], tmp_path / "out")
     result = build_report([tmp_path / "exp"], tmp_path / "out", include_demo=True)
-    assert [m.group for m in result.metrics] == ["alpha (demo)"] * 3
+    assert [m.group for m in result.metrics] == ["alpha (demo)"]  # one turn limit: the one turn made
     assert any("not by a model" in w for w in result.provenance.warnings)
 
 
@@ -193,3 +194,117 @@ def test_the_command_prints_the_table_and_json(experiment_report, tmp_path):
     data = json.loads(done.stdout)
     assert data["turn_limits"] == [1, 4, 8] and data["html"].endswith("report.html")
     assert parse_turn_limits("8, 1,4,4") == [1, 4, 8]
+
+
+LONG_REPLAY = "replay:/home/someone/data/eval_runs/run-20261203T141901Z-cuda-gemm_n7168_k5120/trajectories/exp_000.traj.json"
+
+
+def _long_named_rows() -> list:
+    """alpha_beta_rows with the names a new user's runs have: a replay path and a dated hosted model."""
+    models = {"alpha": LONG_REPLAY, "beta": "anthropic/claude-sonnet-4-5-20250929"}
+    return [r.model_copy(update={"model": models[r.model]}) for r in alpha_beta_rows()]
+
+
+def test_replay_models_are_labelled_by_their_run_not_their_whole_path(tmp_path):
+    write_turns_csv(tmp_path / "exp" / "turns.csv", _long_named_rows())
+    result = build_report([tmp_path / "exp"], tmp_path / "out")
+    assert {m.group for m in result.metrics} == {
+        "replay:run-20261203T141901Z-cuda-gemm_n7168_k5120", "anthropic/claude-sonnet-4-5-20250929",
+    }  # fmt: skip
+    # Two replays whose short labels would collide keep their full names: groups are never merged.
+    twins = [r.model_copy(update={"model": f"replay:/{d}/trajectories/exp_000.traj.json"}) for d, r in
+             (("a/run-1", row("a1", 1, "PASSED", 1.3)), ("b/run-1", row("b1", 1, "PASSED", 1.1)))]  # fmt: skip
+    assert {t.label("model") for t in trajectories(twins)} == {
+        "replay:/a/run-1/trajectories/exp_000.traj.json", "replay:/b/run-1/trajectories/exp_000.traj.json",
+    }  # fmt: skip
+
+
+def test_turn_limits_default_to_the_turns_that_exist(tmp_path):
+    exp = tmp_path / "exp"
+    write_run_dir(exp, "t1", [("INCORRECT_NUMERICAL", None), ("PASSED", 1.3), ("PASSED", 1.4)])
+    result = build_report([exp], tmp_path / "out")
+    assert result.turn_limits == [1, 3]
+    assert {m.turn_limit for m in result.metrics} == {1, 3}
+    write_turns_csv(tmp_path / "eight" / "turns.csv", alpha_beta_rows())  # a3 made 8 turns
+    assert build_report([tmp_path / "eight"], tmp_path / "out8").turn_limits == [1, 4, 8]
+
+
+def _figures_drawn(monkeypatch) -> dict:
+    """Capture each matplotlib figure the report saves (the real drawing and PNG are kept)."""
+    from mini_ptx_agent.reports import figures
+
+    drawn: dict = {}
+    real = figures._png
+
+    def keep(fig):
+        png = real(fig)
+        drawn[len(drawn)] = (fig, png)
+        return png
+
+    monkeypatch.setattr(figures, "_png", keep)
+    return drawn
+
+
+def test_no_legend_covers_a_plot_and_no_label_is_cut_off(tmp_path, monkeypatch):
+    from PIL import Image
+
+    drawn = _figures_drawn(monkeypatch)
+    write_turns_csv(tmp_path / "exp" / "turns.csv", _long_named_rows())
+    result = build_report([tmp_path / "exp"], tmp_path / "out")
+    assert len(drawn) == 4  # turn limits, heatmap, prompt tags, tokens (no release dates)
+    for fig, png in drawn.values():
+        fig.draw_without_rendering()
+        renderer = fig._get_renderer()
+        legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+        for legend in legends:
+            box = legend.get_window_extent(renderer)
+            for ax in fig.axes:
+                assert not box.overlaps(ax.get_window_extent(renderer)), f"a legend covers a plot of {fig}"
+        # A label cut off at the image's edge leaves drawn pixels on that edge; the image keeps a white margin.
+        image = Image.open(io.BytesIO(png)).convert("L")
+        width, height = image.size
+        edges = [image.crop(box) for box in ((0, 0, width, 1), (0, height - 1, width, height),
+                                             (0, 0, 1, height), (width - 1, 0, width, height))]  # fmt: skip
+        assert all(edge.getextrema()[0] > 240 for edge in edges), "something is drawn up to the image's edge"
+    assert (tmp_path / "out" / "definition_model_heatmap.png").is_file() and result.trajectories == 7
+
+
+def test_a_cpu_only_experiment_says_no_gpu_driver_and_that_nothing_was_timed(tmp_path):
+    exp = tmp_path / "exp"
+    write_run_dir(exp / "runs", "t0001", [("PASSED", None)], hardware="cpu")
+    cpu = {"device": "cpu", "name": "cpu", "driver": "x86_64", "start": {"sm_clock_mhz": None}}
+    manifest = {"service": {"devices": {"cpu": cpu}, "traces": {"hardware": ["cpu"]}}}
+    (exp / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    for path in (exp / "runs").rglob("turn_*.json"):  # evaluated on the CPU lane: not timed
+        report = json.loads(path.read_text())
+        report["executed_on_gpu"] = False
+        for workload in report["workloads"]:
+            workload |= {"executed_on_gpu": False, "baseline": None, "speedup_basis": None}
+        path.write_text(json.dumps(report))
+    result = build_report([exp], tmp_path / "out")
+    assert result.provenance.driver == "none: the service had CPU lanes only (no GPU driver)"
+    assert "x86_64" not in result.provenance.driver and result.provenance.gpu_timed is False
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "none: no kernel was timed on a GPU, so no speedup was measured" in page
+    assert "(any)</td><td>unknown" not in page
+
+
+def test_the_page_drills_down_to_each_turn_of_each_trajectory(tmp_path):
+    exp = tmp_path / "exp"
+    write_run_dir(exp, "t1", [("FORMAT_ERROR", None), ("INCORRECT_NUMERICAL", None), ("PASSED", 1.3)])
+    result = build_report([exp], tmp_path / "out")
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    drill = page[page.index('<div id="trajectories">') :]
+    assert "exp / t1</code>: gamma, gemm_n7168_k5120, cuda, hopper-no-hint; 3 turns" in drill
+    assert "FORMAT_ERROR, INCORRECT_NUMERICAL, PASSED" in drill
+    assert "<td>no kernel</td>" in drill and "// the kernel of turn 3" in drill and "1.300x" in drill
+    assert "feedback of turn 2" in drill and result.trajectories == 1
+
+
+def test_a_piped_summary_keeps_each_row_on_one_line(experiment_report, tmp_path):
+    _, out = experiment_report
+    done = CliRunner().invoke(app, ["report", str(out.parent / "exp"), "--out", str(tmp_path / "r")],
+                              env={"COLUMNS": None})  # fmt: skip
+    assert done.exit_code == 0, done.output
+    (row,) = [line for line in done.output.splitlines() if "alpha" in line and "│ 8 " in line]
+    assert "75% [30%, 95%] n=4" in row and "Nsight-confirmed" in row, done.output

@@ -36,7 +36,7 @@ def test_run_then_resume(tmp_path: Path) -> None:
     (run_dir,) = out.iterdir()
     assert run_dir.name.startswith("run-") and run_dir.name.endswith("-triton-vector_add_f32")
     expected = {
-        "plan.json", "summary.json", "trajectories/exp_000.json", "exp_000/kernel.py",
+        "plan.json", "summary.json", "trajectories/exp_000.traj.json", "exp_000/kernel.py",
         "exp_000/evaluations/turn_001.json", "exp_000/evaluations/turn_002.json", "success/exp_000/kernel_v2.py",
         "logs/fibserve.log",
     }  # fmt: skip

@@ -43,7 +43,7 @@ def analyse(solution: Solution, definition: Definition, arch: str, timeout_s: fl
 
 
 def check(
-    solution: Solution,
+    solution: Solution | str | Path,
     *,
     definition: Definition | None = None,
     arch: str | None = None,
@@ -54,7 +54,8 @@ def check(
     """Statically check ``solution``: policy, build, PTX/SASS families, resources and the verdict.
 
     Args:
-        solution: the candidate.
+        solution: the candidate: a Solution, or the path of a ``kernel.cu``/``.cpp``, ``kernel.py`` (Triton) or
+            Solution JSON file, read with :func:`solution_from_path`.
         definition: when given, the entry point's argument count is checked against its inputs and outputs;
             a mismatch makes an otherwise clean result ``abi_mismatch``.
         arch: target (``sm_90a`` or ``sm_100a``); None (default) uses ``TVM_FFI_CUDA_ARCH_LIST``, else sm_90a.
@@ -64,7 +65,13 @@ def check(
 
     Returns:
         An :class:`Analysis`; candidate failures are statuses, never exceptions.
+
+    Raises:
+        OSError, ValueError: ``solution`` is a path that cannot be read as a candidate (see
+            :func:`solution_from_path`).
     """
+    if isinstance(solution, str | Path):
+        solution = solution_from_path(Path(solution), definition.name if definition is not None else None)
     start = time.perf_counter()
     timings: dict[str, float] = {}
     language = solution.spec.language.value
@@ -156,7 +163,8 @@ def _disassembler_mismatch(
     return (
         f"warning: SASS disassembled by cuobjdump {tool_release} ({tool}) for a build by nvcc {nvcc_release}: "
         f"the opcode counts come from another toolkit's disassembler (an older one can misread newer "
-        f"instructions); put the CUDA {nvcc_release} cuobjdump on PATH"
+        f"instructions); install the CUDA {nvcc_release} cuobjdump (NVIDIA's package "
+        f"cuda-cuobjdump-{nvcc_release.replace('.', '-')}, or that CUDA toolkit) and put it on PATH"
     )
 
 

@@ -310,7 +310,9 @@ class KernelAgent(DefaultAgent):
 
         A turn is complete when the model's reply is followed by its feedback (or format-error) message. An
         exit message and a reply without feedback (the turn during which a failure happened) are dropped, so
-        the model is asked again. Counters (turns, cost, versions, elapsed time) are restored.
+        the model is asked again. Counters (turns, cost, versions, elapsed time) are restored, and a model that
+        replays recorded replies (``resume_from``: a ``replay:`` or the demo) continues after the replies the
+        kept turns used, so turn N + 1 gets recorded reply N + 1.
 
         Raises:
             ValueError: the trajectory already ended with ``Submitted`` or has no system and task messages.
@@ -324,9 +326,13 @@ class KernelAgent(DefaultAgent):
         if len(messages) < 2 or messages[0].get("role") != "system":
             raise ValueError("the trajectory has no system and task messages to resume from")
         state = info.get("ptxbench", {})
+        n_calls = sum(1 for m in messages if m.get("role") == "assistant")
+        replay_from = getattr(self.model, "resume_from", None)  # forwarded through the model's wrappers
+        if replay_from is not None:
+            replay_from(n_calls)
         self._resume = {
             "messages": messages,
-            "n_calls": sum(1 for m in messages if m.get("role") == "assistant"),
+            "n_calls": n_calls,
             "cost": sum(
                 float(m.get("extra", {}).get("cost", 0.0) or 0.0)
                 for m in messages

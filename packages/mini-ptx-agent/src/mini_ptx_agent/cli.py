@@ -45,6 +45,14 @@ def quickstart_command(
         Path | None,
         typer.Option("--report", help="Rebuild and print the report of a quickstart run directory."),
     ] = None,
+    resume_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="Continue a stopped quickstart run directory from its last complete turn (its model: the demo, "
+            "a replay, an endpoint with --model-host, a hosted model with its key variable).",
+        ),
+    ] = None,
     language: Annotated[
         Literal["cuda", "triton"], typer.Option("--language", help="Kernel language.")
     ] = "cuda",
@@ -76,15 +84,17 @@ def quickstart_command(
 ) -> None:
     """The main job: one 3-turn Hopper GEMM agent trajectory end to end (gemm_n7168_k5120, M=8192, target 1.0x).
 
-    Exit codes: --check 0 all OK, 1 any FAIL; --run 0 when the runner completed, 2 when it could not (service or
-    model failure, refusal, bad options); --report 0, or 2 when DIR is not a run directory.
+    Exit codes: --check 0 all OK, 1 any FAIL; --run and --resume 0 when the runner completed, 2 when it could not
+    (service or model failure, refusal, bad options), 130 after Ctrl-C (which prints the --resume command);
+    --report 0, or 2 when DIR is not a run directory.
     """
     from mini_ptx_agent.quickstart import quickstart_main
 
     raise typer.Exit(
         quickstart_main(
-            check=check, run=run, report_dir=report_dir, language=language, model=model, model_host=model_host,
-            service_url=service_url, output_root=output_root, require_gpu=require_gpu, as_json=as_json,
+            check=check, run=run, report_dir=report_dir, resume_dir=resume_dir, language=language, model=model,
+            model_host=model_host, service_url=service_url, output_root=output_root, require_gpu=require_gpu,
+            as_json=as_json,
         )
     )  # fmt: skip
 
@@ -138,11 +148,10 @@ def eval_command(
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
-        from rich.console import Console
-
         from mini_ptx_agent.feedback import format_feedback
+        from mini_ptx_agent.output import console_for
 
-        Console(highlight=False, soft_wrap=True).print(format_feedback(report), markup=False)
+        console_for().print(format_feedback(report), markup=False)
     raise typer.Exit(2 if report.status is NotEvaluated.INFRASTRUCTURE_ERROR else 0)
 
 
@@ -157,7 +166,10 @@ def run_command(
     model: Annotated[
         str | None,
         typer.Option(
-            "--model", help="Model name (litellm name, served id, or replay:PATH); default $MODEL_NAME."
+            "--model",
+            help="Model name: a litellm name, a served id (with ACCRL_MODEL_HOST), replay:PATH, or demo (the "
+            "bundled demo trajectory of the definition and language: vector_add_f32 in triton runs on a CPU); "
+            "default $MODEL_NAME.",
         ),
     ] = None,
     num_turns: Annotated[
@@ -165,7 +177,11 @@ def run_command(
     ] = None,
     target_speedup: Annotated[
         float | None,
-        typer.Option("--target-speedup", help="Minimum speedup over the reference, > 0 (default 1.0)."),
+        typer.Option(
+            "--target-speedup",
+            help="Minimum speedup against the definition's baseline Solution (its reference where it has none), "
+            "> 0 (default 1.0); met only on a GPU.",
+        ),
     ] = None,
     workloads: Annotated[
         str | None, typer.Option("--workloads", help="Comma-separated workload uuids (default all).")
@@ -272,9 +288,13 @@ def run_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json.")] = False,
 ) -> None:
-    """Run the kernel agent on one definition into a run directory (exit 0 unless infrastructure failed: 2).
+    """Run the kernel agent on one definition into a run directory (exit 0 unless infrastructure failed: 2;
+    130 after Ctrl-C, which prints the --resume command that continues the run).
 
-    Prints one line per turn (status, speedup, PTX/SASS families, seconds); with --json on stderr.
+    Prints the run directory first, then one line per turn (status, speedup, PTX/SASS families, seconds); with
+    --json on stderr.
+
+    Without a GPU or an API key: --definition vector_add_f32 --language triton --model demo.
 
     Options are checked before anything starts; a typo in --definition gets the close matches.
 
@@ -286,9 +306,8 @@ def run_command(
     Definition, language, arch, workloads, target speedup, prompt tag, model and the other feedback options
     (docs/feedback-options.md) cannot change on --resume.
     """
-    from rich.console import Console
-
-    from mini_ptx_agent.runs.launch import run_agent
+    from mini_ptx_agent.output import console_for
+    from mini_ptx_agent.runs.launch import RunInterrupted, run_agent
     from mini_ptx_agent.runs.options import RunOptionError, parse_list, parse_workloads, run_options
 
     try:
@@ -300,13 +319,21 @@ def run_command(
             architecture_warning=architecture_warning, require_architecture=require_architecture,
             instruction_evidence=instruction_evidence, profile_in_loop=profile_in_loop, notes_dir=notes_dir,
         )  # fmt: skip
-        progress = Console(stderr=as_json, highlight=False, soft_wrap=True)  # stdout stays JSON with --json
+        progress = console_for(stderr=as_json)  # stdout stays JSON with --json
         run_dir, summary = run_agent(
             options, resume_dir=resume, output_root=output_root, service_url=service_url, console=progress
         )
     except RunOptionError as exc:
         typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
         raise typer.Exit(2) from None
+    except RunInterrupted as exc:
+        typer.secho(
+            f"interrupted: the complete turns are kept in {exc.run_dir}; continue with: "
+            f"ptxbench run --resume {exc.run_dir}",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
+        raise typer.Exit(130) from None
     if as_json:
         typer.echo(summary.model_dump_json(indent=2))
     else:
@@ -315,6 +342,8 @@ def run_command(
             f"exit status: {summary.exit_status}; turns {summary.turns}; runner completed: {summary.runner_completed}; "
             f"kernel correct: {_yes_no_unknown(summary.kernel_correct)}; target met: {summary.target_met}"
         )
+        if summary.runner_completed and summary.exit_message not in ("", summary.exit_status):
+            typer.echo(f"  {summary.exit_message}")  # e.g. a replay that has no reply left
         if summary.infrastructure_error:
             typer.secho(
                 f"infrastructure error: {summary.infrastructure_error}", err=True, fg=typer.colors.RED
@@ -342,8 +371,13 @@ def report_command(
         typer.Option("--by", help="What the lines of the turn-limit figure and the table's rows group on."),
     ] = "model",
     turn_limits: Annotated[
-        str, typer.Option("--turn-limits", help="Turn limits T for the @T metrics, comma-separated.")
-    ] = "1,4,8",
+        str | None,
+        typer.Option(
+            "--turn-limits",
+            help="Turn limits T for the @T metrics, comma-separated; default 1, 4, 8 up to the most turns a "
+            "trajectory made, and that number (1,3 for 3-turn runs).",
+        ),
+    ] = None,
     include_demo: Annotated[
         bool,
         typer.Option(
@@ -357,16 +391,16 @@ def report_command(
     """Write report.html (self-contained, opens offline), one PNG and one CSV per figure and metrics.csv:
     correct@T, best speedup@T, verified@T per group with 95% intervals and n, and what ran them.
     Exit 0 when written, 2 when an input cannot be used or holds no finished turn."""
-    from rich.console import Console
     from rich.markup import escape
 
+    from mini_ptx_agent.output import console_for
     from mini_ptx_agent.reports.inputs import ReportError
     from mini_ptx_agent.reports.report import build_report, parse_turn_limits, summary_table
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = console_for(stderr=True)
     target = out or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path("ptxbench-report"))
     try:
-        limits = parse_turn_limits(turn_limits)
+        limits = parse_turn_limits(turn_limits) if turn_limits is not None else None
         with err.status("report") as status:
             result = build_report(
                 run_dirs, target, by=by, turn_limits=limits, include_demo=include_demo,
@@ -378,7 +412,7 @@ def report_command(
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
-    out_console = Console(highlight=False)
+    out_console = console_for()
     out_console.print(summary_table(result))
     for line in result.provenance.warnings:
         out_console.print(f"[yellow]warning:[/] {escape(line)}")

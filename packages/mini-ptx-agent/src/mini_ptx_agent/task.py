@@ -47,7 +47,8 @@ class TaskConfig(BaseModel):
     language: TaskLanguage = "cuda"
     """Candidate language: ``cuda`` (``kernel.cu::run``, tvm-ffi) or ``triton`` (``kernel.py::run``)."""
     target_speedup: float = Field(default=1.0, gt=0)
-    """Success threshold: the minimum speedup over the reference across workloads (x, measured on a GPU)."""
+    """Success threshold: the minimum speedup across workloads (x, measured on a GPU) against the definition's
+    baseline Solution (against its reference where it names none)."""
     arch: Arch = "sm_90a"
     """Target architecture; decides the nvcc ``-gencode`` and the prompt's architecture knowledge."""
     sanitizer: bool = False

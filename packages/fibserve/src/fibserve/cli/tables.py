@@ -14,6 +14,13 @@ from fibserve.analysis.report import Analysis, AnalysisOutcome, AnalysisUnavaila
 from fibserve.bench.report import EvaluationReport
 from fibserve.trace import Comparisons, Performance
 
+DISASSEMBLER_WARNING = "warning: SASS disassembled by cuobjdump"
+"""How the analysis's note that another CUDA release's cuobjdump read the SASS begins
+(:func:`fibserve.static_analysis.check`)."""
+
+_printed_once: set[str] = set()
+"""Warnings :func:`print_analysis` has printed in this process (the toolchain's, said once, not per kernel)."""
+
 
 def _num(value: float | None, fmt: str) -> str:
     if value is None:
@@ -79,12 +86,18 @@ def print_report(report: EvaluationReport, console: Console) -> None:
     console.print(table)
     for line in basis_lines(report):
         console.print(line, markup=False, highlight=False)
+    # A kernel that fails the same way on every workload (a Triton error raised at launch) prints its log once.
+    failures: dict[str, list[str]] = {}
     for trace in report.traces:
         ev = trace.evaluation
         if ev is not None and ev.status.value != "PASSED" and ev.log:
-            log = escape(ev.log.strip()[:1500])
-            head = escape(f"{trace.workload.uuid[:8]} {ev.status.value}")
-            console.print(f"[bold]{head}[/bold]: {log}", highlight=False)
+            failures.setdefault(ev.log.strip(), []).append(f"{trace.workload.uuid[:8]} {ev.status.value}")
+    for log, workloads in failures.items():
+        console.print(f"[bold]{escape(workloads[0])}[/bold]: {escape(log[:1500])}", highlight=False)
+        if len(workloads) > 1:
+            console.print(
+                f"same error on {len(workloads) - 1} more workloads: {', '.join(workloads[1:])}", markup=False
+            )
     for note in report.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
     if report.task_error:
@@ -172,6 +185,12 @@ def print_analysis(analysis: Analysis, console: object | None = None) -> None:
         for note in analysis.verdict.notes:
             out.print(f"  note: {note}", markup=False)
     for note in analysis.notes:
+        if note.startswith(
+            DISASSEMBLER_WARNING
+        ):  # the same for every kernel this machine builds: once per process
+            if note in _printed_once:
+                continue
+            _printed_once.add(note)
         out.print(f"[dim]{escape(note)}[/]")
     timings = ", ".join(f"{k} {v:.0f} ms" for k, v in analysis.timings_ms.items())
     cached = " (build cached)" if build is not None and build.cached else ""

@@ -125,15 +125,14 @@ def run_command(
     the service cannot be reached."""
     import os
 
-    from rich.console import Console
-
     from ..evaluation import EvaluationInfrastructureError
     from ..models import ModelConfigError
+    from ..output import console_for
     from ..service import ServiceStartError
     from .config import ExperimentConfigError, load_config
     from .launch import run_experiment
 
-    console = Console(stderr=as_json, highlight=False, soft_wrap=True)
+    console = console_for(stderr=as_json)
     bad_input: tuple[type[Exception], ...] = (ExperimentConfigError, ModelConfigError)
     if ray_address is not None:  # only then is Ray imported
         try:

@@ -191,8 +191,12 @@ def load_config(source: str | Path) -> ExperimentConfig:
     if not path.is_file() and str(source) in shipped:
         path = shipped[str(source)]
     if not path.is_file():
+        import difflib
+
+        close = difflib.get_close_matches(str(source), list(shipped), n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
         raise ExperimentConfigError(
-            f"{source}: no such config file, nor a shipped config ({', '.join(sorted(shipped))})"
+            f"{source}: no such config file, nor a shipped config; {hint}shipped: {', '.join(sorted(shipped))}"
         )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -7,8 +7,9 @@
     <experiment>/logs/fibserve.log    the embedded FIBServe's log (when the experiment started one)
 
 A trajectory is *finished* when its last run ended by the loop's own rules (``Submitted``, ``LimitsExceeded``
-at the plan's turns, ``TimeExceeded``, ``RepeatedFormatError``), whatever its kernels did: a kernel that failed
-is a result. It is *unfinished* when its run ended in an infrastructure failure (model endpoint or service down),
+at the plan's turn limit, ``TimeExceeded``, ``RepeatedFormatError``), whatever its kernels did: a kernel that
+failed is a result, and so is a replay that ran out of recorded replies before the limit (``LimitsExceeded``
+with fewer turns; its summary's ``num_turns`` is the limit it had). It is *unfinished* when its run ended in an infrastructure failure (model endpoint or service down),
 was interrupted, crashed, or was killed (no ``summary.json``: the runner removes it when a run starts), or when
 ``--extend-turns`` raised the turns of a ``LimitsExceeded`` trajectory; unfinished trajectories resume from their
 last complete turn. A trajectory never started is *pending*.
@@ -90,6 +91,9 @@ def trajectory_state(run_dir: Path, num_turns: int) -> TrajectoryState:
     summary = read_summary(run_dir)
     if summary is None or summary.exit_status not in COMPLETED_BY_RULE:
         return "unfinished"
-    if summary.exit_status == "LimitsExceeded" and summary.turns < num_turns:
-        return "unfinished"
+    limit = (
+        summary.num_turns if summary.num_turns is not None else summary.turns
+    )  # older summaries: turns made
+    if summary.exit_status == "LimitsExceeded" and limit < num_turns:
+        return "unfinished"  # --extend-turns raised the limit
     return "finished"

@@ -119,7 +119,7 @@ def run_experiment(
 
             ray_runner.connect(ray_address)  # before any file, and before the slower model checks
             stack.callback(ray_runner.disconnect)
-        checked = check_models(plan.config, model_host)  # before any file
+        checked = check_models(plan, model_host)  # before any file
         root.mkdir(parents=True, exist_ok=True)
         write_json(layout.plan_path, plan.model_dump(mode="json"))
         url, embedded = stack.enter_context(resolve_service(service_url, log_path=layout.service_log_path))

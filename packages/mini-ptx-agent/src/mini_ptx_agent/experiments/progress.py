@@ -115,6 +115,9 @@ class ExperimentProgress:
                 best = (summary.best or {}).get("min_speedup") if summary else None
                 line = f"[{self.done}/{self.trajectories}] {trajectory.id}: {status}"
                 line += f", {summary.turns} turns" if summary else ""
+                if finished:
+                    verdict = {True: "yes", False: "no", None: "unknown"}[summary.kernel_correct]
+                    line += f", kernel correct: {verdict}"
                 line += f", best {best:.3f}x" if best is not None else ""
                 self.console.print(line, highlight=False, markup=False)
 

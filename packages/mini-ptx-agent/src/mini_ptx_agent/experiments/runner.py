@@ -98,10 +98,12 @@ def make_model_for(
     seed: int | None = None,
     *,
     check: bool = False,
+    task: tuple[str, str] | None = None,
 ) -> Any:
     """The model of ``spec`` for one trajectory of ``config`` (``seed`` sent as ``extra_body.seed``; the
     config's ``models_config``), each request capped at its turn timeout; ``check``: verify an endpoint's served
-    id (once per experiment is enough).
+    id (once per experiment is enough); ``task``: the trajectory's (definition, language), which the model
+    ``demo`` replays the bundled demo of.
 
     Raises:
         ModelConfigError: misconfigured (the message says what to set).
@@ -112,9 +114,10 @@ def make_model_for(
     sampling = dict(spec.sampling)
     if seed is not None:
         sampling["extra_body"] = {**sampling.get("extra_body", {}), "seed": seed}
+    definition, language = task or (None, None)
     return make_model(
         spec.name, model_host=spec.host or model_host, config=config.models_config, sampling=sampling,
-        request_timeout_s=config.turn_timeout_s, check_served_id=check,
+        request_timeout_s=config.turn_timeout_s, check_served_id=check, definition=definition, language=language,
     )  # fmt: skip
 
 
@@ -128,20 +131,27 @@ class ModelChecks:
     """Model name -> why its API did not answer; its trajectories end as ``InfrastructureError`` without a call."""
 
 
-def check_models(config: ExperimentConfig, model_host: str | None) -> ModelChecks:
-    """Build each model once (an endpoint's served id checked) and record its settings.
+def check_models(plan: ExperimentPlan, model_host: str | None) -> ModelChecks:
+    """Build each model of ``plan`` once (an endpoint's served id checked; the model ``demo`` once per
+    definition and language it is planned for, each needing a bundled demo) and record its settings.
 
     Raises:
         ModelConfigError: a model is misconfigured (the message says what to set).
     """
+    from ..demo import DEMO_MODEL_NAMES
     from ..models import ModelUnavailableError
     from ..models.base import is_demo_model
     from ..trajectory import scrub
 
+    config = plan.config
     checks = ModelChecks()
     for spec in config.models:
+        tasks = sorted({(t.definition, t.language) for t in plan.trajectories if t.model == spec.name})
         try:
-            model = make_model_for(spec, config, model_host, check=True)
+            if spec.name in DEMO_MODEL_NAMES:
+                for task in tasks[1:]:
+                    make_model_for(spec, config, model_host, task=task)
+            model = make_model_for(spec, config, model_host, check=True, task=tasks[0] if tasks else None)
         except ModelUnavailableError as exc:
             checks.unavailable[spec.name] = f"model API unavailable: {exc}"
             checks.records[spec.name] = {"name": spec.name, "unavailable": str(exc)}
@@ -238,7 +248,9 @@ class ExperimentRunner:
         Raises:
             ModelUnavailableError: its API does not answer.
         """
-        return make_model_for(self._specs[t.model], self.plan.config, self.model_host, t.seed)
+        return make_model_for(
+            self._specs[t.model], self.plan.config, self.model_host, t.seed, task=(t.definition, t.language)
+        )
 
     def make_backend(self) -> ExperimentBackend:
         """The evaluation backend of one trajectory (its own HTTP connection pool; the shared slots)."""

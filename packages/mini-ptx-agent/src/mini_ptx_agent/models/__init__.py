@@ -4,6 +4,7 @@
 input                                  model
 =====================================  ==============================================================
 ``replay:PATH``                        :class:`ReplayModel`: the trajectory's assistant messages in order
+``demo``                               :class:`ReplayModel` of the bundled demo of the run's definition and language
 ``ACCRL_MODEL_HOST=host:port`` + name  :class:`OpenAIEndpointModel`: vLLM/SGLang; the served id must equal the name
 a litellm name (``anthropic/...``)     :class:`LitellmHostedModel`: hosted API, key from its usual variable
 nothing, ``fallback_replay`` given     :class:`ReplayModel` of that file, with a loud warning
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mini_ptx_agent.demo import DEMO_MODEL_NAMES
 from mini_ptx_agent.models.base import (
     KernelModelBase,
     ModelConfigError,
@@ -38,7 +40,7 @@ from mini_ptx_agent.models.base import (
 )
 from mini_ptx_agent.models.config import ModelsConfig, RetryPolicy, SamplingSettings, load_models_config
 from mini_ptx_agent.models.endpoint import OpenAIEndpointModel, normalise_base_url
-from mini_ptx_agent.models.replay import REPLAY_PREFIX, ReplayModel
+from mini_ptx_agent.models.replay import REPLAY_PREFIX, ReplayModel, demo_model
 
 # litellm fetches its price table from the network at import unless told otherwise; nobody may import it
 # through us without this set first.
@@ -75,6 +77,8 @@ def make_model(
     check_served_id: bool = True,
     api_base: str | None = None,
     request_timeout_s: float | None = None,
+    definition: str | None = None,
+    language: str | None = None,
 ) -> KernelModelBase:
     """Build the model for a run.
 
@@ -90,16 +94,20 @@ def make_model(
         api_base: hosted models only: send litellm requests to this base URL (a gateway or proxy).
         request_timeout_s: cap on one HTTP request (s), below the policy's ``request_timeout_s``; a run passes its
             turn timeout, so no request outlives the turn that waits for it.
+        definition, language: the run's task; ``demo`` replays the bundled demo of this pair
+            (:mod:`mini_ptx_agent.demo`).
 
     Raises:
         ModelConfigError: nothing configured and no fallback; a host without a name; a missing API key
-            variable; a served-id mismatch; an unreadable replay file.
+            variable; a served-id mismatch; an unreadable replay file; ``demo`` for a task without a demo.
         ModelUnavailableError: the endpoint's ``/v1/models`` is unreachable after retries.
     """
     name = name or os.environ.get("MODEL_NAME") or None
     model_host = model_host or os.environ.get("ACCRL_MODEL_HOST") or None
     if name and name.startswith(REPLAY_PREFIX):
         return ReplayModel(path=name[len(REPLAY_PREFIX) :], model_name=name)
+    if name in DEMO_MODEL_NAMES:
+        return demo_model(definition, language)
     if not name:
         if model_host:
             raise ModelConfigError(

@@ -47,6 +47,11 @@ class ModelUnavailableError(ModelError):
 class ModelRequestError(ModelError):
     """The API rejected the request in a way retrying cannot fix (HTTP 400/401/403/404, context too long)."""
 
+    def __init__(self, message: str, status_code: int | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+        """The HTTP status of the refusal (401: the key was refused), when the API said."""
+
 
 class ReplayExhaustedError(ModelError):
     """A ``replay:`` model was asked for more assistant messages than its trajectory holds."""

@@ -59,7 +59,7 @@ class LitellmModelConfig(BaseModel):
     """Optional API base URL (a proxy or gateway); the key variable is still the provider's usual one."""
 
 
-PROBE_TIMEOUT_S = 30.0
+PROBE_TIMEOUT_S = 10.0
 """Timeout of :meth:`LitellmHostedModel.probe`, the one-token request of ``quickstart --check`` (s)."""
 
 
@@ -137,7 +137,8 @@ class LitellmHostedModel(KernelModelBase):
         self.usage = ModelUsage()
 
     def probe(self) -> None:
-        """One request for one token (one attempt, :data:`PROBE_TIMEOUT_S`): whether the provider serves the model
+        """One request for one token (one attempt, at most :data:`PROBE_TIMEOUT_S` and the retry policy's request
+        timeout): whether the provider serves the model
         and accepts the key. Costs one prompt of a few tokens; not counted in :attr:`usage`.
 
         Raises:
@@ -145,10 +146,11 @@ class LitellmHostedModel(KernelModelBase):
             ModelUnavailableError: no answer (unreachable, overloaded, timeout).
         """
         params = {"api_base": self.config.api_base} if self.config.api_base else {}
+        timeout = min(PROBE_TIMEOUT_S, self.config.retry.request_timeout_s)
         try:
             self._litellm.completion(
                 model=self.config.model_name, messages=[{"role": "user", "content": "Reply with OK."}], max_tokens=1,
-                num_retries=0, max_retries=0, timeout=PROBE_TIMEOUT_S, **params,
+                num_retries=0, max_retries=0, timeout=timeout, **params,
             )  # fmt: skip
         except Exception as exc:
             error = self._classify(exc)
@@ -167,7 +169,10 @@ class LitellmHostedModel(KernelModelBase):
         status = getattr(exc, "status_code", None)
         if isinstance(status, int) and (status >= 500 or status == 429):
             return TransientError(message)
-        return ModelRequestError(f"model {self.config.model_name!r} rejected the request: {message}")
+        return ModelRequestError(
+            f"model {self.config.model_name!r} rejected the request: {message}",
+            status if isinstance(status, int) else None,
+        )
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
         """One completion through litellm; returns the assistant message (see :mod:`mini_ptx_agent.models.base`).

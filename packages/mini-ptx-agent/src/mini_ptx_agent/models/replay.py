@@ -27,7 +27,7 @@ class ReplayModelConfig(BaseModel):
     model_name: str
     """``replay:<path>`` as given."""
     path: str
-    """The trajectory file."""
+    """The trajectory file (for a bundled demo, which one: ``bundled demo vector_add_f32 (triton)``)."""
     n_messages: int
     """Number of assistant messages available."""
     fallback: bool = False
@@ -92,13 +92,23 @@ class ReplayModel(KernelModelBase):
         ModelConfigError: see :func:`read_trajectory` and :func:`assistant_contents`.
     """
 
-    def __init__(self, *, path: str | Path, model_name: str | None = None, fallback: bool = False):
+    def __init__(
+        self,
+        *,
+        path: str | Path,
+        model_name: str | None = None,
+        fallback: bool = False,
+        data: dict[str, Any] | None = None,
+    ):
+        """``data``: the trajectory itself (a bundled demo, :func:`mini_ptx_agent.demo.demo_trajectory`), which
+        ``path`` then only names; None reads ``path``."""
         trajectory = Path(path)
-        data = read_trajectory(trajectory)
+        if data is None:
+            data = read_trajectory(trajectory)
         self._contents = assistant_contents(data, trajectory)
         self.config = ReplayModelConfig(
             model_name=model_name or f"{REPLAY_PREFIX}{trajectory}",
-            path=str(trajectory),
+            path=str(path),
             n_messages=len(self._contents),
             fallback=fallback,
             demo=fallback or is_demo_trajectory(data),
@@ -126,8 +136,8 @@ class ReplayModel(KernelModelBase):
         """
         if self.index >= len(self._contents):
             raise ReplayExhaustedError(
-                f"replay trajectory {self.config.path} has {len(self._contents)} assistant message(s); "
-                f"the agent asked for number {self.index + 1}"
+                f"{self.config.path} has no reply left: its {len(self._contents)} recorded replies were used "
+                f"(the agent asked for number {self.index + 1})"
             )
         content = self._contents[self.index]
         self.index += 1
@@ -136,3 +146,23 @@ class ReplayModel(KernelModelBase):
             content, {"cost_usd": 0.0, "usage": {"prompt_tokens": 0, "completion_tokens": 0},
                       "replay_index": self.index, "model": self.config.model_name},
         )  # fmt: skip
+
+
+def demo_model(definition: str | None, language: str | None) -> ReplayModel:
+    """The model ``demo``: a replay of the bundled demo of ``definition`` in ``language``
+    (:mod:`mini_ptx_agent.demo`), flagged as a demo; its model name stays ``demo``, so a resumed run finds it.
+
+    Raises:
+        ModelConfigError: no task given, or no demo for it (the message lists the demos).
+    """
+    from mini_ptx_agent.demo import DEMO_MODEL_NAME, DemoDataError, demo_trajectory, describe_demos
+
+    if not definition or not language:
+        raise ModelConfigError(
+            f"the model demo needs the run's definition and language; demos: {describe_demos()}"
+        )
+    try:
+        data = demo_trajectory(language, definition)
+    except (ValueError, DemoDataError) as exc:
+        raise ModelConfigError(f"--model demo: {exc}") from None
+    return ReplayModel(path=f"bundled demo {definition} ({language})", model_name=DEMO_MODEL_NAME, data=data)

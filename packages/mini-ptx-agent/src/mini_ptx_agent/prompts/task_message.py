@@ -92,7 +92,8 @@ def first_user_message(
         definition_json: a FlashInfer Trace definition as a JSON object (``name``, ``axes``, ``inputs``,
             ``outputs``, ``reference``, ...). Not modified.
         language: ``cuda`` (``cpp`` accepted) or ``triton``.
-        target_speedup: the minimum speedup over the reference (e.g. ``1.0``) every workload must reach.
+        target_speedup: the minimum speedup (e.g. ``1.0``) every workload must reach against the definition's
+            baseline Solution (its reference where it names none).
         workloads: optional workload objects or dicts with an ``axes`` mapping (``{"M": 8192}``), listed in order.
         closing: the last paragraph, what to deliver; default: a short plan and the whole file in one fenced
             block (the agent loop's reply format). A Harbor task says where to write the file instead.
@@ -119,7 +120,8 @@ def first_user_message(
         lines = _summarise_workloads(workloads)
         parts += [f"Workloads ({len(lines)}), values of the variable axes:", *lines, ""]
     parts += [
-        f"Target: every workload passes and the minimum speedup over the reference is at least {target_speedup:g}x.",
+        f"Target: every workload passes and the minimum speedup against the definition's baseline (its reference "
+        f"where it names none) is at least {target_speedup:g}x.",
         "",
         "Your entry point must be:",
         f"```{fence}",

@@ -30,6 +30,7 @@ def quickstart_main(
     check: bool,
     run: bool,
     report_dir: Path | None,
+    resume_dir: Path | None = None,
     language: str = "cuda",
     model: str | None = None,
     model_host: str | None = None,
@@ -38,21 +39,23 @@ def quickstart_main(
     require_gpu: bool = False,
     as_json: bool = False,
 ) -> int:
-    """`ptxbench quickstart`: exactly one of ``check``, ``run``, ``report_dir``; prints; returns the exit code."""
+    """`ptxbench quickstart`: exactly one of ``check``, ``run``, ``report_dir``, ``resume_dir``; prints; returns the
+    exit code (130 after Ctrl-C, with the command that continues the run)."""
     import json
 
-    from rich.console import Console
     from rich.markup import escape
 
+    from ..output import console_for
+    from ..runs.launch import RunInterrupted
     from .check import run_checks
     from .report import rebuild_result, render
-    from .run import run_quickstart
+    from .run import resume_quickstart, run_quickstart
     from .settings import QuickstartError, QuickstartRefused, QuickstartSettings
 
-    out = Console(highlight=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    if sum([check, run, report_dir is not None]) != 1:
-        err.print("[red]error:[/] give exactly one of --check, --run or --report DIR")
+    out = console_for()
+    err = console_for(stderr=True)
+    if sum([check, run, report_dir is not None, resume_dir is not None]) != 1:
+        err.print("[red]error:[/] give exactly one of --check, --run, --report DIR or --resume DIR")
         return 2
     try:
         if report_dir is not None:
@@ -75,7 +78,17 @@ def quickstart_main(
                     verdict = "[green]OK  [/]" if line.ok else "[red]FAIL[/]"
                     out.print(f"{verdict} {line.name:<10} {escape(line.detail)}")
             return 0 if all(line.ok for line in lines) else 1
-        run_dir, result = run_quickstart(settings, console=err if as_json else out)
+        progress = err if as_json else out
+        if resume_dir is not None:
+            run_dir, result = resume_quickstart(resume_dir, settings, console=progress)
+        else:
+            run_dir, result = run_quickstart(settings, console=progress)
+    except RunInterrupted as exc:
+        err.print(
+            f"[yellow]interrupted:[/] the complete turns are kept in {escape(str(exc.run_dir))}; continue with: "
+            f"ptxbench quickstart --resume {escape(str(exc.run_dir))}"
+        )
+        return 130
     except QuickstartRefused as exc:
         err.print(f"[red]refused:[/] {escape(str(exc))}")
         return 2

@@ -1,7 +1,9 @@
 """`ptxbench quickstart --check`: one ``OK``/``FAIL`` line per live dependency of the quickstart.
 
-Lines: ``model`` (the demo replay, or the configured model built as a run builds it: an endpoint's served id,
-a hosted model's key variable), ``service`` (FIBServe ``/health``; an embedded one is started and stopped),
+Lines: ``model`` (the demo replay, or the configured model asked once, in one bounded request of at most
+:data:`CHECK_TIMEOUT_S`: an endpoint's ``/v1/models`` must list it, a hosted model must answer one token, so a
+refused key is a FAIL with the provider's answer, and an endpoint that refuses connections fails in seconds,
+not after a run's retries), ``service`` (FIBServe ``/health``; an embedded one is started and stopped),
 ``definition`` (``gemm_n7168_k5120`` with the M = 8192 workload), ``nvcc`` (needed on this machine only when an
 embedded service builds CUDA), ``gpu`` (the service's lanes).
 
@@ -20,6 +22,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from .settings import QUICKSTART_DEFINITION, QUICKSTART_WORKLOAD, QuickstartSettings
+
+CHECK_TIMEOUT_S = 10.0
+"""The one request that checks a model (an endpoint's model list, a hosted model's one token) gets this long (s),
+and is not retried: a check reports what the API says now."""
 
 
 class CheckLine(BaseModel):
@@ -77,10 +83,14 @@ def check_model(settings: QuickstartSettings) -> CheckLine:
             ok=True,
             detail="demo model: replay of the bundled demo trajectory (not a model; set MODEL_NAME for a real one)",
         )
-    from ..models import ModelError, make_model
+    from ..models import ModelError, RetryPolicy, make_model
 
+    once = RetryPolicy(max_attempts=1, initial_backoff_s=0.0, request_timeout_s=CHECK_TIMEOUT_S)
     try:
-        model = make_model(settings.model, model_host=settings.model_host)
+        model = make_model(
+            settings.model, model_host=settings.model_host, definition=QUICKSTART_DEFINITION,
+            language=settings.language, retry=once,
+        )  # fmt: skip
     except ModelError as exc:
         return CheckLine(name="model", ok=False, detail=f"{settings.model}: {exc}")
     if settings.model_host:
@@ -93,23 +103,29 @@ def check_model(settings: QuickstartSettings) -> CheckLine:
 
 
 def check_hosted_model(model: Any) -> CheckLine:
-    """A litellm model: known by name (litellm's model list, offline), else one 1-token request decides.
+    """A litellm model: one request for one token (:meth:`~mini_ptx_agent.models.litellm.LitellmHostedModel.probe`,
+    at most :data:`CHECK_TIMEOUT_S`) says whether the provider serves it and accepts the key; the line quotes
+    the provider's answer (401: the key was refused). A key variable that is merely set proves nothing.
 
     ``model`` is a :class:`~mini_ptx_agent.models.litellm.LitellmHostedModel` (its provider is known: the
     factory refuses a name litellm cannot route).
     """
-    from ..models import ModelError
+    from ..models import ModelRequestError, ModelUnavailableError
     from ..models.litellm import close_model_names, import_litellm, litellm_version
 
     name = model.config.model_name
-    if model.listed:
-        return CheckLine(
-            name="model", ok=True,
-            detail=f"{name} via litellm (provider {model.provider}, in its model list); API key variable present",
-        )  # fmt: skip
+    via = f"{name} via litellm (provider {model.provider})"
     try:
         model.probe()
-    except ModelError as exc:
+    except ModelRequestError as exc:
+        if exc.status_code in (401, 403):
+            return CheckLine(
+                name="model", ok=False,
+                detail=f"{via}: the provider refused the API key (HTTP {exc.status_code}): {exc}; set its key "
+                "variable to a valid key",
+            )  # fmt: skip
+        if model.listed:
+            return CheckLine(name="model", ok=False, detail=f"{via}: {exc}")
         close = close_model_names(import_litellm(), name)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         return CheckLine(
@@ -117,11 +133,14 @@ def check_hosted_model(model: Any) -> CheckLine:
             detail=f"{name} is not in litellm {litellm_version()}'s model list and provider {model.provider} "
             f"refused a 1-token request: {exc}{hint}; set MODEL_NAME to a name the provider serves",
         )  # fmt: skip
-    return CheckLine(
-        name="model", ok=True,
-        detail=f"{name} via litellm (provider {model.provider}) answered a 1-token request; not in litellm's "
-        "model list, so its cost is unknown",
-    )  # fmt: skip
+    except ModelUnavailableError as exc:
+        return CheckLine(
+            name="model",
+            ok=False,
+            detail=f"{via}: unavailable (one request of at most {CHECK_TIMEOUT_S:g} s): {exc}",
+        )
+    cost = "" if model.listed else "; not in litellm's model list, so its cost is unknown"
+    return CheckLine(name="model", ok=True, detail=f"{via} answered a 1-token request (key accepted){cost}")
 
 
 def check_toolchain(settings: QuickstartSettings, service_tools: dict[str, Any] | None = None) -> CheckLine:

@@ -15,13 +15,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..demo import DEMO_MODEL_NAME
+from ..demo import DEMO_MODEL_NAMES
 from ..evaluation import NotEvaluated
 from ..feedback import trim
 from ..runs.directory import RunLayout, kernel_correctness
 
-RESULT_SCHEMA = "ptxbench.quickstart/3"
-"""/3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did not complete (an outage or
+RESULT_SCHEMA = "ptxbench.quickstart/4"
+"""/4: the counts of kernels (generated, compiled, correct, not executed, target achieved) are one object,
+``kernel_counts`` (/3 had them at the top level, where ``correct: 0`` sat beside ``kernel_correct: null``); a run
+stopped by Ctrl-C has exit status ``Interrupted`` and ``runner.turns`` counts the turns its trajectory holds.
+/3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did not complete (an outage or
 a refusal; /2 wrote false there). /2: ``turns[].correct`` is null for a kernel that was not executed (/1 wrote false) and ``kernel_correct``
 (true, false or null) is the "A kernel was correct" verdict people see."""
 RESULT_FILE = "quickstart-result.json"
@@ -86,10 +89,26 @@ class TrajectoryPaths(_Model):
     evaluations: list[str] = Field(default_factory=list)
 
 
+class KernelCounts(_Model):
+    """How many of the run's kernels came to what (counts, not verdicts: ``kernel_correct`` is the verdict)."""
+
+    generated: int = 0
+    """Turns whose reply held a kernel that was sent for evaluation."""
+    compiled: int = 0
+    """Kernels that built (CUDA: nvcc and static analysis succeeded)."""
+    correct: int = 0
+    """Kernels that passed every workload (0 is not "wrong" when they were not executed: see
+    ``not_executed``)."""
+    not_executed: int = 0
+    """Kernels built and analysed but never run (CUDA without a GPU)."""
+    target_achieved: int = 0
+    """Correct kernels timed on a GPU at or above the target speedup."""
+
+
 class QuickstartResult(_Model):
     """Everything a person or a program needs to judge one quickstart run (``quickstart-result.json``)."""
 
-    schema_version: Literal["ptxbench.quickstart/3"] = RESULT_SCHEMA
+    schema_version: Literal["ptxbench.quickstart/4"] = RESULT_SCHEMA
     run_id: str
     created_at: str
     model: str
@@ -105,20 +124,11 @@ class QuickstartResult(_Model):
     runner: dict[str, Any]
     """``experiments``, ``completed``, ``infrastructure_errors``, ``exit_status``, ``turns``, ``elapsed_s``."""
     runner_completed: bool
-    generated: int
-    """Turns whose reply held a kernel that was sent for evaluation."""
-    compiled: int
-    """Kernels that built (CUDA: nvcc and static analysis succeeded)."""
-    correct: int
-    """Kernels that passed every workload."""
+    kernel_counts: KernelCounts = Field(default_factory=KernelCounts)
     kernel_correct: bool | None = None
     """The "A kernel was correct" verdict: true when one passed, null (unknown) when none passed and some were
     not executed (no GPU lane) or when none was evaluated because the run stopped early (service or model API
     down, refused), false otherwise (every evaluated kernel failed, or the runner completed without a kernel)."""
-    not_executed: int
-    """Kernels built and analysed but never run (CUDA without a GPU)."""
-    target_achieved: int
-    """Correct kernels timed on a GPU at or above the target speedup."""
     best_speedup: float | None = None
     best_turn: int | None = None
     best_on_gpu: bool = False
@@ -176,6 +186,14 @@ def _last_feedback(trajectory: dict[str, Any] | None) -> str:
     return ""
 
 
+def _turns_made(summary: dict[str, Any], trajectory: dict[str, Any] | None) -> int:
+    """Model calls made: the summary's count, else (a run killed before it wrote one) the trajectory's."""
+    if isinstance(summary.get("turns"), int):
+        return summary["turns"]
+    turns = ((trajectory or {}).get("info") or {}).get("ptxbench", {}).get("turns")
+    return turns if isinstance(turns, int) else 0
+
+
 def _rel(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
 
@@ -211,7 +229,7 @@ def build_result(run_dir: Path) -> QuickstartResult:
     service = ServiceInfo.model_validate({**(context.get("service") or {}), "hardware": _hardware(reports)})
     exit_status = str(summary.get("exit_status") or "not finished")
     completed = bool(summary.get("runner_completed"))
-    demo = bool(plan.get("demo") or context.get("demo", plan["model"] == DEMO_MODEL_NAME))
+    demo = bool(plan.get("demo") or context.get("demo", plan["model"] in DEMO_MODEL_NAMES))
     logs = (
         sorted(p for p in (run_dir / "logs").glob("*") if p.is_file()) if (run_dir / "logs").is_dir() else []
     )
@@ -231,18 +249,20 @@ def build_result(run_dir: Path) -> QuickstartResult:
             "completed": int(completed),
             "infrastructure_errors": int(exit_status == "InfrastructureError"),
             "exit_status": exit_status,
-            "turns": int(summary.get("turns") or 0),
+            "turns": _turns_made(summary, trajectory),
             "elapsed_s": summary.get("elapsed_s"),
         },
         runner_completed=completed,
-        generated=len(rows),
-        compiled=sum(1 for r in rows if r.compiled),
-        correct=len(correct),
+        kernel_counts=KernelCounts(
+            generated=len(rows),
+            compiled=sum(1 for r in rows if r.compiled),
+            correct=len(correct),
+            not_executed=sum(1 for r in rows if r.status == NotEvaluated.NOT_EXECUTED),
+            target_achieved=sum(1 for r in rows if r.target_met),
+        ),
         kernel_correct=kernel_correctness(
             [r.turn for r in correct], [r.status for r in rows], runner_completed=completed
         ),
-        not_executed=sum(1 for r in rows if r.status == NotEvaluated.NOT_EXECUTED),
-        target_achieved=sum(1 for r in rows if r.target_met),
         best_speedup=best.min_speedup if best else None,
         best_turn=best.turn if best else None,
         best_on_gpu=bool(best and best.executed_on_gpu),
@@ -278,12 +298,13 @@ def notes_for(result: QuickstartResult, *, refused: str | None = None) -> list[s
         )
     if refused:
         notes.append(f"Not run: {refused}")
-    if not result.service.gpu and result.language == "cuda" and result.generated:
+    counts = result.kernel_counts
+    if not result.service.gpu and result.language == "cuda" and counts.generated:
         notes.append(
             "CPU mode (no GPU lane): the CUDA kernels were compiled with nvcc and analysed (PTX/SASS, ptxas "
             "resources) but NOT EXECUTED, so their correctness and speed are unknown and the target cannot be met."
         )
-    if not result.service.gpu and result.language == "triton" and result.generated:
+    if not result.service.gpu and result.language == "triton" and counts.generated:
         notes.append(
             "CPU mode (no GPU lane): Triton kernels ran under the interpreter; CPU timings are not speedups."
         )
@@ -326,24 +347,24 @@ def _speed(value: float | None, on_gpu: bool) -> str:
 
 
 def _verdicts(result: QuickstartResult) -> list[tuple[str, str]]:
-    runner = result.runner
+    runner, counts = result.runner, result.kernel_counts
     ran = f"{runner['exit_status']} after {runner['turns']} of {result.num_turns} turns"
     if result.kernel_correct:
-        correct = f"{_yes_no(True)}: {result.correct} of {result.generated} kernels passed every workload"
-    elif result.kernel_correct is None and not result.generated:
+        correct = f"{_yes_no(True)}: {counts.correct} of {counts.generated} kernels passed every workload"
+    elif result.kernel_correct is None and not counts.generated:
         correct = "[yellow]unknown[/]: no kernel was evaluated (the run stopped first; not counted against the model)"
     elif result.kernel_correct is None:
         correct = (
-            f"[yellow]unknown[/]: {result.not_executed} of {result.generated} kernels compiled and analysed, "
+            f"[yellow]unknown[/]: {counts.not_executed} of {counts.generated} kernels compiled and analysed, "
             "not executed (no GPU)"
         )
-    elif not result.generated:
+    elif not counts.generated:
         correct = f"{_yes_no(False)}: no kernel was evaluated"
     else:
-        correct = f"{_yes_no(False)}: none of {result.generated} kernels passed"
-    if result.target_achieved:
+        correct = f"{_yes_no(False)}: none of {counts.generated} kernels passed"
+    if counts.target_achieved:
         target = f"{_yes_no(True)}: {result.best_speedup:.3f}x >= {result.target_speedup:.2f}x at turn {result.best_turn}"
-    elif not result.generated:
+    elif not counts.generated:
         target = f"{_yes_no(False)}: no kernel was evaluated"
     elif not result.service.gpu:
         target = (
@@ -358,6 +379,12 @@ def _verdicts(result: QuickstartResult) -> list[tuple[str, str]]:
         ("A kernel was correct", correct),
         ("Target achieved", target),
     ]
+
+
+def resumable(result: QuickstartResult) -> bool:
+    """Whether ``--resume`` can continue the run: it stopped before its rules ended it (Ctrl-C, a kill, an
+    outage), and was not refused."""
+    return not result.runner_completed and result.runner.get("exit_status") != "Refused"
 
 
 def render(result: QuickstartResult, run_dir: Path, console: Any | None = None) -> None:
@@ -407,4 +434,6 @@ def render(result: QuickstartResult, run_dir: Path, console: Any | None = None) 
         and not any(result.exit_message in n for n in result.notes)
     ):
         console.print(f"  [red]why:[/] {escape(result.exit_message)}")
+    if resumable(result):
+        console.print(f"  continue with: ptxbench quickstart --resume {run_dir}", markup=False)
     console.print(f"run directory: {run_dir}", markup=False)

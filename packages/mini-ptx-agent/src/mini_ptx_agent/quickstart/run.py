@@ -1,4 +1,5 @@
-"""`ptxbench quickstart --run`: the 3-turn GEMM trajectory into a new run directory, and its result.
+"""`ptxbench quickstart --run` (the 3-turn GEMM trajectory into a new run directory, and its result) and
+`--resume DIR` (continuing one that was stopped).
 
 Refused at once, before anything starts, when the result is known up front (Triton without a GPU and without
 ``SERVICE_URL``); otherwise the model (or the demo replay), the service (``SERVICE_URL`` or an embedded FIBServe)
@@ -17,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..demo import DEMO_MODEL_NAME
-from ..runs.directory import RunLayout, RunPlan, RunSummary, failed_summary, utc_stamp
+from ..runs.directory import RunLayout, RunPlan, failed_summary, utc_stamp
 from ..runs.options import default_prompt_tag
 from ..trajectory import write_json
 from .settings import (
+    QUICKSTART_DEFINITION,
     QUICKSTART_TURNS,
     TRITON_ALTERNATIVES,
     TRITON_NEEDS_GPU,
@@ -64,17 +66,19 @@ def local_gpu_available() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
 
 
-def refusal_before_start(settings: QuickstartSettings) -> str | None:
-    """Why the run must be refused before anything starts, or None.
+def refusal_before_start(settings: QuickstartSettings, *, resuming: bool = False) -> str | None:
+    """Why the run must be refused before anything starts, or None (``resuming``: for `--resume`, whose run
+    directory exists already).
 
     Known up front only for Triton with an embedded service (no ``SERVICE_URL``) on a machine without a GPU;
     a remote service's lanes are known only from its ``/health``, so that refusal happens during the run.
     """
     if settings.language != "triton" or settings.service_url or local_gpu_available():
         return None
+    created = "" if resuming else " and no run directory was created"
     return (
-        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU, so nothing was started and no "
-        f"run directory was created. {TRITON_ALTERNATIVES}"
+        f"{TRITON_NEEDS_GPU}; SERVICE_URL is not set and this machine has no GPU, so nothing was started{created}. "
+        f"{TRITON_ALTERNATIVES}"
     )
 
 
@@ -96,7 +100,10 @@ def _make_model(settings: QuickstartSettings, run_dir: Path | None) -> tuple[Any
         from ..models import ModelConfigError, ModelUnavailableError, make_model
 
         try:
-            model = make_model(settings.model, model_host=settings.model_host)
+            model = make_model(
+                settings.model, model_host=settings.model_host, definition=QUICKSTART_DEFINITION,
+                language=settings.language,
+            )  # fmt: skip
         except (ModelConfigError, ModelUnavailableError) as exc:
             raise QuickstartError(f"model {settings.model}: {exc}") from None
         return model, settings.model
@@ -131,31 +138,20 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     Raises:
         QuickstartRefused: refused up front (nothing is started or written then).
         QuickstartError: the model is misconfigured (nothing is written then).
+        RunInterrupted: Ctrl-C; the directory keeps the plan, the complete turns and the result so far, and
+            :func:`resume_quickstart` continues it.
     """
     refusal = refusal_before_start(settings)  # before any import that takes time: "refused at once"
     if refusal is not None:
         raise QuickstartRefused(refusal)
-    from fibserve.client import FIBServeError
-    from rich.console import Console
-    from rich.markup import escape
-
-    from ..evaluation import EvaluationInfrastructureError
-    from ..fibserve_backend import FIBServeBackend
     from ..models.base import is_demo_model
-    from ..runs.launch import run_trajectory
-    from ..runs.progress import RunProgress
-    from ..service import ServiceStartError
-    from ..service import service_url as resolve_service
-    from .report import CONTEXT_FILE, rebuild_result
 
-    console = console or Console(highlight=False)
     started = time.time()
     if settings.model:
         model, model_name = _make_model(settings, None)  # a misconfigured model must not leave a directory
     run_dir = _new_run_dir(settings.output_root, settings.language)
     if not settings.model:
         model, model_name = _make_model(settings, run_dir)
-    layout = RunLayout(run_dir)
     task = quickstart_task(settings.language)
     plan = RunPlan(
         run_id=run_dir.name,
@@ -170,9 +166,86 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     context: dict[str, Any] = {"demo": not settings.model, "refused": None}
     if not settings.model:
         context["demo_trajectory"] = f"demo/trajectory_{settings.language}.json"
-    console.print(f"run directory: {run_dir}", markup=False)
-    summary: RunSummary | None = None
+    write_json(RunLayout(run_dir).plan_path, plan.model_dump(mode="json"))  # resumable from here on
+    return _run(run_dir, plan, model, settings, context, console, started, resume=False)
+
+
+def resume_quickstart(
+    run_dir: Path, settings: QuickstartSettings, console: Any | None = None
+) -> tuple[Path, QuickstartResult]:
+    """Continue the quickstart run in ``run_dir`` from its last complete turn to its three turns
+    (`quickstart --resume DIR`) with its plan's model (the demo, a replay, an endpoint at
+    ``settings.model_host``, a hosted model with its key variable) and ``settings.service_url`` or an embedded
+    FIBServe; returns the run directory and its result, rewritten.
+
+    Raises:
+        QuickstartRefused: the run's language cannot be evaluated here (Triton without a GPU).
+        QuickstartError: ``run_dir`` is not a quickstart run, its run already met its target, or the model is
+            misconfigured (the message says what to set).
+        RunInterrupted: Ctrl-C again (what was done is kept).
+    """
+    import json
+
+    from ..models import ModelConfigError, ModelUnavailableError, make_model
+    from ..runs.directory import load_plan
+    from ..runs.options import RunOptionError, RunOptions, plan_for
+    from .report import CONTEXT_FILE
+
     try:
+        turns = max(load_plan(run_dir).num_turns, QUICKSTART_TURNS)
+        plan = plan_for(
+            RunOptions(num_turns=turns), resume_dir=Path(run_dir), service_url=None, output_root=None
+        )
+    except (FileNotFoundError, ValueError) as exc:  # RunOptionError is a ValueError
+        raise QuickstartError(
+            str(exc) if isinstance(exc, RunOptionError) else f"--resume {run_dir}: {exc}"
+        ) from None
+    if plan.task.definition != QUICKSTART_DEFINITION:
+        raise QuickstartError(
+            f"--resume {run_dir}: not a quickstart run (it runs {plan.task.definition}); continue it with: "
+            f"ptxbench run --resume {run_dir}"
+        )
+    settings = settings.model_copy(update={"language": plan.task.language})
+    refusal = refusal_before_start(settings, resuming=True)
+    if refusal is not None:
+        raise QuickstartRefused(refusal)
+    try:
+        model = make_model(
+            plan.model,
+            model_host=settings.model_host,
+            definition=plan.task.definition,
+            language=plan.task.language,
+        )
+    except (ModelConfigError, ModelUnavailableError) as exc:
+        raise QuickstartError(f"model {plan.model}: {exc}") from None
+    path = Path(run_dir) / CONTEXT_FILE
+    context = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"demo": plan.demo}
+    return _run(Path(run_dir), plan, model, settings, context, console, time.time(), resume=True)
+
+
+def _run(
+    run_dir: Path, plan: RunPlan, model: Any, settings: QuickstartSettings, context: dict[str, Any],
+    console: Any | None, started: float, *, resume: bool,
+) -> tuple[Path, QuickstartResult]:  # fmt: skip
+    """Start or reach the service, record it in the context file, then run (or resume) ``plan`` in ``run_dir``;
+    the result, rebuilt from the files. See :func:`run_quickstart` for what ends it and how."""
+    from fibserve.client import FIBServeError
+    from rich.console import Console
+    from rich.markup import escape
+
+    from ..evaluation import EvaluationInfrastructureError
+    from ..fibserve_backend import FIBServeBackend
+    from ..runs.launch import RunInterrupted, run_trajectory
+    from ..runs.progress import RunProgress
+    from ..service import ServiceStartError
+    from ..service import service_url as resolve_service
+    from .report import CONTEXT_FILE, rebuild_result
+
+    console = console or Console(highlight=False)
+    layout = RunLayout(run_dir)
+    language = plan.task.language
+    try:
+        console.print(f"run directory: {run_dir}", markup=False)
         console.print(
             "starting the embedded FIBServe ..."
             if not settings.service_url
@@ -202,29 +275,37 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
                     "[yellow]CPU mode: no GPU lane; "
                     + (
                         "CUDA kernels are compiled and analysed, not executed.[/]"
-                        if settings.language == "cuda"
+                        if language == "cuda"
                         else "the Triton GEMM cannot be evaluated here.[/]"
                     )
                 )
-            if settings.language == "triton" and not gpu:
+            if language == "triton" and not gpu:
                 context["refused"] = f"{TRITON_NEEDS_GPU}. {TRITON_ALTERNATIVES}"
                 write_json(run_dir / CONTEXT_FILE, context)
-                write_json(layout.plan_path, plan.model_dump(mode="json"))
-                summary = failed_summary(plan, "Refused", context["refused"], started)
+                summary = failed_summary(plan, "Refused", context["refused"], started, resumed=resume)
                 write_json(layout.summary_path, summary.model_dump(mode="json"))
             else:
-                if not settings.model:  # only now is it certain that the demo is replayed
+                if context.get("demo"):  # only now is it certain that the demo is replayed
                     console.print(f"[bold black on yellow] {escape(DEMO_BANNER)} [/]")
-                with RunProgress(console, QUICKSTART_TURNS, f"FIBServe ({', '.join(lanes)})") as live:
-                    summary = run_trajectory(
-                        plan, run_dir, backend=backend, model=live.model(model), on_turn=live.on_turn
+                with RunProgress(console, plan.num_turns, f"FIBServe ({', '.join(lanes)})") as live:
+                    run_trajectory(
+                        plan,
+                        run_dir,
+                        backend=backend,
+                        model=live.model(model),
+                        resume=resume,
+                        on_turn=live.on_turn,
                     )
     except (ServiceStartError, EvaluationInfrastructureError) as exc:
         summary = failed_summary(
-            plan, "InfrastructureError", f"evaluation service unavailable: {exc}", started
+            plan, "InfrastructureError", f"evaluation service unavailable: {exc}", started, resumed=resume
         )
-        write_json(layout.plan_path, plan.model_dump(mode="json"))
         write_json(layout.summary_path, summary.model_dump(mode="json"))
         if not (run_dir / CONTEXT_FILE).is_file():
             write_json(run_dir / CONTEXT_FILE, context)
+    except KeyboardInterrupt:
+        if not (run_dir / CONTEXT_FILE).is_file():
+            write_json(run_dir / CONTEXT_FILE, context)
+        rebuild_result(run_dir)
+        raise RunInterrupted(run_dir) from None
     return run_dir, rebuild_result(run_dir)

@@ -1,7 +1,9 @@
 """The report's figures, drawn with matplotlib (object API, Agg canvas: no display, no global pyplot state).
 
 Each figure comes with the table it was drawn from (the CSV written beside it), so every plotted number can
-be checked. Intervals are the 95% intervals of :mod:`.stats`; error bars span them.
+be checked. Intervals are the 95% intervals of :mod:`.stats`; error bars span them. Legends sit outside the
+axes (right of the last panel), so they never cover a bar or a point, and each PNG is cropped to what was
+drawn (a tight bounding box), so long tick labels (model names, rotated) are never cut off.
 """
 
 from __future__ import annotations
@@ -32,8 +34,13 @@ class Figure:
 
 def _png(fig: MplFigure) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI)
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.15)
     return buffer.getvalue()
+
+
+def _legend_outside(ax, title: str) -> None:
+    """The legend of ``ax``'s artists, right of ``ax`` (the figure's last panel), outside every axes."""
+    ax.legend(title=title, fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
 def _nothing(ax, text: str) -> None:
@@ -105,7 +112,7 @@ def turn_limit_figure(metrics: Sequence[GroupMetrics], by: str) -> Figure:
         ax.grid(alpha=0.3)
         if all(getattr(m, name).value is None for m in metrics):
             _nothing(ax, "no data: n = 0 at every turn limit")
-    axes[0].legend(title=by, fontsize="small")
+    _legend_outside(axes[-1], by)
     return Figure(
         name="metrics_vs_turn_limit",
         title=f"Metrics against turn limit, by {by}",
@@ -228,7 +235,7 @@ def tag_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
             ax.text(
                 0.5, 0.5, "no data: n = 0", ha="center", va="center", transform=ax.transAxes, color="0.35"
             )
-    axes[0].legend(title="model", fontsize="small")
+    _legend_outside(axes[-1], "model")
     rows = [{"prompt_tag": tag, "model": model, **row}
             for (tag, model), m in cells.items() for row in metric_rows([m])]  # fmt: skip
     return Figure(
@@ -259,7 +266,7 @@ def scatter_figure(trajs: Sequence[Trajectory], limit: int) -> Figure:
         )
     if plotted:
         ax.set_xscale("log")
-        ax.legend(title="model", fontsize="small")
+        _legend_outside(ax, "model")
         ax.grid(alpha=0.3)
     else:
         _nothing(ax, "no trajectory has both token counts and a GPU-timed correct kernel")

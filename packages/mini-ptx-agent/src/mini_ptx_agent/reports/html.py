@@ -7,6 +7,7 @@ import base64
 from collections.abc import Sequence
 from html import escape
 
+from .drilldown import TrajectoryDetail, details_html
 from .figures import Figure
 from .metrics import GroupMetrics
 from .provenance import Provenance
@@ -53,6 +54,8 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 .warning { background: #fff3cd; border: 1px solid #e0b400; padding: .6em 1em; margin: .5em 0; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: .9em; color: #444; } dt { font-weight: bold; } dd { margin: 0 0 .5em 1.5em; }
+details.trajectory { margin: .3em 0; } details.trajectory > table { margin: .4em 0 1em 1.5em; }
+pre { white-space: pre-wrap; max-height: 40em; overflow: auto; font-size: .8em; margin: .3em 0; }
 """
 
 
@@ -104,8 +107,14 @@ def _figure(figure: Figure) -> str:
     )
 
 
-def render_html(by: str, metrics: Sequence[GroupMetrics], figures: Sequence[Figure], prov: Provenance) -> str:
-    """The whole page as one string (UTF-8 HTML5)."""
+def render_html(
+    by: str,
+    metrics: Sequence[GroupMetrics],
+    figures: Sequence[Figure],
+    prov: Provenance,
+    details: Sequence[TrajectoryDetail] = (),
+) -> str:
+    """The whole page as one string (UTF-8 HTML5); ``details``: the per-trajectory drill-down."""
     warnings = "".join(f'<p class="warning">{escape(line)}</p>' for line in prov.warnings)
     definitions = "".join(f"<dt>{escape(name)}</dt><dd>{escape(text)}</dd>" for name, text in DEFINITIONS)
     summary = _table(METRIC_COLUMNS, [metric_cells(m) for m in metrics])
@@ -119,7 +128,10 @@ def render_html(by: str, metrics: Sequence[GroupMetrics], figures: Sequence[Figu
     ]
     if not prov.versions:
         what_ran.append(("versions", "unknown"))
-    baselines = [(d, line) for d, lines in prov.baselines.items() for line in lines] or [("(any)", "unknown")]
+    nothing_timed = ("(every definition)", "none: no kernel was timed on a GPU, so no speedup was measured")
+    baselines = [(d, line) for d, lines in prov.baselines.items() for line in lines] or [
+        ("(any)", "unknown") if prov.gpu_timed else nothing_timed
+    ]
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -129,6 +141,7 @@ def render_html(by: str, metrics: Sequence[GroupMetrics], figures: Sequence[Figu
         f'<h2>Summary</h2><div id="summary">{summary}</div>'
         f"<p>Table: <code>metrics.csv</code>.</p>"
         f"<h2>Figures</h2>{''.join(_figure(f) for f in figures)}"
+        f"{details_html(details)}"
         f'<h2>What ran it</h2><div id="provenance">{_table(("", ""), what_ran, numbers=False)}'
         f"<h3>Baselines per definition</h3>{_table(('definition', 'baseline'), baselines, numbers=False)}</div>"
         "</body></html>"

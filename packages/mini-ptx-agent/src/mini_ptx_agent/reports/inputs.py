@@ -46,6 +46,9 @@ class Source:
     pending: int = 0
     """Trajectory run directories without a finished turn (not started, or stopped before its first reply)."""
     manifest: dict[str, Any] = field(default_factory=dict)
+    trajectory_dirs: dict[tuple[str, str], Path] = field(default_factory=dict)
+    """(experiment, trajectory) of the rows -> the run directory holding that trajectory (its kernels and
+    feedback, for the page's drill-down)."""
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -86,14 +89,21 @@ def read_turns_csv(path: Path) -> list[TurnRow]:
     return rows
 
 
+def _trajectory_id(run_dir: Path, planned: dict[str, int]) -> str:
+    """The trajectory id of a run directory: its name under an experiment's plan, else its plan's ``run_id``."""
+    if run_dir.name in planned:
+        return run_dir.name
+    return str((_read_json(RunLayout(run_dir).plan_path) or {}).get("run_id", run_dir.name))
+
+
 def _run_rows(run_dir: Path, experiment: str, planned: dict[str, int] | None = None) -> list[TurnRow]:
     """The rows of one trajectory; under an experiment's plan the trajectory is its directory's name (its id)."""
     planned = planned or {}
-    name = run_dir.name if run_dir.name in planned else None
     try:
         return turn_rows(
-            run_dir, experiment=experiment, trajectory=name, replica=planned.get(run_dir.name, 0)
-        )
+            run_dir, experiment=experiment, trajectory=_trajectory_id(run_dir, planned),
+            replica=planned.get(run_dir.name, 0),
+        )  # fmt: skip
     except (OSError, ValueError) as exc:
         raise ReportError(f"cannot read the turns of {run_dir}: {exc}") from None
 
@@ -121,7 +131,10 @@ def read_source(path: Path) -> Source:
         raise ReportError(f"{path} is not a directory: give run or experiment directories")
     if is_run_dir(path):
         rows = _run_rows(path, path.name)
-        return Source(path=path, kind="run", rows=rows, run_dirs=[path], pending=0 if rows else 1)
+        return Source(
+            path=path, kind="run", rows=rows, run_dirs=[path], pending=0 if rows else 1,
+            trajectory_dirs={(path.name, _trajectory_id(path, {})): path},
+        )  # fmt: skip
     source = Source(path=path, kind="experiment", manifest=_read_json(path / MANIFEST) or {})
     plan = _read_json(path / "plan.json") or {}
     name = plan["name"] if isinstance(plan.get("name"), str) else path.name
@@ -138,11 +151,9 @@ def read_source(path: Path) -> Source:
             f"{path} holds no {TURNS_CSV} and no run directory (a folder with a ptxbench.run/1 plan.json): "
             "give a `ptxbench run`, quickstart or experiment directory"
         )
+    source.trajectory_dirs = {(name, _trajectory_id(d, planned)): d for d in source.run_dirs}
     done = {row.trajectory for row in source.rows}
-    expected = set(planned) or {
-        d.name if d.name in planned else (_read_json(RunLayout(d).plan_path) or {}).get("run_id", d.name)
-        for d in source.run_dirs
-    }
+    expected = set(planned) or {trajectory for _, trajectory in source.trajectory_dirs}
     source.pending = len(expected - done)
     return source
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Literal
 
 import numpy as np
@@ -57,6 +58,8 @@ class Trajectory:
     experiment: str
     trajectory: str
     turns: list[TurnRow] = field(default_factory=list)
+    model_label: str | None = None
+    """The model as groups, legends and tables name it (:func:`model_labels`); None: the model's name."""
     _within: dict[int, list[TurnRow]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -66,7 +69,9 @@ class Trajectory:
     def label(self, by: GroupBy) -> str:
         """The group this trajectory falls in; a demo replay's group says so (never a model's result)."""
         value = str(getattr(self.first, GROUP_FIELD[by]))
-        return f"{value} (demo)" if self.first.demo else value
+        if by == "model" and self.model_label:
+            value = self.model_label
+        return f"{value} (demo)" if self.first.demo and "demo" not in value else value
 
     def within(self, limit: int) -> list[TurnRow]:
         """The first turns, up to turn number ``limit`` (``turns`` is in turn order)."""
@@ -120,8 +125,28 @@ class Trajectory:
         return sum(known) if known else None
 
 
+REPLAY_PREFIX = "replay:"
+
+
+def model_labels(models: Iterable[str]) -> dict[str, str]:
+    """A short label per model name: ``replay:PATH`` becomes ``replay:`` and the run directory the file sits in
+    (``.../run-X/trajectories/exp_000.traj.json`` -> ``replay:run-X``) or else the file's name; other names stay.
+    Two names that would share a label keep their full names."""
+    names = sorted(set(models))
+    short = {}
+    for name in names:
+        short[name] = name
+        if name.startswith(REPLAY_PREFIX):
+            path = PurePath(name.removeprefix(REPLAY_PREFIX))
+            inside_run = path.parent.name == "trajectories" and path.parent.parent.name
+            short[name] = REPLAY_PREFIX + (path.parent.parent.name if inside_run else path.name)
+    taken = [label for label in short.values()]
+    return {name: label if taken.count(label) == 1 else name for name, label in short.items()}
+
+
 def trajectories(rows: Iterable[TurnRow]) -> list[Trajectory]:
-    """Rows grouped into trajectories, each in turn order, sorted by (experiment, trajectory).
+    """Rows grouped into trajectories, each in turn order, sorted by (experiment, trajectory), each with its
+    model's label (:func:`model_labels`).
 
     Raises:
         ValueError: two rows claim the same turn of one trajectory (e.g. one run directory given twice).
@@ -138,7 +163,17 @@ def trajectories(rows: Iterable[TurnRow]) -> list[Trajectory]:
                 f"trajectory {traj.trajectory!r} of experiment {traj.experiment!r} has turn rows repeated; "
                 "was one run directory given twice?"
             )
+    labels = model_labels(traj.first.model for traj in by_key.values())
+    for traj in by_key.values():
+        traj.model_label = labels[traj.first.model]
     return [by_key[key] for key in sorted(by_key)]
+
+
+def default_turn_limits(trajs: Sequence[Trajectory]) -> list[int]:
+    """The turn limits a report uses when none are given: 1, 4 and 8 below the most turns any trajectory made,
+    then that number (3-turn runs: 1 and 3; 8 turns: 1, 4 and 8)."""
+    top = max((row.turn for traj in trajs for row in traj.turns), default=1)
+    return [limit for limit in (1, 4, 8) if limit < top] + [top]
 
 
 class GroupMetrics(BaseModel):

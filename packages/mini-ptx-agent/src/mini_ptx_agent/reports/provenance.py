@@ -20,6 +20,7 @@ from ..runs.turns import TurnRow
 from .inputs import Source, evaluation_files, read_evaluation
 
 UNKNOWN = "unknown"
+CPU_ONLY_DRIVER = "none: the service had CPU lanes only (no GPU driver)"
 
 
 class Provenance(BaseModel):
@@ -41,6 +42,8 @@ class Provenance(BaseModel):
     """Package or service -> version, from the manifests."""
     baselines: dict[str, list[str]] = Field(default_factory=dict)
     """Definition -> the baselines its speedups were measured against (name: description)."""
+    gpu_timed: bool = False
+    """Some workload was timed on a GPU (without, no speedup was measured, so no baseline was used)."""
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -61,7 +64,10 @@ def _from_manifest(manifest: dict[str, Any], found: dict[str, Any]) -> None:
     service = _dict(manifest.get("service"))
     for lane, device in _dict(service.get("devices")).items():
         device = _dict(device)
-        if device.get("name") and device.get("device") != "cpu":
+        if device.get("device") == "cpu":  # its "driver" is the machine's architecture, and it has no clocks
+            found["cpu_lanes"] = True
+            continue
+        if device.get("name"):
             found["gpus"].add(str(device["name"]))
         if device.get("driver"):
             found["drivers"].add(str(device["driver"]))
@@ -82,8 +88,10 @@ def _from_report(report: dict[str, Any], found: dict[str, Any]) -> None:
     """Add what one KernelReport file says: GPUs of GPU-timed workloads, baselines, trace libraries."""
     definition = str(report.get("definition", UNKNOWN))
     for workload in report.get("workloads") or []:
-        if workload.get("executed_on_gpu") and workload.get("hardware"):
-            found["gpus"].add(str(workload["hardware"]))
+        if workload.get("executed_on_gpu"):
+            found["gpu_timed"] = True
+            if workload.get("hardware"):
+                found["gpus"].add(str(workload["hardware"]))
         if workload.get("baseline"):
             line = f"{workload['baseline']}: {workload.get('baseline_description') or 'no description'}"
             found["baselines"].setdefault(definition, set()).add(line)
@@ -136,6 +144,8 @@ def provenance(sources: Sequence[Source], warnings: list[str]) -> Provenance:
         "clocks": set(),
         "versions": {},
         "baselines": {},
+        "cpu_lanes": False,
+        "gpu_timed": False,
     }
     for source in sources:
         _from_manifest(source.manifest, found)
@@ -153,10 +163,13 @@ def provenance(sources: Sequence[Source], warnings: list[str]) -> Provenance:
         made_by=_own_version(),
         inputs=inputs,
         gpus=sorted(found["gpus"]) or [UNKNOWN],
-        driver=_text(found["drivers"]),
+        driver=_text(found["drivers"])
+        if found["drivers"] or not found["cpu_lanes"] or found["gpus"]
+        else CPU_ONLY_DRIVER,
         clocks=_text(found["clocks"]),
         versions=dict(sorted(found["versions"].items())),
         baselines={d: sorted(lines) for d, lines in sorted(found["baselines"].items())},
+        gpu_timed=found["gpu_timed"],
         warnings=warnings,
     )
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
+from .drilldown import trajectory_details
 from .figures import (
     Figure,
     heatmap_figure,
@@ -20,10 +21,9 @@ from .figures import (
 )
 from .html import METRIC_COLUMNS, metric_cells, render_html
 from .inputs import ReportError, Source, read_source
-from .metrics import GroupBy, GroupMetrics, metrics_by_group, trajectories
+from .metrics import GroupBy, GroupMetrics, default_turn_limits, metrics_by_group, trajectories
 from .provenance import Provenance, provenance, release_dates, warnings_for
 
-DEFAULT_TURN_LIMITS = (1, 4, 8)
 REPORT_FILE = "report.html"
 METRICS_CSV = "metrics.csv"
 
@@ -77,13 +77,15 @@ def build_report(
     out_dir: Path,
     *,
     by: GroupBy = "model",
-    turn_limits: Sequence[int] = DEFAULT_TURN_LIMITS,
+    turn_limits: Sequence[int] | None = None,
     include_demo: bool = False,
     step: Callable[[str], None] = lambda _: None,
 ) -> ReportResult:
     """Read ``run_dirs``, compute every metric and write the report into ``out_dir``.
 
-    ``step`` is called with a short description before each stage (for a progress display).
+    ``turn_limits``: the T of the @T metrics; None: :func:`~.metrics.default_turn_limits` (1, 4, 8 up to the
+    most turns a trajectory made, and that number). ``step`` is called with a short description before each
+    stage (for a progress display).
 
     Raises:
         ReportError: no input given, an input cannot be read, or there is no finished turn to report on
@@ -91,8 +93,7 @@ def build_report(
     """
     if not run_dirs:
         raise ReportError("give at least one run or experiment directory")
-    limits = sorted(set(turn_limits))
-    if not limits or limits[0] < 1:
+    if turn_limits is not None and (not turn_limits or min(turn_limits) < 1):
         raise ReportError(f"turn limits must be positive integers, got {list(turn_limits)}")
     step("reading run directories")
     sources: list[Source] = [read_source(Path(p)) for p in run_dirs]
@@ -111,6 +112,7 @@ def build_report(
                               "pass --include-demo to report on them anyway")  # fmt: skip
         raise ReportError(f"{names}: no finished turn to report on yet ({pending} trajectory directories without "
                           "one); run the experiment (or resume it) and report again")  # fmt: skip
+    limits = sorted(set(turn_limits)) if turn_limits is not None else default_turn_limits(counted)
     step("computing metrics and intervals")
     counted_rows = [row for t in counted for row in t.turns]
     warnings = warnings_for(counted_rows, len(demo), include_demo, pending)
@@ -124,8 +126,10 @@ def build_report(
         figures.append(release_date_figure(counted, dates, top))
     figures += [heatmap_figure(counted, top), tag_figure(counted, top), scatter_figure(counted, top)]
     step("writing the report")
+    run_dirs_of = {key: path for source in sources for key, path in source.trajectory_dirs.items()}
+    page = render_html(by, metrics, figures, prov, trajectory_details(counted, run_dirs_of))
     try:
-        files = _write(out_dir, figures, metrics, render_html(by, metrics, figures, prov))
+        files = _write(out_dir, figures, metrics, page)
     except OSError as exc:
         raise ReportError(f"cannot write the report into {out_dir}: {exc}; give another --out") from None
     return ReportResult(

@@ -4,7 +4,7 @@ One run directory holds one trajectory (id ``exp_000``) of one definition::
 
     <run>/plan.json                      what was asked (task, model, prompt tag, limits)
     <run>/summary.json                   what happened (exit status, turns, correct versions, best, target)
-    <run>/trajectories/exp_000.json      mini-swe-agent-1.1 trajectory, rewritten after every turn
+    <run>/trajectories/exp_000.traj.json mini-swe-agent-1.1 trajectory, rewritten after every turn
     <run>/exp_000/kernel.cu|py           the latest kernel
     <run>/exp_000/evaluations/turn_NNN.json  the evaluator's result of each evaluated turn
     <run>/exp_000/ncu/<kernel_hash>.json the Nsight Compute result of a correct kernel (feedback options)
@@ -37,6 +37,9 @@ from ..task import TaskConfig
 TRAJECTORY_ID = "exp_000"
 """The id of a run directory's one trajectory, in its file names (kept, so older runs still resume; an
 experiment of many trajectories gives each its own id in ``plan.json``)."""
+TRAJECTORY_SUFFIX = ".traj.json"
+"""The suffix of trajectory files: mini-swe-agent's inspector (``mini-extra inspector DIR``) opens every
+``*.traj.json`` below DIR."""
 RUN_SCHEMA = "ptxbench.run/1"
 """Schema of ``plan.json`` (unchanged, so older runs can still be resumed)."""
 SUMMARY_SCHEMA = "ptxbench.run/3"
@@ -66,8 +69,11 @@ class RunLayout:
 
     @property
     def trajectory_path(self) -> Path:
-        """``trajectories/exp_000.json``."""
-        return self.root / "trajectories" / f"{self.trajectory_id}.json"
+        """``trajectories/exp_000.traj.json``: the name mini-swe-agent's inspector looks for
+        (``mini-extra inspector RUN`` finds it); a run made before it was so named keeps its ``exp_000.json``."""
+        folder = self.root / "trajectories"
+        older = folder / f"{self.trajectory_id}.json"
+        return older if older.is_file() else folder / f"{self.trajectory_id}{TRAJECTORY_SUFFIX}"
 
     @property
     def trajectory_dir(self) -> Path:
@@ -154,13 +160,17 @@ class RunSummary(_Model):
     """A version passed every workload on a GPU at or above the target speedup."""
     turns: int
     """Model calls made."""
+    num_turns: int | None = None
+    """The run's turn limit when it ended (None: a summary written before this was recorded). ``LimitsExceeded``
+    with fewer ``turns`` is a replay that ran out of recorded replies: the run ended by its rule all the same;
+    an experiment extended past ``num_turns`` continues it."""
     correct_versions: list[int] = Field(default_factory=list)
     """Turns whose kernel passed every workload (``success/exp_000/kernel_v<turn>``)."""
     best: dict[str, Any] | None = None
     """``{turn, min_speedup, executed_on_gpu}`` of the fastest correct version."""
     infrastructure_error: str | None = None
     elapsed_s: float
-    trajectory: str = f"trajectories/{TRAJECTORY_ID}.json"
+    trajectory: str = f"trajectories/{TRAJECTORY_ID}{TRAJECTORY_SUFFIX}"
     resumed: bool = False
     demo: bool = False
     """A demo replay, not a model's output (as ``plan.json`` and the trajectory's ``info.ptxbench.demo`` say):
@@ -215,12 +225,15 @@ def summarize(
     *,
     resumed: bool,
     statuses: Sequence[str] = (),
+    num_turns: int | None = None,
+    trajectory_file: str | None = None,
 ) -> RunSummary:
     """Build the summary from the agent's final message and the saved trajectory's ``info.ptxbench``.
 
     ``statuses``: the evaluator status of each evaluated turn (:func:`evaluation_statuses`); they decide whether
     "no correct version" means False or unknown (:func:`kernel_correctness`). ``demo`` comes from the
-    trajectory's ``info.ptxbench.demo``.
+    trajectory's ``info.ptxbench.demo``. ``num_turns``: the run's turn limit; ``trajectory_file``: the
+    trajectory's path relative to the run directory (default: the current name).
     """
     state = trajectory.get("info", {}).get("ptxbench", {})
     last = trajectory["messages"][-1] if trajectory.get("messages") else {}
@@ -238,12 +251,14 @@ def summarize(
         ),
         target_met=status == "Submitted",
         turns=int(state.get("turns", 0)),
+        num_turns=num_turns,
         correct_versions=list(state.get("versions", [])),
         best=best,
         infrastructure_error=str(last.get("content", "")) if infra else None,
         elapsed_s=float(state.get("elapsed_s", 0.0)),
         resumed=resumed,
         demo=state.get("demo") is True,
+        **({"trajectory": trajectory_file} if trajectory_file else {}),
     )
 
 
@@ -255,7 +270,8 @@ def failed_summary(
     was evaluated, so ``kernel_correct`` is None (unknown)."""
     return RunSummary(
         run_id=plan.run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=None,
-        target_met=False, turns=0, infrastructure_error=message if status == "InfrastructureError" else None,
+        target_met=False, turns=0, num_turns=plan.num_turns,
+        infrastructure_error=message if status == "InfrastructureError" else None,
         elapsed_s=round(time.time() - started, 3), resumed=resumed, demo=plan.demo,
     )  # fmt: skip
 

@@ -26,6 +26,23 @@ from .directory import (
 )
 from .options import RunOptionError, RunOptions, plan_for
 
+INTERRUPTED = "interrupted (Ctrl-C): the complete turns are kept; resuming asks the interrupted turn again"
+"""The exit message of a run stopped by Ctrl-C (exit status ``Interrupted``; the runner did not complete)."""
+
+
+DEMO_NOTE = (
+    "DEMO REPLAY: the model demo replays a bundled demo trajectory, kernels written by the PTXBench authors; "
+    "this run is not a model's result (reports leave it out unless --include-demo)."
+)
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C stopped a run; ``run_dir`` holds what was done (``--resume`` continues it)."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(f"interrupted: the run in {run_dir} was stopped")
+        self.run_dir = run_dir
+
 
 def run_agent(
     options: RunOptions,
@@ -45,9 +62,14 @@ def run_agent(
     Returns the run directory and its summary (also in ``summary.json``). ``console``: a rich Console that
     gets one line per turn (:mod:`mini_ptx_agent.runs.progress`); None prints nothing.
 
+    The run directory is printed on ``console`` first (and whether the model is the demo), then one line per
+    turn.
+
     Raises:
         RunOptionError: see :func:`plan_for`; the model is misconfigured (the message says what to set);
             resuming a run that already met its target.
+        RunInterrupted: Ctrl-C; the directory keeps plan.json, the complete turns and (once the run had
+            started) a summary with exit status ``Interrupted``.
     """
     from rich.console import Console
 
@@ -65,7 +87,10 @@ def run_agent(
     failure: str | None = None
     model = None
     try:
-        model = make_model(plan.model or None, model_host=model_host, request_timeout_s=plan.turn_timeout_s)
+        model = make_model(
+            plan.model or None, model_host=model_host, request_timeout_s=plan.turn_timeout_s,
+            definition=plan.task.definition, language=plan.task.language,
+        )  # fmt: skip
         plan = plan.model_copy(update={"model": str(model.config.model_name), "demo": is_demo_model(model)})
     except ModelConfigError as exc:
         raise RunOptionError(str(exc)) from None
@@ -75,22 +100,31 @@ def run_agent(
     if run_dir is None:
         run_dir = new_run_dir(output_root or default_output_root(), plan.task, plan.run_id)
     layout = RunLayout(run_dir)
-    if failure is None:
-        try:
-            with resolve_service(service_url, log_path=layout.service_log_path) as (url, embedded):
-                token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
-                backend = FIBServeBackend(url, token=token)
-                where = "the embedded FIBServe" if embedded else url
-                with RunProgress(console or Console(quiet=True), plan.num_turns, where) as live:
-                    summary = run_trajectory(
-                        plan, run_dir, backend=backend, model=live.model(model), resume=resume_dir is not None,
-                        on_turn=live.on_turn,
-                    )  # fmt: skip
-                return run_dir, summary
-        except (ServiceStartError, EvaluationInfrastructureError) as exc:
-            failure = f"evaluation service unavailable: {exc}"
-    summary = failed_summary(plan, "InfrastructureError", failure, started, resumed=resume_dir is not None)
+    # plan.json first, so that a run stopped before its first turn resumes too; the directory is printed
+    # before anything else (inside the try: a Ctrl-C during the print still says how to continue).
     write_json(layout.plan_path, plan.model_dump(mode="json"))
+    console = console or Console(quiet=True)
+    try:
+        console.print(f"run directory: {run_dir}", markup=False, highlight=False)
+        if plan.demo:
+            console.print(f"[black on yellow]{DEMO_NOTE}[/]", highlight=False)
+        if failure is None:
+            try:
+                with resolve_service(service_url, log_path=layout.service_log_path) as (url, embedded):
+                    token = None if embedded else (os.environ.get("FIBSERVE_TOKEN") or None)
+                    backend = FIBServeBackend(url, token=token)
+                    where = "the embedded FIBServe" if embedded else url
+                    with RunProgress(console, plan.num_turns, where) as live:
+                        summary = run_trajectory(
+                            plan, run_dir, backend=backend, model=live.model(model),
+                            resume=resume_dir is not None, on_turn=live.on_turn,
+                        )  # fmt: skip
+                    return run_dir, summary
+            except (ServiceStartError, EvaluationInfrastructureError) as exc:
+                failure = f"evaluation service unavailable: {exc}"
+    except KeyboardInterrupt:
+        raise RunInterrupted(run_dir) from None
+    summary = failed_summary(plan, "InfrastructureError", failure, started, resumed=resume_dir is not None)
     write_json(layout.summary_path, summary.model_dump(mode="json"))
     return run_dir, summary
 
@@ -114,17 +148,20 @@ def run_trajectory(
     Raises:
         ValueError: ``resume`` on a run that already met its target.
         TrajectoryError: ``resume`` and the saved trajectory is unreadable.
+        KeyboardInterrupt: Ctrl-C, re-raised once the trajectory and a summary (exit status ``Interrupted``)
+            are written.
     """
     from ..agent import EvaluationEnvironment, KernelAgent, TrajectoryFiles, literal_template
     from ..evaluation import EvaluationInfrastructureError
     from ..models.base import is_demo_model
+    from ..models.bounded import exit_message
     from ..prompts import compose_system_prompt, first_user_message
 
     layout = RunLayout(run_dir)
     plan = plan.model_copy(update={"demo": plan.demo or is_demo_model(model)})
     task = plan.task.model_copy(update={"timeout_s": min(plan.task.timeout_s, plan.turn_timeout_s)})
     write_json(layout.plan_path, plan.model_dump(mode="json"))
-    saved = load_trajectory(layout.trajectory_path) if resume else None
+    saved = load_trajectory(layout.trajectory_path) if resume and layout.trajectory_path.is_file() else None
     started = time.time()
     files = TrajectoryFiles(
         layout.trajectory_dir, layout.success_dir, layout.trajectory_path, Path(task.entry_file).suffix
@@ -163,21 +200,28 @@ def run_trajectory(
     )
     if saved is not None:
         agent.resume(saved)
-    try:
-        result = agent.run()
-    except Exception:
-        # A bug, not a verdict: DefaultAgent recorded it as the exit message; keep a summary, then re-raise.
+
+    def finish(result: dict[str, Any]) -> RunSummary:
         trajectory = agent.save(layout.trajectory_path)
         summary = summarize(
-            plan.run_id,
-            trajectory["messages"][-1].get("extra", {}),
-            trajectory,
-            resumed=resume,
-            statuses=evaluation_statuses(layout),
-        )
+            plan.run_id, result, trajectory, resumed=resume, statuses=evaluation_statuses(layout),
+            num_turns=plan.num_turns, trajectory_file=layout.trajectory_path.relative_to(layout.root).as_posix(),
+        )  # fmt: skip
         write_json(layout.summary_path, summary.model_dump(mode="json"))
+        return summary
+
+    try:
+        result = agent.run()
+    except KeyboardInterrupt:
+        # Ctrl-C: the complete turns are on disk; say so in the trajectory and the summary, then let the command
+        # print how to continue. A reply whose evaluation was cut short is no turn: resuming asks for it again.
+        if agent.messages and agent.messages[-1].get("role") == "assistant":
+            agent.messages.pop()
+        agent.add_messages(exit_message("Interrupted", INTERRUPTED))
+        finish(agent.messages[-1]["extra"])
         raise
-    trajectory = agent.save(layout.trajectory_path)
-    summary = summarize(plan.run_id, result, trajectory, resumed=resume, statuses=evaluation_statuses(layout))
-    write_json(layout.summary_path, summary.model_dump(mode="json"))
-    return summary
+    except Exception:
+        # A bug, not a verdict: DefaultAgent recorded it as the exit message; keep a summary, then re-raise.
+        finish(agent.messages[-1].get("extra", {}) if agent.messages else {})
+        raise
+    return finish(result)

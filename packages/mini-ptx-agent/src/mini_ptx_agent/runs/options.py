@@ -45,7 +45,7 @@ class RunOptions(BaseModel):
     workloads: list[str] | Literal["all"] | None = None
     """Workload uuids, or ``all``."""
     target_speedup: float | None = Field(default=None, gt=0)
-    """Minimum speedup over the reference (x)."""
+    """Minimum speedup against the definition's baseline Solution (its reference where it has none) (x)."""
     prompt_tag: str | None = None
     """System prompt tag; default by language and arch."""
     model: str | None = None

@@ -135,7 +135,7 @@ def turn_rows(
 ) -> list[TurnRow]:
     """The rows of one trajectory's run directory, one per turn, in turn order.
 
-    Reads ``plan.json`` (task, model, prompt tag, demo), ``trajectories/exp_000.json`` (each assistant message's
+    Reads ``plan.json`` (task, model, prompt tag, demo), ``trajectories/exp_000.traj.json`` (each assistant message's
     ``extra.usage``, ``cost_usd``, ``latency_s`` and ``timestamp``; each user message's ``extra.ptxbench``
     ``{kind, turn}``) and the KernelReport of each evaluated turn (``exp_000/evaluations/turn_NNN.json``, else
     the copy in the feedback message's ``extra.ptxbench.report``). A turn is a reply followed by its feedback
