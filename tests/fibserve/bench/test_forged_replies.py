@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 PATCH = """import sys
 
-_worker = sys.modules["__main__"].Worker  # the worker runs as `python -m fibserve.bench.worker.entry`
+_worker = sys.modules["fibserve.bench.worker.entry"].Worker  # the module the worker serves from
 
 
 def _forged(self, req):

@@ -77,7 +77,11 @@ def test_etc_shadow_is_not_readable(attack: dict) -> None:
 
 
 def test_no_host_process_is_visible(attack: dict) -> None:
-    assert max(attack["findings"]["processes"]) < 10, attack["findings"]["processes"]
+    """Only its sandbox's: bubblewrap's init, the zygote it was forked from and the zygote's other children (docs/
+    security.md, "Workers forked from a zygote"); not the test process, its server or any other host process."""
+    commands = attack["findings"]["processes"]
+    ours = [c for c in commands if c.split()[0].endswith("bwrap") or "fibserve.bench.worker.zygote" in c]
+    assert commands and ours == commands, commands
 
 
 def test_the_servers_token_and_the_agents_keys_cannot_be_read(attack: dict) -> None:

@@ -1,26 +1,38 @@
 """Hostile (tests only): z = x + y, after trying on its first call to reach the reference's timing twin: every
-process it can see other than itself and its sandbox's init is signalled (signal 0: the permission check
-alone, so a broken sandbox harms nothing) and every pipe such a process holds is written a forged reply line.
+process it can see other than itself and its sandbox's init is signalled by number and through a pidfd of its
+``/proc`` directory (signal 0: the permission check alone, so a broken sandbox harms nothing) and every pipe
+such a process holds is written a forged reply line.
 It prints what it reached as one JSON line on stdout, which the test reads from the worker's log."""
 
 import json
 import os
+import signal
 
 _tried = []
 
 
 def _attack():
-    mine = {os.getpid(), 1}
+    mine = {int(os.readlink("/proc/self"))}  # its pid in the /proc it sees (not os.getpid(): another namespace)
     reached, forged = [], 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in mine:
             continue
         pid = int(entry)
         try:
-            os.kill(pid, 0)
-            reached.append(pid)
+            if pid != os.getpid():  # a number that is its own in its PID namespace would find itself
+                os.kill(pid, 0)
+                reached.append(pid)
         except OSError:
-            continue
+            pass
+        try:
+            handle = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                signal.pidfd_send_signal(handle, 0)
+                reached.append(pid)
+            finally:
+                os.close(handle)
+        except OSError:
+            pass
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
@@ -38,7 +50,7 @@ def _attack():
         "TWIN-ATTACK "
         + json.dumps(
             {
-                "visible": sorted(int(e) for e in os.listdir("/proc") if e.isdigit()),
+                "visible": sorted(int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) not in mine),
                 "reached": reached,
                 "forged": forged,
             }

@@ -56,6 +56,18 @@ def _connects(port):
     return True
 
 
+def _commands():
+    """The command line of every process this one's /proc lists."""
+    commands = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                commands.append(handle.read(200).replace(b"\0", b" ").decode(errors="replace").strip())
+        except (OSError, NotADirectoryError):
+            continue
+    return commands
+
+
 def probe(args):
     """Everything this process can see and do that the sandbox should forbid."""
     token = args["token_reversed"][::-1]
@@ -67,7 +79,7 @@ def probe(args):
         "gid": os.getgid(),
         "caps": caps,
         "hostname": socket.gethostname(),
-        "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+        "processes": _commands(),
         "token": _holding(token),
         "environment": token in json.dumps(dict(os.environ)),
         "readable": {path: _readable(path) for path in args["read"]},

@@ -58,9 +58,9 @@ class Evaluator:
             candidate's worker and the timing twins of the baseline and the reference). With two spares,
             back-to-back cheap evaluations on the H200 took 3.2 s each while their own phases took under 1 s:
             the rest was waiting for workers to start (Python, torch, a CUDA context, inside bubblewrap).
-            On CPU none: a CPU lane is for tests and machines without a GPU, where a spare is a Python and
-            torch start (about 2 CPU-s) that a lane which never evaluates, and the last replacement of every
-            lane, pay for nothing; a CPU worker starts when a candidate needs it.
+            On CPU one: a fork of the process's warm zygote (:mod:`fibserve.bench.worker.forking`), about
+            50 ms of CPU (``benchmarks/worker_start.py``); the zygote's own start (a Python importing torch,
+            about 2 CPU-s) is paid once per process, in the background.
         config_path: operator YAML for :func:`resolve_config`.
         roots: trace-set roots for safetensors inputs.
         limits: resource limits of every worker (:class:`fibserve.sandbox.Limits`).
@@ -100,7 +100,7 @@ class Evaluator:
         self.pool = WorkerPool(
             str(self.device),
             interpret_triton=self.cpu_mode,
-            spares=6 if warm_spare and not self.cpu_mode else 0,
+            spares=(1 if self.cpu_mode else 6) if warm_spare else 0,
             limits=limits,
         )
         self.references = ReferenceCache(resolve_config(None, config_path=config_path).reference_cache_bytes)

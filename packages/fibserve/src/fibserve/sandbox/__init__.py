@@ -4,6 +4,7 @@ Public API::
 
     status() / require() / allow_unsafe()         # the one switch (bwrap, unsafe-none, unavailable)
     Sandbox(argv, mounts=Mounts(...), limits=Limits(...))   # a long-lived confined process tree
+    Sandbox.adopt(ForkedProcess(pid, status_fd), ...)      # one forked into a nested sandbox (nest)
     run(argv, mounts=..., limits=..., timeout_s=...)         # a one-shot confined command
     Limits, LimitHit, LimitName                   # resource limits and how a hit one is named
     sandbox_env(), service_env()                  # environments from allowlists
@@ -17,7 +18,7 @@ and :mod:`fibserve.tools` (compute-sanitizer, ncu); what it isolates and what it
 from .env import is_secret_name, sandbox_env, service_env
 from .limits import BUILD_LIMITS, WORKER_LIMITS, LimitHit, LimitName, Limits, limit_of_errno
 from .mounts import WORK_DIR, Mounts
-from .process import Completed, Sandbox, run
+from .process import Completed, ForkedProcess, Sandbox, run
 from .redact import REDACTED, Redactor, secret_values
 from .switch import (
     INSTALL_HINT,
@@ -39,6 +40,7 @@ __all__ = [
     "WORKER_LIMITS",
     "WORK_DIR",
     "Completed",
+    "ForkedProcess",
     "LimitHit",
     "LimitName",
     "Limits",

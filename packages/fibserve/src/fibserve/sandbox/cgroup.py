@@ -103,6 +103,16 @@ class Cgroup:
         """Files the launcher writes its pid into."""
         return [str(d / "cgroup.procs") for d in dict.fromkeys(d for d in (self.memory, self.pids) if d)]
 
+    def adopt(self, pid: int) -> None:
+        """Move the running process ``pid`` (a host pid) into the group(s) (a worker forked outside the
+        launcher, :mod:`fibserve.bench.worker.zygote`).
+
+        Raises:
+            OSError: the kernel refused (the process is gone, or the group cannot take it).
+        """
+        for procs in self.procs_files:
+            Path(procs).write_text(f"{pid}\n")
+
     def _counter(self, file: Path, key: str) -> int:
         with contextlib.suppress(OSError, ValueError):
             for line in file.read_text().splitlines():

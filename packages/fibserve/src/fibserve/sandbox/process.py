@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -99,6 +100,28 @@ class Sandbox:
             os.close(out_w)
         self.output = OutputCapture(out_r, limits.output_bytes, self._output_exceeded)
         WATCHDOG.watch(self)
+
+    @classmethod
+    def adopt(
+        cls, proc: ForkedProcess, *, limits: Limits, cgroup: cgroups.Cgroup | None, output_fd: int
+    ) -> Sandbox:
+        """Watch, limit and kill a process tree that was not started here: a worker forked by a zygote
+        (:mod:`fibserve.bench.worker.zygote`) into a sandbox of its own, already in ``cgroup``, its stdout and
+        stderr going to the pipe ``output_fd`` reads. Everything else is as for a started sandbox."""
+        self = cls.__new__(cls)
+        self.mode = require().mode
+        self.limits = limits
+        self.started = time.monotonic()
+        self._hit = None
+        self._finished = False
+        self._lock = threading.Lock()
+        self._unsafe_dir = None
+        self.work = WORK_DIR
+        self.cgroup = cgroup
+        self.proc = proc  # type: ignore[assignment]
+        self.output = OutputCapture(output_fd, limits.output_bytes, self._output_exceeded)
+        WATCHDOG.watch(self)
+        return self
 
     def _launch_options(self) -> list[str]:
         options: list[str] = []
@@ -191,6 +214,57 @@ class Sandbox:
             self.cgroup.remove()
         if self._unsafe_dir is not None:
             shutil.rmtree(self._unsafe_dir, ignore_errors=True)
+
+
+class ForkedProcess:
+    """A ``Popen``-like handle on a process this one did not start (a worker forked by a zygote): its exit is
+    seen through a pidfd (Linux's ``pidfd_open(2)``), its exit code read from a pipe its parent writes once it
+    has reaped it (-9 when nothing comes: the parent died with it).
+
+    Raises:
+        OSError: ``pid`` is gone already.
+    """
+
+    def __init__(self, pid: int, status_fd: int):
+        self.pid = pid
+        self.returncode: int | None = None
+        self._pidfd = os.pidfd_open(pid)
+        self._status = status_fd
+        self._lock = threading.Lock()
+        """The watchdog and a worker's exit thread look at once; only one may close the descriptors."""
+
+    def poll(self) -> int | None:
+        """The exit code once the process has exited, else None."""
+        with self._lock:
+            if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+                self._finish()
+            return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait up to ``timeout`` seconds for the exit.
+
+        Raises:
+            subprocess.TimeoutExpired: still running.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
+            time.sleep(0.005)  # not a blocking select: another thread may close the pidfd meanwhile
+        return code
+
+    def _finish(self) -> None:
+        text = b""
+        if select.select([self._status], [], [], 1.0)[0]:
+            with contextlib.suppress(OSError):
+                text = os.read(self._status, 32)
+        try:
+            self.returncode = int(text)
+        except ValueError:
+            self.returncode = -signal.SIGKILL
+        for fd in (self._pidfd, self._status):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """The sandbox worker: the only process that loads and calls candidate code (UNTRUSTED side).
 
-Started by :mod:`fibserve.bench.worker.pool` as ``python -m fibserve.bench.worker.entry --in FD --out FD --device D``
-inside a :class:`fibserve.sandbox.Sandbox`. It speaks newline-delimited JSON on two inherited pipe descriptors,
+Forked from the lane's warm zygote (:mod:`fibserve.bench.worker.zygote`) into a sandbox of its own, it runs
+:func:`serve` on three descriptors the trusted side made: a request pipe, a reply pipe, and a descriptor
+channel. It speaks newline-delimited JSON on two inherited pipe descriptors,
 so a candidate printing to stdout cannot corrupt the protocol; its stdout/stderr go to a pipe the trusted side
 drains, keeping only the start and the end.
 
@@ -43,7 +44,6 @@ the candidate when loading).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.util
 import inspect
@@ -343,7 +343,7 @@ def serve(fd_in: int, fd_out: int, fd_channel: int, device: str) -> None:
             break
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (bubblewrap does the same with
     ``--die-with-parent``), so a candidate stuck in a loop cannot outlive the evaluator."""
     try:
@@ -353,19 +353,3 @@ def _die_with_parent() -> None:
         libc.prctl(1, 9)  # PR_SET_PDEATHSIG = 1, SIGKILL = 9
     except (OSError, AttributeError):
         pass
-
-
-def main() -> None:
-    """Parse ``--in``/``--out``/``--fds``/``--device`` and serve."""
-    _die_with_parent()
-    parser = argparse.ArgumentParser(description="fibserve sandbox worker (started by fibserve.bench)")
-    parser.add_argument("--in", dest="fd_in", type=int, required=True)
-    parser.add_argument("--out", dest="fd_out", type=int, required=True)
-    parser.add_argument("--fds", dest="fd_channel", type=int, required=True)
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
-    serve(args.fd_in, args.fd_out, args.fd_channel, args.device)
-
-
-if __name__ == "__main__":
-    main()

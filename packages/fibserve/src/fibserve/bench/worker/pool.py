@@ -1,6 +1,7 @@
 """Starting, talking to and discarding sandbox workers (trusted side).
 
-A :class:`WorkerProcess` is one ``python -m fibserve.bench.worker.entry`` child in a :class:`fibserve.sandbox.Sandbox`:
+A :class:`WorkerProcess` is one worker forked from the process's warm zygote (:mod:`fibserve.bench.worker.forking`)
+into a sandbox of its own, inside the zygote's :class:`fibserve.sandbox.Sandbox`:
 its own PID, IPC, network, mount and user namespaces, only the system's and Python's files read-only, a
 private size-limited ``/tmp`` as its only writable directory, the GPU's device nodes (and the host's
 ``/dev/shm``, which CUDA IPC needs) on a GPU, the limits of :class:`fibserve.sandbox.Limits`, and an
@@ -12,8 +13,8 @@ copies of the candidate's build products (so it sees no build cache) and, on CPU
 trusted side never opens a path inside the worker's file system: the candidate can make any of them a
 symbolic link or a file it truncates later.
 
-A :class:`WorkerPool` keeps warm spares started ahead of time, so loading a candidate does not wait for
-Python, torch and the CUDA context to start. A worker serves one candidate (or, as the reference's timing
+A :class:`WorkerPool` keeps warm spares started ahead of time, so loading a candidate does not wait for the
+fork and the CUDA context to start. A worker serves one candidate (or, as the reference's timing
 twin, one evaluation's reference) and is then discarded, killing everything it started.
 """
 
@@ -24,24 +25,23 @@ import contextlib
 import json
 import os
 import selectors
-import socket
-import sys
 import threading
 import time
 import weakref
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
 from fibserve.bench.worker import shm_cleanup
+from fibserve.bench.worker.forking import ZygoteError, zygote_for
 from fibserve.bench.worker.handover import HandoverError, sealed_copy, send_fds
 from fibserve.sandbox import (
     UNSAFE_NOTE,
     WORKER_LIMITS,
     LimitHit,
     Limits,
-    Mounts,
-    Sandbox,
     SandboxUnavailable,
     limit_of_errno,
 )
@@ -107,31 +107,15 @@ class WorkerProcess:
         self._buffer = b""
         self._shm_before = shm_cleanup.snapshot() if device.startswith("cuda") else None
         """The host's ``/dev/shm`` at the start, for a GPU worker (which shares it; a CPU worker's is private)."""
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, "-m", "fibserve.bench.worker.entry", "--in", str(req_r), "--out", str(rep_w)]
         try:
-            self.sandbox = Sandbox(
-                [*argv, "--fds", str(worker_end.fileno()), "--device", device],
-                mounts=Mounts(python=True, gpu=device.startswith("cuda")),
-                limits=limits,
-                env={"TRITON_INTERPRET": "1"} if interpret_triton else None,
-                pass_fds=(req_r, rep_w, worker_end.fileno()),
-            )
-        except BaseException:
-            for fd in (req_w, rep_r):
-                os.close(fd)
-            channel.close()
-            raise
-        finally:
-            os.close(req_r)
-            os.close(rep_w)
-            worker_end.close()
-        self._channel = channel
-        self._req = os.fdopen(req_w, "w", encoding="utf-8")
-        self._rep = rep_r
-        os.set_blocking(rep_r, False)
+            forked = zygote_for(device, interpret_triton=interpret_triton, limits=limits).fork(limits)
+        except ZygoteError as exc:
+            raise WorkerError("died", str(exc)) from None
+        self.sandbox = forked.sandbox
+        self._channel = forked.channel
+        self._req = os.fdopen(forked.requests, "w", encoding="utf-8")
+        self._rep = forked.replies
+        os.set_blocking(self._rep, False)
         _LIVE.add(self)
 
     @property
@@ -330,7 +314,9 @@ class WorkerPool:
         self.interpret_triton = interpret_triton
         self.limits = limits
         self.spares = max(0, spares) if self.status.usable else 0
-        self._spares: list[WorkerProcess] = []
+        self._spares: list[Future[WorkerProcess]] = []
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"spares-{device}")
+        """Spares are forked here, off the caller's path (the first one also starts the zygote)."""
         self.started_count = 0
         self._replenish()
 
@@ -346,11 +332,12 @@ class WorkerPool:
         return WorkerProcess(self.device, interpret_triton=self.interpret_triton, limits=self.limits)
 
     def _replenish(self) -> None:
-        for dead in [w for w in self._spares if not w.alive]:
-            dead.kill()
-            self._spares.remove(dead)
+        for spare in [s for s in self._spares if s.done() and (s.exception() or not s.result().alive)]:
+            self._spares.remove(spare)
+            if spare.exception() is None:
+                spare.result().kill()
         while len(self._spares) < self.spares:
-            self._spares.append(self._start())
+            self._spares.append(self._starter.submit(self._start))
 
     def acquire(self, timeout: float) -> WorkerProcess:
         """A ready worker (the oldest spare when there is one), starting its replacement at once.
@@ -360,10 +347,19 @@ class WorkerPool:
             fibserve.sandbox.SandboxUnavailable: candidates cannot be confined here.
         """
         self._replenish()
-        worker = self._spares.pop(0) if self._spares else self._start()
+        spare = self._spares.pop(0) if self._spares else None
         self._replenish()
+        deadline = time.monotonic() + timeout
+        if spare is None:
+            worker = self._start()
+        else:
+            try:
+                worker = spare.result(timeout)
+            except FutureTimeout:
+                spare.add_done_callback(_kill_started)
+                raise WorkerError("timeout", f"no worker was forked within {timeout:.0f} s") from None
         try:
-            worker.wait_ready(timeout)
+            worker.wait_ready(max(0.0, deadline - time.monotonic()))
         except WorkerError:
             worker.kill()
             raise
@@ -377,11 +373,21 @@ class WorkerPool:
             WorkerError: a spare did not start within ``timeout`` seconds.
         """
         for spare in list(self._spares):
-            spare.wait_ready(timeout)
+            try:
+                spare.result(timeout).wait_ready(timeout)
+            except FutureTimeout:
+                raise WorkerError("timeout", f"no worker was forked within {timeout:.0f} s") from None
 
     def close(self) -> None:
         """Kill the spares and wait for workers still exiting."""
         for spare in self._spares:
-            spare.kill()
+            spare.add_done_callback(_kill_started)
         self._spares = []
+        self._starter.shutdown(wait=True, cancel_futures=True)
         _join_exits()
+
+
+def _kill_started(spare: Future[WorkerProcess]) -> None:
+    """Kill a spare no one will take, once it has started (if it did)."""
+    if not spare.cancelled() and spare.exception() is None:
+        spare.result().kill()

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""How long a sandbox worker takes to start, forked from the warm zygote, against a fresh sandbox (issue 29).
+
+1. Forked: ``--workers`` (default 30) workers started one after another on ``--device`` (``cpu``, or
+   ``cuda:0``, where start includes the CUDA context and the cold-L2 gate kernel), each timed from the request
+   to its ready message (:meth:`fibserve.bench.worker.pool.WorkerProcess.wait_ready`), then discarded. The first
+   start also starts the zygote and is reported on its own. Goal: p50 under 100 ms.
+2. Fresh: ``--fresh`` (default 5) bubblewrap sandboxes running a new Python that imports torch and the worker
+   module, which is what every worker start cost before the zygote.
+3. Evaluations: ``--evaluations`` (default 20) CPU evaluations of a Python vector add on one Evaluator with a warm
+   spare (per minute, and the ``worker_start`` phase of each).
+
+    OUT=./bench-results uv run python benchmarks/worker_start.py [--device cuda:0]
+
+Writes ``$OUT/worker_start.json`` and ``$OUT/worker_start.md``; exit code 0 when the goal holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GOAL_P50_MS = 100.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values`` by linear interpolation (numpy's default method)."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def forked_starts(device: str, count: int) -> tuple[float, list[float]]:
+    """The first start (zygote included) and the next ``count`` starts, in ms."""
+    from fibserve.bench.worker.pool import WorkerProcess
+
+    times = []
+    for _ in range(count + 1):
+        start = time.perf_counter()
+        worker = WorkerProcess(device)
+        worker.wait_ready(300)
+        times.append((time.perf_counter() - start) * 1e3)
+        worker.kill()
+    return times[0], times[1:]
+
+
+def fresh_starts(device: str, count: int) -> list[float]:
+    """Fresh sandboxes importing torch and the worker module (the start before the zygote), in ms."""
+    from fibserve.sandbox import WORKER_LIMITS, Mounts
+    from fibserve.sandbox import run as sandboxed
+
+    code = "import torch, fibserve.bench.worker.entry"
+    if device.startswith("cuda"):
+        code += "; torch.zeros(1, device='cuda')"
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        done = sandboxed(
+            [sys.executable, "-c", code],
+            mounts=Mounts(python=True, gpu=device.startswith("cuda")),
+            limits=WORKER_LIMITS,
+            timeout_s=300,
+        )
+        times.append((time.perf_counter() - start) * 1e3)
+        if done.returncode != 0:
+            raise SystemExit(f"the fresh sandbox failed: {done.output[-2000:]}")
+    return times
+
+
+def cpu_evaluations(count: int) -> dict:
+    """``count`` CPU evaluations of a Python vector add on one Evaluator: per minute and worker_start phases."""
+    from fibserve.bench import Evaluator
+    from fibserve.datasets import default_root
+    from fibserve.trace import Solution, TraceSet
+
+    trace_set = TraceSet.load([default_root()])
+    definition = trace_set.definition("vector_add_f32")
+    workload = min(trace_set.workloads_for("vector_add_f32"), key=lambda w: w.axes["N"])
+    source = "def run(x, y, z):\n    z.copy_(x + y)\n"
+    starts, statuses = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "config.yaml"
+        config.write_text("defaults:\n  enforce_source_policy: false\n")
+        with Evaluator("cpu", warm_spare=True, config_path=config) as evaluator:
+            began = time.perf_counter()
+            for index in range(count):
+                solution = Solution.model_validate(
+                    {
+                        "name": f"add_{index}",
+                        "definition": "vector_add_f32",
+                        "author": "benchmark",
+                        "spec": {
+                            "language": "python",
+                            "target_hardware": ["cpu"],
+                            "entry_point": "k.py::run",
+                        },
+                        "sources": [{"path": "k.py", "content": source + f"# {index}\n"}],
+                    }
+                )
+                report = evaluator.evaluate(definition, solution, [workload])
+                statuses.append(report.traces[0].evaluation.status.value)
+                starts.append(report.timings_s.get("worker_start", 0.0) * 1e3)
+            wall = time.perf_counter() - began
+    return {
+        "evaluations": count,
+        "statuses": {status: statuses.count(status) for status in set(statuses)},
+        "per_minute": count / wall * 60,
+        "wall_s": wall,
+        "worker_start_phase_ms_p50": statistics.median(starts),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    parser.add_argument("--workers", type=int, default=30, help="forked workers to time (default 30)")
+    parser.add_argument("--fresh", type=int, default=5, help="fresh sandboxes to time (default 5)")
+    parser.add_argument("--evaluations", type=int, default=20, help="CPU evaluations (0 skips; default 20)")
+    args = parser.parse_args()
+    out = Path(os.environ.get("OUT", "bench-results"))
+    out.mkdir(parents=True, exist_ok=True)
+
+    first, forked = forked_starts(args.device, args.workers)
+    fresh = fresh_starts(args.device, args.fresh) if args.fresh else []
+    evaluations = cpu_evaluations(args.evaluations) if args.evaluations else None
+    p50 = statistics.median(forked)
+    result = {
+        "device": args.device,
+        "cores": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "first_start_ms": first,
+        "forked_ms": {"p50": p50, "p90": percentile(forked, 0.9), "max": max(forked), "count": len(forked)},
+        "fresh_ms": {"p50": statistics.median(fresh), "max": max(fresh), "count": len(fresh)}
+        if fresh
+        else None,
+        "cpu_evaluations": evaluations,
+        "goal_p50_ms": GOAL_P50_MS,
+        "pass": p50 < GOAL_P50_MS,
+    }
+    (out / "worker_start.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [
+        f"# Worker start on {args.device} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})",
+        "",
+        f"- first start (zygote included): {first:.0f} ms",
+        f"- forked: p50 {p50:.1f} ms, p90 {result['forked_ms']['p90']:.1f} ms, max {max(forked):.1f} ms"
+        f" over {len(forked)} (goal p50 < {GOAL_P50_MS:.0f} ms: {'PASS' if result['pass'] else 'FAIL'})",
+    ]
+    if fresh:
+        lines.append(
+            f"- fresh sandbox importing torch: p50 {statistics.median(fresh):.0f} ms over {len(fresh)}"
+        )
+    if evaluations:
+        lines.append(
+            f"- CPU evaluations: {evaluations['per_minute']:.1f} per minute over {evaluations['evaluations']}"
+            f" ({evaluations['statuses']}), worker_start phase p50 {evaluations['worker_start_phase_ms_p50']:.1f} ms"
+        )
+    (out / "worker_start.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if result["pass"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

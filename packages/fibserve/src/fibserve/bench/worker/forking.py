@@ -1,0 +1,200 @@
+"""The trusted side's handle on a zygote: start it once per device, fork workers from it (trusted side).
+
+A worker used to be a fresh bubblewrap sandbox running a fresh Python that imported torch (about 2 CPU-s, most
+of a CPU evaluation and of the test suite). Now one :class:`Zygote` per (device, Triton interpreter) and process
+runs :mod:`fibserve.bench.worker.zygote` in a sandbox built exactly as a worker's was, with torch imported, and
+:meth:`Zygote.fork` makes a worker in milliseconds: the zygote forks, the child nests a sandbox of its own
+(:mod:`fibserve.sandbox.nest`), and this side
+
+- learns the worker's host pid from the kernel (``SCM_CREDENTIALS`` on the descriptor channel, the one thing
+  the worker sends before it has run anything but our code),
+- moves it into a cgroup of its own with the worker's memory and process limits (its rlimits it set itself),
+- and watches, limits and kills it like any sandbox (:meth:`fibserve.sandbox.Sandbox.adopt`, through a pidfd).
+
+Why a zygote with nested namespaces rather than a fresh sandbox per worker around a pre-imported interpreter:
+no mechanism hands a running interpreter to a new bubblewrap; the nested namespaces give each worker what its
+own bubblewrap gave it (its own PID, mount, IPC and user namespaces, a private ``/tmp``, no capabilities, death
+with the service), while the zygote, which no candidate can reach, keeps the imports warm
+(docs/security.md, "Workers forked from a zygote").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+from dataclasses import dataclass
+
+from fibserve.sandbox import ForkedProcess, Limits, Mounts, Sandbox, status
+from fibserve.sandbox import cgroup as cgroups
+
+CREDENTIALS = struct.Struct("iII")
+"""``struct ucred``: pid, uid, gid."""
+
+
+class ZygoteError(RuntimeError):
+    """The zygote did not start or could not fork a worker (an infrastructure problem)."""
+
+
+@dataclass
+class Forked:
+    """A worker just forked: its sandbox (adopted), and the trusted side's ends of its pipes and channel."""
+
+    sandbox: Sandbox
+    requests: int
+    """Write end of its request pipe."""
+    replies: int
+    """Read end of its reply pipe."""
+    channel: socket.socket
+    """Its descriptor channel (this side's end)."""
+
+
+class Zygote:
+    """One zygote process for ``device`` (see the module docstring). Thread-safe: forks are serialised.
+
+    Raises:
+        ZygoteError: it did not start within ``timeout`` seconds.
+        fibserve.sandbox.SandboxUnavailable: candidates cannot be confined here.
+    """
+
+    def __init__(self, device: str, *, interpret_triton: bool, limits: Limits, timeout: float = 300.0):
+        self.device = device
+        self._lock = threading.Lock()
+        control, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = [sys.executable, "-m", "fibserve.bench.worker.zygote", "--control", str(zygote_end.fileno())]
+        try:
+            self.sandbox = Sandbox(
+                argv,
+                mounts=Mounts(python=True, gpu=device.startswith("cuda")),
+                limits=limits.with_(cpu_s=None),  # alive for the service's lifetime; workers get their own
+                env={"TRITON_INTERPRET": "1"} if interpret_triton else None,
+                pass_fds=(zygote_end.fileno(),),
+            )
+        except BaseException:
+            control.close()
+            raise
+        finally:
+            zygote_end.close()
+        self._control = control
+        self._buffer = b""
+        ready = self._read(timeout)
+        if not ready.get("ready"):
+            self.close()
+            raise ZygoteError(f"the worker zygote sent {ready!r} instead of ready")
+
+    @property
+    def alive(self) -> bool:
+        """Whether the zygote still runs."""
+        return self.sandbox.alive
+
+    def _read(self, timeout: float) -> dict:
+        self._control.settimeout(timeout)
+        try:
+            while b"\n" not in self._buffer:
+                chunk = self._control.recv(1 << 16)
+                if not chunk:
+                    raise ZygoteError(f"the worker zygote exited: {self.sandbox.output.tail(2000)}")
+                self._buffer += chunk
+        except TimeoutError:
+            raise ZygoteError(f"the worker zygote did not answer within {timeout:.0f} s") from None
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def fork(self, limits: Limits, timeout: float = 60.0) -> Forked:
+        """A new worker with ``limits``, its sandbox adopted and in a cgroup of its own.
+
+        Raises:
+            ZygoteError: the zygote or the new worker did not answer, or the worker could not be moved into its
+                cgroup (it is killed).
+        """
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        out_r, out_w = os.pipe()
+        status_r, status_w = os.pipe()
+        channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        channel.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        ends = [req_r, rep_w, worker_end.fileno(), out_w, status_w]
+        request = {
+            "device": self.device,
+            "isolate": status().mode == "bwrap",
+            "tmp_bytes": limits.disk_bytes,
+            "cpu_s": limits.cpu_s,
+            "file_bytes": limits.file_bytes,
+        }
+        try:
+            with self._lock:
+                socket.send_fds(self._control, [json.dumps(request).encode()], ends)
+                self._read(timeout)
+        except (OSError, ZygoteError) as exc:
+            for fd in (req_w, rep_r, out_r, status_r):
+                os.close(fd)
+            channel.close()
+            raise ZygoteError(f"could not fork a worker: {exc}") from None
+        finally:
+            for fd in (req_r, rep_w, out_w, status_w):
+                os.close(fd)
+            worker_end.close()
+        try:
+            pid = _sender_pid(channel, timeout)
+            process = ForkedProcess(pid, status_r)
+        except (OSError, ZygoteError) as exc:
+            for fd in (req_w, rep_r, out_r, status_r):
+                os.close(fd)
+            channel.close()
+            raise ZygoteError(f"the forked worker did not start: {exc}") from None
+        group = cgroups.create(limits)
+        sandbox = Sandbox.adopt(process, limits=limits, cgroup=group, output_fd=out_r)
+        if group is not None:
+            try:
+                group.adopt(pid)
+            except OSError as exc:
+                sandbox.close()
+                os.close(req_w)
+                os.close(rep_r)
+                channel.close()
+                raise ZygoteError(f"could not move the worker into its cgroup: {exc}") from None
+        return Forked(sandbox, req_w, rep_r, channel)
+
+    def close(self) -> None:
+        """Kill the zygote (its workers live on until they are discarded)."""
+        self._control.close()
+        self.sandbox.close()
+
+
+def _sender_pid(channel: socket.socket, timeout: float) -> int:
+    """The host pid of the process that sent the first byte on ``channel`` (``SO_PASSCRED`` is set on it)."""
+    channel.settimeout(timeout)
+    try:
+        data, ancillary, _flags, _address = channel.recvmsg(1, socket.CMSG_SPACE(CREDENTIALS.size))
+    except TimeoutError:
+        raise ZygoteError(f"no word from the forked worker within {timeout:.0f} s") from None
+    finally:
+        channel.settimeout(None)
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and data:
+            return CREDENTIALS.unpack(payload[: CREDENTIALS.size])[0]
+    raise ZygoteError("the forked worker's first message carried no credentials (it exited?)")
+
+
+_ZYGOTES: dict[tuple[str, bool], Zygote] = {}
+_ZYGOTES_LOCK = threading.Lock()
+
+
+def zygote_for(device: str, *, interpret_triton: bool, limits: Limits) -> Zygote:
+    """This process's zygote for ``device`` (started on first use, restarted when it died): every pool of the
+    process shares it, so each pays for the imports once.
+
+    Raises:
+        ZygoteError, fibserve.sandbox.SandboxUnavailable: as :class:`Zygote`.
+    """
+    key = (device, interpret_triton)
+    with _ZYGOTES_LOCK:
+        zygote = _ZYGOTES.get(key)
+        if zygote is None or not zygote.alive:
+            if zygote is not None:
+                zygote.close()
+            zygote = _ZYGOTES[key] = Zygote(device, interpret_triton=interpret_triton, limits=limits)
+        return zygote

@@ -1,0 +1,161 @@
+"""A fresh sandbox nested inside a sandboxed process, for a child forked from it (standard library only).
+
+A lane's workers are forked from one warm interpreter (:mod:`fibserve.bench.worker.zygote`), itself a bubblewrap
+sandbox (:mod:`fibserve.sandbox.mounts`: read-only root, no network, its own user, PID and IPC namespaces, no
+capabilities). Each forked child isolates itself from the zygote and from its siblings before any candidate
+code runs, with the kernel's own primitives (Linux's ``unshare(2)``, ``mount(2)``, ``prctl(2)``, ``capset(2)``):
+
+- :func:`enter_namespaces` (in the first child): new user, mount, PID and IPC namespaces, the uid and gid kept
+  (mapped to themselves). The child's own child (:func:`fork_init`) is PID 1 of the new PID namespace: it has
+  no PID for a sibling to signal or trace, and when it dies the kernel kills everything it started.
+- :func:`private_mounts` (in PID 1): the mount tree made private, and fresh size-limited tmpfs mounts over
+  ``/tmp`` (and ``/dev/shm`` on CPU), so no file of the zygote or of an earlier worker is visible and nothing is
+  left for the next.
+- :func:`drop_privileges` (last, in PID 1): every capability dropped (bounding set included) and
+  ``no_new_privs`` set, as bubblewrap's ``--cap-drop ALL`` leaves its own children, and the process not
+  dumpable (:func:`forbid_tracing`, which the zygote sets on itself too): same-user processes may trace each
+  other across user namespaces while they are dumpable, so without it a worker could open its sibling's or the
+  zygote's ``/proc/PID/mem``.
+
+``/proc`` stays the zygote's (a new procfs cannot be mounted under bubblewrap's read-only ``/proc/sys``): a worker
+can list its siblings' pids and read what any process may read there (``cmdline``, ``stat``), but not their
+memory, descriptors or environment, which need trace access: refused to a process in another user namespace
+without capabilities over it, and to anyone over a process that is not dumpable. Signals cannot
+reach them either: a PID is looked up in the sender's PID namespace, where no sibling has one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import resource
+import signal
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+CAP_LAST = 63
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+"""``capset``'s syscall number per machine (Linux's ``unistd`` tables)."""
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class NestError(OSError):
+    """A namespace, mount or privilege change failed (the child exits; the trusted side sees a failed start)."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise NestError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def enter_namespaces() -> None:
+    """New user, mount, PID and IPC namespaces for this process, with its uid and gid mapped to themselves;
+    the next child it forks is PID 1 of the new PID namespace.
+
+    Raises:
+        NestError: the kernel refused (user namespaces disabled, or nested too deep).
+    """
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc().unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
+    with open("/proc/self/setgroups", "w") as handle:
+        handle.write("deny")
+    with open("/proc/self/uid_map", "w") as handle:
+        handle.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as handle:
+        handle.write(f"{gid} {gid} 1")
+
+
+def fork_init() -> int | None:
+    """Fork PID 1 of the namespace :func:`enter_namespaces` made: None in the child (which should then set
+    itself up and run); in the parent, the child's exit code once it is gone (negative: the signal that killed
+    it). The child dies with the parent."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # a zygote ignores SIGCHLD to reap; this parent must wait
+    pid = os.fork()
+    if pid == 0:
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        return None
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def private_mounts(tmp_bytes: int | None, private_shm: bool) -> None:
+    """Make this mount namespace's tree private and mount fresh tmpfs at ``/tmp`` (``tmp_bytes`` large, or
+    half the memory when None) and, with ``private_shm``, at ``/dev/shm``.
+
+    Raises:
+        NestError: a mount failed.
+    """
+    libc = _libc()
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    size = f"size={tmp_bytes},mode=1777".encode() if tmp_bytes is not None else b"mode=1777"
+    _check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, size), "mount /tmp")
+    if private_shm:
+        _check(
+            libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777"), "mount /dev/shm"
+        )
+
+
+def set_limits(cpu_s: int | None, file_bytes: int | None) -> None:
+    """The sandbox's rlimits (as :mod:`fibserve.sandbox.launch` sets them for a spawned sandbox): CPU seconds
+    (SIGXCPU, then SIGKILL 5 s later), the largest file, and no core files."""
+    if cpu_s is not None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
+    if file_bytes is not None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def forbid_tracing() -> None:
+    """Make this process (and what it forks) not dumpable: its ``/proc`` files that need trace access
+    (``mem``, ``environ``, ``fd``, ``maps``) and ``ptrace`` itself are then refused to any process without
+    ``CAP_SYS_PTRACE`` over its user namespace, even one running as the same user (a sibling worker).
+
+    Raises:
+        NestError: the kernel refused.
+    """
+    _check(_libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")
+
+
+def drop_privileges() -> None:
+    """Drop every capability (the bounding set too), set ``no_new_privs`` and stay not dumpable
+    (:func:`forbid_tracing`).
+
+    Raises:
+        NestError: the kernel refused one of them.
+    """
+    libc = _libc()
+    for cap in range(CAP_LAST + 1):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such cap
+            _check(-1, f"drop capability {cap} from the bounding set")
+    header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    _check(libc.syscall(_SYS_CAPSET[platform.machine()], ctypes.byref(header), data), "capset")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    forbid_tracing()

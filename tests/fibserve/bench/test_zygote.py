@@ -1,0 +1,215 @@
+"""Workers forked from one warm zygote are as isolated from each other as fresh sandboxes were.
+
+Each worker used to be a fresh bubblewrap sandbox and a fresh Python; now they are forked from one process that
+imported torch once (:mod:`fibserve.bench.worker.zygote`). What the fork shares must not carry anything from one
+candidate to the next, and a live worker must not reach its siblings or the zygote: a candidate that could write
+into the zygote's memory would run inside every later worker, the reference's timing twin included.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from fibserve.bench import Evaluator
+from fibserve.sandbox import status
+from fibserve.trace import EvaluationStatus, Solution
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(status().mode != "bwrap", reason="worker isolation needs the bubblewrap sandbox"),
+]
+
+POISON = """import os, sys
+import torch
+
+open("/tmp/fibserve-poison", "w").write("left by the last candidate")
+open("/dev/shm/fibserve-poison", "w").write("left by the last candidate")
+os.environ["FIBSERVE_POISON"] = "1"
+sys.modules["fibserve_poison"] = sys
+torch.fibserve_poison = True
+torch.add = lambda *args, **kwargs: "poisoned"
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
+
+FINDS_POISON = """import os, sys
+import torch
+
+found = [
+    what
+    for what, there in {
+        "/tmp file": os.path.exists("/tmp/fibserve-poison"),
+        "/dev/shm file": os.path.exists("/dev/shm/fibserve-poison"),
+        "environment": "FIBSERVE_POISON" in os.environ,
+        "sys.modules": "fibserve_poison" in sys.modules,
+        "torch attribute": hasattr(torch, "fibserve_poison"),
+        "torch.add": not isinstance(torch.add(torch.ones(1), 1), torch.Tensor),
+    }.items()
+    if there
+]
+if found:
+    raise RuntimeError(f"ISOLATION BROKEN: the last candidate left {found}")
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
+
+REACHES_OUT = """import os, signal
+
+me = os.readlink("/proc/self")
+seen, reached = [], []
+for name in os.listdir("/proc"):
+    if not name.isdigit() or name == me:
+        continue
+    try:
+        with open(f"/proc/{name}/cmdline", "rb") as handle:
+            seen.append(handle.read(80).replace(b"\\0", b" ").decode(errors="replace"))
+    except OSError:
+        continue
+    for what in ("mem", "environ", "maps"):
+        try:
+            os.close(os.open(f"/proc/{name}/{what}", os.O_RDONLY))
+            reached.append(f"{name}/{what}")
+        except OSError:
+            pass
+    try:  # the numbers may be listed (the directory's owner is this user); what they point to must not be
+        numbers = os.listdir(f"/proc/{name}/fd")
+    except OSError:
+        numbers = []
+    for number in numbers:
+        try:
+            os.close(os.open(f"/proc/{name}/fd/{number}", os.O_RDONLY))
+            reached.append(f"{name}/fd/{number}")
+        except OSError:
+            pass
+        try:
+            os.readlink(f"/proc/{name}/fd/{number}")
+            reached.append(f"{name}/fd/{number} link")
+        except OSError:
+            pass
+    try:
+        handle = os.open(f"/proc/{name}", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            signal.pidfd_send_signal(handle, 0)
+            reached.append(f"{name} signal")
+        finally:
+            os.close(handle)
+    except OSError:
+        pass
+if reached:
+    raise RuntimeError(f"ISOLATION BROKEN: reached {reached}")
+if not any("fibserve.bench.worker.zygote" in line for line in seen):
+    raise RuntimeError(f"PROBE NOT REAL: no zygote among the processes seen: {seen}")
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
+
+
+CUDA_POISON = """import torch
+
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.cuda.set_stream(torch.cuda.Stream())
+HELD = torch.empty(1 << 28, device="cuda")  # 1 GiB kept in the caching allocator
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
+
+CUDA_FINDS_POISON = """import torch
+
+found = [
+    what
+    for what, there in {
+        "TF32 matmul switch": torch.backends.cuda.matmul.allow_tf32,
+        "current stream": torch.cuda.current_stream() != torch.cuda.default_stream(),
+        "allocations": torch.cuda.memory_allocated() >= 1 << 28,
+    }.items()
+    if there
+]
+if found:
+    raise RuntimeError(f"ISOLATION BROKEN: the last candidate left {found}")
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
+
+
+def _solution(name: str, source: str, hardware: str = "cpu") -> Solution:
+    return Solution.model_validate(
+        {
+            "name": name,
+            "definition": "vector_add_f32",
+            "author": "tests",
+            "spec": {"language": "python", "target_hardware": [hardware], "entry_point": "kernel.py::run"},
+            "sources": [{"path": "kernel.py", "content": source}],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def evaluated(trace_set, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    config = tmp_path_factory.mktemp("config") / "no-policy.yaml"
+    config.write_text("defaults:\n  enforce_source_policy: false\n")
+    definition = trace_set.definition("vector_add_f32")
+    workload = min(trace_set.workloads_for("vector_add_f32"), key=lambda w: w.axes["N"])
+    reports = {}
+    # a warm spare: while one candidate runs, its sibling and the zygote are alive beside it
+    with Evaluator("cpu", warm_spare=True, config_path=config) as evaluator:
+        for name, source in (
+            ("poison", POISON),
+            ("finds poison", FINDS_POISON),
+            ("reaches out", REACHES_OUT),
+        ):
+            reports[name] = evaluator.evaluate(definition, _solution(name, source), [workload])
+    return reports
+
+
+def _evaluation(report):
+    assert report.task_error is None, report.task_error
+    return report.traces[0].evaluation
+
+
+def test_the_poisoning_candidate_itself_passes(evaluated: dict) -> None:
+    """Else the next test proves nothing: the poison was laid."""
+    evaluation = _evaluation(evaluated["poison"])
+    assert evaluation.status is EvaluationStatus.PASSED, evaluation.log
+
+
+def test_nothing_a_candidate_changes_reaches_the_next_worker(evaluated: dict) -> None:
+    evaluation = _evaluation(evaluated["finds poison"])
+    assert evaluation.status is EvaluationStatus.PASSED, evaluation.log
+
+
+def test_a_worker_cannot_trace_or_signal_its_siblings_or_the_zygote(evaluated: dict) -> None:
+    evaluation = _evaluation(evaluated["reaches out"])
+    assert evaluation.status is EvaluationStatus.PASSED, evaluation.log
+
+
+def test_the_host_tmp_is_untouched(evaluated: dict) -> None:
+    assert not Path("/tmp/fibserve-poison").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+def test_nothing_a_candidate_sets_in_its_cuda_context_reaches_the_next(trace_set, tmp_path: Path) -> None:
+    config = tmp_path / "no-policy.yaml"
+    config.write_text("defaults:\n  enforce_source_policy: false\n")
+    definition = trace_set.definition("vector_add_f32")
+    workload = min(trace_set.workloads_for("vector_add_f32"), key=lambda w: w.axes["N"])
+    with Evaluator("cuda:0", warm_spare=True, config_path=config) as evaluator:
+        reports = [
+            evaluator.evaluate(definition, _solution(name, source, "sm_90a"), [workload])
+            for name, source in (("cuda poison", CUDA_POISON), ("cuda finds poison", CUDA_FINDS_POISON))
+        ]
+    for report in reports:
+        evaluation = _evaluation(report)
+        assert evaluation.status is EvaluationStatus.PASSED, evaluation.log
