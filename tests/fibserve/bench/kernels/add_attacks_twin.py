@@ -12,7 +12,9 @@ _tried = []
 
 
 def _attack():
-    mine = {int(os.readlink("/proc/self"))}  # its pid in the /proc it sees (not os.getpid(): another namespace)
+    mine = {
+        int(os.readlink("/proc/self"))
+    }  # its pid in the /proc it sees (os.getpid() is another namespace's)
     reached, forged = [], 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in mine:

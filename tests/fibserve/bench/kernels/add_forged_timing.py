@@ -18,5 +18,7 @@ def _reply_pipe():
 
 
 def run(x, y, z):
-    os.write(_reply_pipe(), b'{"ok": true, "ms": [100000.0], "bound_ms": [100000.0], "overwrite_ms": [0.0]}\n')
+    os.write(
+        _reply_pipe(), b'{"ok": true, "ms": [100000.0], "bound_ms": [100000.0], "overwrite_ms": [0.0]}\n'
+    )
     z.copy_(x + y)
