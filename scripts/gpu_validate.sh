@@ -33,6 +33,7 @@
 #   raylane     benchmarks/ray_lanes.py --gpu: a Ray lane owning the GPU evaluates $RAY_REQUESTS (50) CUDA candidates,
 #               against a plain lane (needs Ray's wheels: scripts/device_wheels.sh --ray)
 #   shortk      benchmarks/short_kernels.py --evaluations: short kernels' measured latency against CUPTI's
+#   workers     benchmarks/worker_start.py --device cuda:0: a GPU worker's start, forked from the zygote
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -181,6 +182,7 @@ for item in "${steps[@]}"; do
         hardening) run_step hardening "$limit" hardening ;;
         experiment) run_step experiment "$limit" experiment ;;
         shortk) run_step shortk "$limit" python3 benchmarks/short_kernels.py --evaluations ;;
+        workers) run_step workers "$limit" python3 benchmarks/worker_start.py --device cuda:0 --evaluations 0 ;;
         raylane) run_step raylane "$limit" python3 benchmarks/ray_lanes.py --gpu --lanes 1 --language cuda \
             --requests "${RAY_REQUESTS:-50}" ;;
         *) echo "unknown step: $step" >&2; exit 2 ;;
