@@ -8,13 +8,16 @@ into the zygote's memory would run inside every later worker, the reference's ti
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 from fibserve.bench import Evaluator
+from fibserve.bench.worker import forking
 from fibserve.sandbox import status
 from fibserve.trace import EvaluationStatus, Solution
+from sandbox_probes import wait_until_gone
 
 pytestmark = [
     pytest.mark.slow,
@@ -77,6 +80,12 @@ for name in os.listdir("/proc"):
             reached.append(f"{name}/{what}")
         except OSError:
             pass
+    try:
+        if int(name) != os.getpid():  # in a PID namespace of its own, its own number there is not this one
+            os.kill(int(name), 0)
+            reached.append(f"{name} kill")
+    except OSError:
+        pass
     try:  # the numbers may be listed (the directory's owner is this user); what they point to must not be
         numbers = os.listdir(f"/proc/{name}/fd")
     except OSError:
@@ -111,6 +120,20 @@ def run(x, y, z):
     z.copy_(x + y)
 """
 
+
+LEAVES_AN_ORPHAN = """import os, sys
+
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", {marker!r}])
+    os._exit(0)
+os.wait()
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
 
 CUDA_POISON = """import torch
 
@@ -155,21 +178,31 @@ def _solution(name: str, source: str, hardware: str = "cpu") -> Solution:
     )
 
 
-@pytest.fixture(scope="module")
-def evaluated(trace_set, tmp_path_factory: pytest.TempPathFactory) -> dict:
+@pytest.fixture(
+    scope="module", params=[True, False], ids=["own PID namespace", "zygote's PID namespace (GPU)"]
+)
+def evaluated(request, trace_set, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Every candidate above evaluated in turn, with each worker in a PID namespace of its own (CPU) and, as a
+    GPU worker is, in the zygote's (with its signal filter and as its descendants' reaper)."""
     config = tmp_path_factory.mktemp("config") / "no-policy.yaml"
     config.write_text("defaults:\n  enforce_source_policy: false\n")
     definition = trace_set.definition("vector_add_f32")
     workload = min(trace_set.workloads_for("vector_add_f32"), key=lambda w: w.axes["N"])
+    marker = f"fibserve-orphan-{os.getpid()}-{request.param}"
+    candidates = {
+        "poison": POISON,
+        "finds poison": FINDS_POISON,
+        "reaches out": REACHES_OUT,
+        "leaves an orphan": LEAVES_AN_ORPHAN.format(marker=marker),
+    }
     reports = {}
-    # a warm spare: while one candidate runs, its sibling and the zygote are alive beside it
-    with Evaluator("cpu", warm_spare=True, config_path=config) as evaluator:
-        for name, source in (
-            ("poison", POISON),
-            ("finds poison", FINDS_POISON),
-            ("reaches out", REACHES_OUT),
-        ):
-            reports[name] = evaluator.evaluate(definition, _solution(name, source), [workload])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(forking, "own_pid_namespace", lambda device: request.param)
+        # a warm spare: while one candidate runs, its sibling and the zygote are alive beside it
+        with Evaluator("cpu", warm_spare=True, config_path=config) as evaluator:
+            for name, source in candidates.items():
+                reports[name] = evaluator.evaluate(definition, _solution(name, source), [workload])
+    reports["orphans"] = wait_until_gone(marker)
     return reports
 
 
@@ -196,6 +229,12 @@ def test_a_worker_cannot_trace_or_signal_its_siblings_or_the_zygote(evaluated: d
 
 def test_the_host_tmp_is_untouched(evaluated: dict) -> None:
     assert not Path("/tmp/fibserve-poison").exists()
+
+
+def test_an_orphan_from_a_setsid_double_fork_dies_with_its_worker(evaluated: dict) -> None:
+    evaluation = _evaluation(evaluated["leaves an orphan"])
+    assert evaluation.status is EvaluationStatus.PASSED, evaluation.log
+    assert evaluated["orphans"] == []
 
 
 @pytest.mark.gpu

@@ -22,6 +22,12 @@ can list its siblings' pids and read what any process may read there (``cmdline`
 memory, descriptors or environment, which need trace access: refused to a process in another user namespace
 without capabilities over it, and to anyone over a process that is not dumpable. Signals cannot
 reach them either: a PID is looked up in the sender's PID namespace, where no sibling has one.
+
+A GPU worker gets no PID namespace: the CUDA driver fails to initialise (error 304, "OS call failed") when the
+process's PID does not match the ``/proc`` it sees (measured on the H200, 2026-12-03: user, mount and IPC
+namespaces work, a PID namespace alone breaks it). It shares the zygote's, so it is made its descendants'
+reaper (:func:`become_subreaper`) and its signals are kept to itself by a seccomp filter
+(:mod:`fibserve.sandbox.signal_filter`).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ MS_NOSUID = 0x2
 MS_NODEV = 0x4
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 CAP_LAST = 63
@@ -64,15 +71,16 @@ def _check(result: int, what: str) -> None:
         raise NestError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def enter_namespaces() -> None:
-    """New user, mount, PID and IPC namespaces for this process, with its uid and gid mapped to themselves;
-    the next child it forks is PID 1 of the new PID namespace.
+def enter_namespaces(pid: bool = True) -> None:
+    """New user, mount and IPC namespaces for this process, with its uid and gid mapped to themselves, and with
+    ``pid`` a new PID namespace, whose PID 1 is the next child it forks.
 
     Raises:
         NestError: the kernel refused (user namespaces disabled, or nested too deep).
     """
     uid, gid = os.getuid(), os.getgid()
-    _check(_libc().unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWPID if pid else 0)
+    _check(_libc().unshare(flags), "unshare")
     with open("/proc/self/setgroups", "w") as handle:
         handle.write("deny")
     with open("/proc/self/uid_map", "w") as handle:
@@ -82,9 +90,9 @@ def enter_namespaces() -> None:
 
 
 def fork_init() -> int | None:
-    """Fork PID 1 of the namespace :func:`enter_namespaces` made: None in the child (which should then set
-    itself up and run); in the parent, the child's exit code once it is gone (negative: the signal that killed
-    it). The child dies with the parent."""
+    """Fork the worker (PID 1 of the namespace :func:`enter_namespaces` made, when it made one): None in the
+    child (which should then set itself up and run); in the parent, the child's exit code once it is gone
+    (negative: the signal that killed it). The child dies with the parent."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # a zygote ignores SIGCHLD to reap; this parent must wait
     pid = os.fork()
     if pid == 0:
@@ -109,6 +117,17 @@ def private_mounts(tmp_bytes: int | None, private_shm: bool) -> None:
         _check(
             libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777"), "mount /dev/shm"
         )
+
+
+def become_subreaper() -> None:
+    """Make this process its descendants' reaper (``PR_SET_CHILD_SUBREAPER``): an orphan of a ``setsid`` double
+    fork stays below it, where the trusted side's kill of the tree finds it, instead of leaving for the PID
+    namespace's init. A worker without a PID namespace of its own needs this; PID 1 is its namespace's reaper.
+
+    Raises:
+        NestError: the kernel refused.
+    """
+    _check(_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "child subreaper")
 
 
 def set_limits(cpu_s: int | None, file_bytes: int | None) -> None:

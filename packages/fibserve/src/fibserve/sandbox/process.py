@@ -38,7 +38,7 @@ from .env import sandbox_env
 from .limits import WORKER_LIMITS, LimitHit, LimitName, Limits, limit_of_exit, size_text
 from .mounts import WORK_DIR, Mounts, bwrap_argv, python_path
 from .switch import require
-from .watchdog import WATCHDOG, OutputCapture, tree_usage
+from .watchdog import WATCHDOG, OutputCapture, tree_pids, tree_usage
 
 LAUNCHER = str(Path(__file__).with_name("launch.py"))
 NO_EXTRA_MOUNTS = Mounts()
@@ -184,6 +184,10 @@ class Sandbox:
         with self._lock:
             if hit is not None and self._hit is None:
                 self._hit = hit
+        if isinstance(
+            self.proc, ForkedProcess
+        ):  # no PID namespace of its own may end its tree (a GPU worker)
+            kill_tree(self.proc.pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         if self.cgroup is not None:
@@ -265,6 +269,23 @@ class ForkedProcess:
         for fd in (self._pidfd, self._status):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def kill_tree(root: int, rounds: int = 5) -> None:
+    """SIGKILL ``root`` and every process below it (orphans a subreaper keeps included), stopping them first
+    until no new one appears, so that none forks past the kill."""
+    stopped: set[int] = set()
+    for _ in range(rounds):
+        fresh = [pid for pid in tree_pids(root) if pid not in stopped]
+        if not fresh:
+            break
+        for pid in fresh:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped.update(fresh)
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @dataclass

@@ -35,6 +35,12 @@ CREDENTIALS = struct.Struct("iII")
 """``struct ucred``: pid, uid, gid."""
 
 
+def own_pid_namespace(device: str) -> bool:
+    """Whether a worker for ``device`` gets a PID namespace of its own: not on a GPU, where the CUDA driver
+    needs its PID to match the zygote's ``/proc`` (:mod:`fibserve.sandbox.nest`)."""
+    return not device.startswith("cuda")
+
+
 class ZygoteError(RuntimeError):
     """The zygote did not start or could not fork a worker (an infrastructure problem)."""
 
@@ -120,6 +126,7 @@ class Zygote:
         request = {
             "device": self.device,
             "isolate": status().mode == "bwrap",
+            "pid_namespace": own_pid_namespace(self.device),
             "tmp_bytes": limits.disk_bytes,
             "cpu_s": limits.cpu_s,
             "file_bytes": limits.file_bytes,

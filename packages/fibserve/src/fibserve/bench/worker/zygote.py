@@ -10,7 +10,9 @@ trusted side made: the worker's request pipe (read end), its reply pipe (write e
 the pipe its stdout and stderr go to, and a pipe for its exit status. The zygote answers ``{"forked": pid}``.
 
 Each fork becomes a worker with a sandbox of its own (:mod:`fibserve.sandbox.nest`): the first child enters new
-user, mount, PID and IPC namespaces and forks PID 1 of them; PID 1 mounts a private ``/tmp`` (and on CPU a
+user, mount, PID and IPC namespaces and forks PID 1 of them (a GPU worker, request ``pid_namespace: false``,
+stays in the zygote's PID namespace, becomes its descendants' reaper and installs
+:mod:`fibserve.sandbox.signal_filter`); the worker mounts a private ``/tmp`` (and on CPU a
 private ``/dev/shm``), sets its rlimits, drops every capability, announces itself on the descriptor channel
 (the trusted side reads its host pid from the kernel's ``SCM_CREDENTIALS`` and moves it into a cgroup of its
 own), and serves requests (:func:`fibserve.bench.worker.entry.serve`). The first child waits for it and writes
@@ -54,7 +56,7 @@ def _worker(request: dict[str, Any], fds: list[int]) -> None:
         if request.get("isolate", True):
             from fibserve.sandbox import nest
 
-            nest.enter_namespaces()
+            nest.enter_namespaces(pid=request.get("pid_namespace", True))
             code = nest.fork_init()
         else:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -96,6 +98,11 @@ def _become_worker(request: dict[str, Any], req_r: int, rep_w: int, channel: int
     nest.set_limits(request.get("cpu_s"), request.get("file_bytes"))
     if request.get("isolate", True):
         nest.drop_privileges()
+        if not request.get("pid_namespace", True):
+            from fibserve.sandbox.signal_filter import forbid_signals_to_others
+
+            nest.become_subreaper()
+            forbid_signals_to_others()
     sock = socket.socket(fileno=channel)
     sock.sendall(b"p")  # the trusted side reads this process's host pid from the kernel's credentials
     sock.detach()

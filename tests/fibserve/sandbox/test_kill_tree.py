@@ -1,0 +1,64 @@
+"""A worker without a PID namespace of its own (a GPU worker) is killed with everything it started.
+
+Its PID namespace used to end its tree (the kernel kills a namespace with its init); a GPU worker shares its
+zygote's, so it is its descendants' reaper (``fibserve.sandbox.nest.become_subreaper``) and the trusted side
+stops and kills the whole tree below it (``fibserve.sandbox.process.kill_tree``). A process-group kill alone
+misses an orphan of a ``setsid`` double fork.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from fibserve.sandbox.process import kill_tree
+from sandbox_probes import processes_with, wait_until_gone
+
+ROOT = textwrap.dedent(
+    """
+    import os, sys, time
+    from fibserve.sandbox import nest
+
+    nest.become_subreaper()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", sys.argv[1]])
+        os._exit(0)
+    os.wait()
+    print("ready", flush=True)
+    time.sleep(300)
+    """
+)
+
+
+@pytest.fixture
+def tree(request):
+    marker = f"fibserve-tree-{os.getpid()}-{request.node.name}"
+    root = subprocess.Popen(
+        [sys.executable, "-c", ROOT, marker], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert root.stdout is not None and root.stdout.readline().strip() == "ready"
+    yield root, marker
+    root.kill()
+    root.wait()
+    for pid in processes_with(marker):
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_process_group_kill_leaves_the_orphan(tree) -> None:
+    root, marker = tree
+    os.killpg(root.pid, signal.SIGKILL)
+    root.wait()
+    assert wait_until_gone(marker, timeout_s=1.0) != []  # what kill_tree is for
+
+
+def test_kill_tree_kills_the_orphan_its_reaper_kept(tree) -> None:
+    root, marker = tree
+    kill_tree(root.pid)
+    root.wait()
+    assert wait_until_gone(marker) == []
