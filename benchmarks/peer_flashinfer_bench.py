@@ -168,8 +168,7 @@ def write_trace_set(root: Path, ms: list[int]) -> list[dict[str, Any]]:
         s = solution(c.file, c.definition, c.language, dps=c.dps)
         (root / "solutions" / f"{i:02d}_{c.name}.json").write_text(s.model_dump_json(indent=2))
         for w in workloads[c.definition]:
-            label = ", ".join(f"{k}={v}" for k, v in w.axes.items())
-            rows.append({"solution": c.name, "definition": c.definition, "role": c.role, "workload": label,
+            rows.append({"solution": c.name, "definition": c.definition, "role": c.role, "workload": _label(w.axes),
                          "uuid": w.uuid})  # fmt: skip
     return rows
 
@@ -220,6 +219,18 @@ def measure_cupti(rows: list[dict[str, Any]]) -> None:
         print(f"  CUPTI {row['solution']} {row['workload']}: {row['cupti_us']:.2f} us", flush=True)
 
 
+def _label(axes: dict[str, int]) -> str:
+    """A workload's name in the table: its var axes, ``M=128``."""
+    return ", ".join(f"{k}={v}" for k, v in axes.items())
+
+
+def _say(tool: str, solution: str, axes: dict[str, int], result: dict[str, Any]) -> None:
+    """One progress line per result, so a run cut off by its time limit still shows what it measured."""
+    ms, reference = verdict.ms_cell(result["latency_ms"]), verdict.ms_cell(result["reference_ms"])
+    print(f"  {tool} {solution} {_label(axes)}: {result['status']}, {ms} ms, reference {reference} ms "
+          f"{result['log'][-120:]}", flush=True)  # fmt: skip
+
+
 def run_peer(peer: Any, root: Path, trials: int | None) -> dict[tuple[str, str], dict[str, Any]]:
     """FlashInfer-Bench's results, keyed by (solution, workload uuid)."""
     names = [c.name for c in CANDIDATES]
@@ -234,6 +245,12 @@ def run_peer(peer: Any, root: Path, trials: int | None) -> dict[tuple[str, str],
         ev = trace.evaluation
         found[(trace.solution, trace.workload.uuid)] = verdict.figures(
             ev.status.value, ev.performance, ev.log
+        )
+        _say(
+            "FlashInfer-Bench",
+            trace.solution,
+            trace.workload.axes,
+            found[(trace.solution, trace.workload.uuid)],
         )
     return found
 
@@ -263,6 +280,7 @@ def run_fibserve(root: Path, rows: list[dict[str, Any]], trials: int | None) -> 
             for u in uuids:
                 error = report.workload_errors.get(u) or report.task_error or "no result"
                 found.setdefault((c.name, u), verdict.figures("ERROR", None, error))
+                _say("FIBServe", c.name, ts.workload(u).axes, found[(c.name, u)])
             print(f"  FIBServe {c.name}: {time.monotonic() - started:.1f} s", flush=True)
     return found
 

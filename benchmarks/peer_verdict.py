@@ -95,7 +95,8 @@ def judge(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _ms(value: float | None) -> str:
+def ms_cell(value: float | None) -> str:
+    """A latency in ms as the table prints it: 4 decimals, ``-`` when there is none."""
     return "-" if value is None else f"{value:.4f}"
 
 
@@ -111,9 +112,9 @@ def markdown(rows: list[dict[str, Any]], header: str) -> list[str]:
         f, p = r["fibserve"], r["peer"]
         cupti = r.get("cupti_us")
         lines.append(
-            f"| {r['solution']} | {r['workload']} | {f['status']} | {_ms(f['latency_ms'])} | "
-            f"{_ms(f['reference_ms'])} | {_ms(f['speedup'])} | {p['status']} | {_ms(p['latency_ms'])} | "
-            f"{_ms(p['reference_ms'])} | {_ms(p['speedup'])} | {_ms(cupti / 1e3 if cupti else None)} | "
+            f"| {r['solution']} | {r['workload']} | {f['status']} | {ms_cell(f['latency_ms'])} | "
+            f"{ms_cell(f['reference_ms'])} | {ms_cell(f['speedup'])} | {p['status']} | {ms_cell(p['latency_ms'])} | "
+            f"{ms_cell(p['reference_ms'])} | {ms_cell(p['speedup'])} | {ms_cell(cupti / 1e3 if cupti else None)} | "
             f"{'**ahead**' if r['ahead'] else 'not ahead'} | {r['why']} | "
             f"{'yes' if r['peer_meets'] else 'no'}: {r['peer_why']} |"
         )
