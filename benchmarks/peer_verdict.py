@@ -4,10 +4,10 @@ A line is one (solution, workload) evaluated by both tools. Each tool's figures 
 judged by the same rule, chosen by the solution's role:
 
 - ``honest`` (the naive GEMM): PASSED. It is the control the cheating kernels are measured against.
-- ``cheat`` (a content cache, leftover work): not fooled, that is not PASSED, or PASSED with a speedup at most
-  ``CHEAT_SPEEDUP_ALLOWANCE`` times the honest kernel's in the same tool and workload and a baseline at most
-  ``CHEAT_BASELINE_ALLOWANCE`` times the one timed next to the honest kernel (scripts/gpu_suite.py's
-  allowances for the same kernels).
+- ``cheat`` (a content cache, leftover work): with the honest kernel PASSED in the same tool and workload,
+  not fooled: refused (a candidate status in ``REFUSALS``), or PASSED with a speedup at most
+  ``CHEAT_SPEEDUP_ALLOWANCE`` times the honest kernel's and a baseline at most ``CHEAT_BASELINE_ALLOWANCE``
+  times the one timed next to it (scripts/gpu_suite.py's allowances for the same kernels).
 - ``short`` (torch.matmul at N = K = 1024, a vector add): PASSED with a latency within ``CUPTI_BAND`` of the
   CUPTI device time of the candidate's kernels and, for FIBServe, no higher than the peer's figure.
 
@@ -21,6 +21,10 @@ from typing import Any
 CHEAT_SPEEDUP_ALLOWANCE = 1.05
 CHEAT_BASELINE_ALLOWANCE = 1.10
 CUPTI_BAND = 0.15
+REFUSALS = frozenset(
+    {"RUNTIME_ERROR", "INCORRECT_NUMERICAL", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "TIMEOUT"}
+)
+"""Statuses by which a tool that ran a cheating kernel refused it (COMPILE_ERROR and harness errors are not)."""
 
 
 def figures(status: str, performance: Any, log: str = "") -> dict[str, Any]:
@@ -37,14 +41,17 @@ def figures(status: str, performance: Any, log: str = "") -> dict[str, Any]:
 
 
 def _cheat_rule(mine: dict[str, Any], honest: dict[str, Any] | None) -> tuple[bool, str]:
-    """Not fooled: ``mine`` (a cheating kernel's figures) is refused, or its speedup and baseline are those of
-    ``honest`` (the honest kernel's figures in the same tool and workload) within the allowances."""
-    if mine["status"] != "PASSED":
-        return True, f"not fooled: {mine['status']}"
-    if mine["speedup"] is None:
-        return True, "not fooled: PASSED without a speedup"
+    """Not fooled: with ``honest`` (the honest kernel's figures in the same tool and workload) PASSED, ``mine``
+    (a cheating kernel's figures) is refused, or its speedup and baseline are the honest one's within the
+    allowances. A tool that did not run the kernel (a build or harness error) has not judged it."""
     if not honest or honest["status"] != "PASSED" or not honest["speedup"] or not honest["reference_ms"]:
         return False, "no PASSED honest kernel to compare with"
+    if mine["status"] in REFUSALS:
+        return True, f"not fooled: {mine['status']}"
+    if mine["status"] != "PASSED":
+        return False, f"not judged: {mine['status']}"
+    if mine["speedup"] is None:
+        return True, "not fooled: PASSED without a speedup"
     speedup = mine["speedup"] / honest["speedup"]
     baseline = (mine["reference_ms"] or float("nan")) / honest["reference_ms"]
     said = f"speedup {speedup:.2f}x, baseline {baseline:.2f}x the honest kernel's"

@@ -79,6 +79,8 @@ def test_each_line_is_judged_by_its_role(script) -> None:
     ("fibserve", "ahead", "why"),
     [
         (failed("RUNTIME_ERROR"), True, "not fooled: RUNTIME_ERROR"),  # refused
+        (failed("ERROR"), False, "not judged: ERROR"),  # the tool's own failure is no refusal
+        (failed("COMPILE_ERROR"), False, "not judged: COMPILE_ERROR"),
         (timed(1.22, 0.0102), True, "not fooled: speedup 0.47x, baseline 1.02x the honest kernel's"),
         (timed(1.22, 0.0115), False, "fooled: speedup 0.53x, baseline 1.15x the honest kernel's"),  # baseline
         (timed(0.55, 0.0100), True, "not fooled: speedup 1.03x, baseline 1.00x the honest kernel's"),
@@ -95,9 +97,11 @@ def test_a_cheating_kernel_is_held_to_the_honest_one(script, fibserve: dict, ahe
 def test_a_cheat_cannot_be_judged_without_a_passing_honest_kernel(script) -> None:
     honest = row("gemm_naive", "honest", failed("COMPILE_ERROR"), timed(0.58, 0.0247))
     cheat = row("gemm_content_cache", "cheat", timed(0.568, 0.0101), timed(0.58, 0.0247))
-    script.verdict.judge([honest, cheat])
+    refused = row("gemm_leaves_work", "cheat", failed("RUNTIME_ERROR"), timed(0.58, 0.0247))
+    script.verdict.judge([honest, cheat, refused])
     assert (honest["ahead"], honest["why"]) == (False, "the honest kernel got COMPILE_ERROR")
     assert (cheat["ahead"], cheat["why"]) == (False, "no PASSED honest kernel to compare with")
+    assert (refused["ahead"], refused["why"]) == (False, "no PASSED honest kernel to compare with")
     assert cheat["peer_meets"]
 
 
