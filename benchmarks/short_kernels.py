@@ -34,8 +34,14 @@ import torch
 CALLS = 100
 
 
-def _cupti_us(fn: Any, flush: Any) -> float:
-    """Median device time (us) of the kernels ``fn`` launches per call, CUPTI's activity records."""
+def cupti_us(fn: Any, flush: Any) -> float:
+    """Median device time (us) of the kernels ``fn`` launches per call, CUPTI's activity records.
+
+    ``fn()`` runs 10 times unprofiled, then ``CALLS`` times, each after ``flush.flush()`` (the cold-L2
+    overwrite of :class:`fibserve.bench.worker.clock.ColdL2`) and a device synchronize, inside its own
+    ``torch.profiler`` CUDA activity window; a call's time is the sum of its kernels' device durations (no host
+    launch time). Also used by benchmarks/peer_flashinfer_bench.py.
+    """
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(10):
@@ -132,7 +138,7 @@ def main() -> None:
         )
         row: dict[str, Any] = {
             "case": name,
-            "cupti_us": _cupti_us(fn, flush),
+            "cupti_us": cupti_us(fn, flush),
             "clock_us": _clock_us(fn, flush, device),
         }
         row["clock_over_cupti"] = row["clock_us"] / row["cupti_us"]

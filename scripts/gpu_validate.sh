@@ -34,6 +34,9 @@
 #               against a plain lane (needs Ray's wheels: scripts/device_wheels.sh --ray)
 #   shortk      benchmarks/short_kernels.py --evaluations: short kernels' measured latency against CUPTI's
 #   workers     benchmarks/worker_start.py --device cuda:0: a GPU worker's start, forked from the zygote
+#   peer        benchmarks/peer_flashinfer_bench.py: the same solutions through FlashInfer-Bench 0.1.2 and FIBServe,
+#               back to back (needs .whl/peer/ from scripts/device_wheels.sh --peer, installed into
+#               /tmp/peer-site for this step only; written to fit peer:200, not run yet)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -154,6 +157,15 @@ hardening() {
     python3 benchmarks/hardening_cost.py --out "$OUT" || echo "hardening_cost exit $?"
 }
 
+# FlashInfer-Bench is installed for this step alone, into a folder no other step has on its path.
+peer() {
+    compgen -G ".whl/peer/flashinfer_bench-*.whl" >/dev/null \
+        || { echo "no .whl/peer/: run bash scripts/device_wheels.sh --peer and carry .whl"; return 2; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peer-site .whl/peer/*.whl \
+        || { echo "FlashInfer-Bench wheel install failed"; return 2; }
+    PATH=$PATH:/tmp/peer-site/bin PYTHONPATH=/tmp/peer-site:$PYTHONPATH python3 benchmarks/peer_flashinfer_bench.py
+}
+
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(env sandbox pytest suite refgemm latency stability overhead serve quickstart)
 for item in "${steps[@]}"; do
@@ -182,6 +194,7 @@ for item in "${steps[@]}"; do
         hardening) run_step hardening "$limit" hardening ;;
         experiment) run_step experiment "$limit" experiment ;;
         shortk) run_step shortk "$limit" python3 benchmarks/short_kernels.py --evaluations ;;
+        peer) run_step peer "$limit" peer ;;
         workers) run_step workers "$limit" python3 benchmarks/worker_start.py --device cuda:0 --evaluations 0 ;;
         raylane) run_step raylane "$limit" python3 benchmarks/ray_lanes.py --gpu --lanes 1 --language cuda \
             --requests "${RAY_REQUESTS:-50}" ;;
