@@ -53,3 +53,11 @@ def test_a_malformed_handle_is_refused_before_the_driver(no_driver, handle, offs
 def test_a_reply_that_is_not_a_cuda_handle_is_refused(no_driver) -> None:
     with pytest.raises(BufferError, match="'fd' for a CUDA buffer"):
         open_cuda_buffer({"kind": "fd"}, SPEC, CUDA)
+
+
+def test_a_handle_with_zero_bytes_keeps_all_64() -> None:
+    """The driver's handles hold zero bytes; read as a C string the handle was cut at the first one, and every
+    CUDA IPC exchange of the first GPU run failed ("malformed CUDA IPC handle (4 bytes, offset 0)")."""
+    raw = bytes([7, 7, 7, 7, 0, 0, 9]) + bytes(range(57))
+    handle = cuda_ipc._Handle.decoded(raw)
+    assert base64.b64decode(handle.encoded()) == raw

@@ -35,8 +35,10 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import re
 import resource
 import signal
+import stat
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -53,6 +55,13 @@ PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 CAP_LAST = 63
 _SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+_SYS_OPEN_TREE, _SYS_MOVE_MOUNT = 428, 429
+"""Numbers shared by every machine (the generic syscall table of Linux 5.2+)."""
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+OPEN_TREE_CLONE = 1
+OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
 """``capset``'s syscall number per machine (Linux's ``unistd`` tables)."""
 _CAPABILITY_VERSION_3 = 0x20080522
 
@@ -104,19 +113,63 @@ def fork_init() -> int | None:
 
 def private_mounts(tmp_bytes: int | None, private_shm: bool) -> None:
     """Make this mount namespace's tree private and mount fresh tmpfs at ``/tmp`` (``tmp_bytes`` large, or
-    half the memory when None) and, with ``private_shm``, at ``/dev/shm``.
+    half the memory when None) and, with ``private_shm``, at ``/dev/shm``. What the zygote's sandbox mounted
+    below ``/tmp`` (a Python path or a library directory that lives there, read-only) is carried over to the
+    same place on the fresh tmpfs (Linux's ``open_tree(2)`` and ``move_mount(2)``), else the worker could not
+    import what the zygote could.
 
     Raises:
         NestError: a mount failed.
     """
     libc = _libc()
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    carried = [(path, _clone_tree(path)) for path in submounts("/tmp")]
     size = f"size={tmp_bytes},mode=1777".encode() if tmp_bytes is not None else b"mode=1777"
     _check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, size), "mount /tmp")
+    for path, tree in carried:
+        _place(tree, path)
     if private_shm:
         _check(
             libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777"), "mount /dev/shm"
         )
+
+
+def submounts(top: str) -> list[str]:
+    """The outermost mount points strictly below ``top`` in this mount namespace (``/proc/self/mountinfo``,
+    whose fifth field is the mount point with space, tab, newline and backslash escaped in octal)."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        points = [_unescape(line.split()[4]) for line in handle]
+    below = sorted({p for p in points if p.startswith(top.rstrip("/") + "/")})
+    return [p for p in below if not any(p != q and p.startswith(q + "/") for q in below)]
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
+
+
+def _clone_tree(path: str) -> int:
+    """A detached copy of the mount tree at ``path``, as a descriptor."""
+    fd = _libc().syscall(
+        _SYS_OPEN_TREE, AT_FDCWD, path.encode(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE
+    )
+    if fd < 0:
+        _check(-1, f"clone the mount at {path}")
+    return fd
+
+
+def _place(tree: int, path: str) -> None:
+    """Attach the detached mount tree ``tree`` at ``path`` (made as an empty directory or file first)."""
+    try:
+        if stat.S_ISDIR(os.fstat(tree).st_mode):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "a").close()
+        result = _libc().syscall(_SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, path.encode(), MOVE_MOUNT_F_EMPTY_PATH)
+        if result != 0:
+            _check(-1, f"attach the mount at {path}")
+    finally:
+        os.close(tree)
 
 
 def become_subreaper() -> None:

@@ -40,7 +40,18 @@ class CudaIpcError(RuntimeError):
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
+    # bytes, not c_char: ctypes reads a c_char array as a C string, cut at its first zero byte (the first GPU
+    # run of this exchange sent 4 of the 64 bytes)
+    _fields_ = [("reserved", ctypes.c_ubyte * HANDLE_BYTES)]
+
+    def encoded(self) -> str:
+        """The 64 bytes as base64 text."""
+        return base64.b64encode(bytes(self.reserved)).decode()
+
+    @classmethod
+    def decoded(cls, raw: bytes) -> _Handle:
+        """A handle holding ``raw`` (exactly 64 bytes, checked by the caller)."""
+        return cls((ctypes.c_ubyte * HANDLE_BYTES).from_buffer_copy(raw))
 
 
 @functools.lru_cache(maxsize=1)
@@ -93,7 +104,7 @@ def export_handle(tensor: torch.Tensor) -> dict[str, Any]:
     _check(_driver().cuIpcGetMemHandle(ctypes.byref(handle), base), "cuIpcGetMemHandle")
     return {
         "kind": "cuda_ipc",
-        "handle": base64.b64encode(bytes(handle.reserved)).decode(),
+        "handle": handle.encoded(),
         "offset": pointer - base,
     }
 
@@ -140,8 +151,7 @@ def open_handle(
         raise CudaIpcError(f"malformed CUDA IPC handle ({len(raw)} bytes, offset {offset})")
     torch.cuda.synchronize(device)  # makes the device's primary context current in this thread
     base = ctypes.c_uint64()
-    native = _Handle()
-    native.reserved = raw
+    native = _Handle.decoded(raw)
     _check(
         _driver().cuIpcOpenMemHandle_v2(ctypes.byref(base), native, _LAZY_ENABLE_PEER_ACCESS),
         "cuIpcOpenMemHandle",
