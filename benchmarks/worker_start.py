@@ -43,11 +43,13 @@ def forked_starts(device: str, count: int) -> tuple[float, list[float]]:
     from fibserve.bench.worker.pool import WorkerProcess
 
     times = []
-    for _ in range(count + 1):
+    for index in range(count + 1):
         start = time.perf_counter()
         worker = WorkerProcess(device)
+        forked = time.perf_counter()
         worker.wait_ready(300)
         times.append((time.perf_counter() - start) * 1e3)
+        print(f"start {index}: {times[-1]:.1f} ms (fork {(forked - start) * 1e3:.1f} ms)", flush=True)
         worker.kill()
     return times[0], times[1:]
 
