@@ -195,7 +195,8 @@ for item in "${steps[@]}"; do
         experiment) run_step experiment "$limit" experiment ;;
         shortk) run_step shortk "$limit" python3 benchmarks/short_kernels.py --evaluations ;;
         peer) run_step peer "$limit" peer ;;
-        workers) run_step workers "$limit" python3 benchmarks/worker_start.py --device cuda:0 --evaluations 0 ;;
+        workers) run_step workers "$limit" python3 benchmarks/worker_start.py --device cuda:0 --evaluations 0 \
+            --workers "${WORKER_STARTS:-10}" --fresh 2 ;;
         raylane) run_step raylane "$limit" python3 benchmarks/ray_lanes.py --gpu --lanes 1 --language cuda \
             --requests "${RAY_REQUESTS:-50}" ;;
         *) echo "unknown step: $step" >&2; exit 2 ;;
