@@ -31,7 +31,11 @@ def test_uv_run_prints_nothing_of_its_own() -> None:
     if uv is None:
         pytest.skip("uv is not on PATH")
     done = subprocess.run(
-        [uv, "run", "--frozen", "python", "-c", "print('ok')"], cwd=REPO, capture_output=True, text=True, timeout=120
+        [uv, "run", "--frozen", "python", "-c", "print('ok')"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok\n" and "Bytecode compiled" not in done.stderr, done.stderr
