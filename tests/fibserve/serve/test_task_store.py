@@ -163,6 +163,20 @@ def test_a_batch_does_not_starve_a_single_request_queued_after_it(tmp_path: Path
     assert [t.id for t in order if t] == [single, other[0], batch[1], other[1], batch[2], batch[3]]
 
 
+def test_on_one_lane_a_single_request_goes_next_though_the_batchs_running_task_has_finished(
+    tmp_path: Path,
+) -> None:
+    """Equal turns go to the client served longest ago: once the batch's first task is done, its second has the
+    same turn as the single request, which still goes first."""
+    store = TaskStore(tmp_path / "t.sqlite3")
+    batch = _of(store, "10.0.0.1", 3)
+    first = store.claim("cpu")
+    (single,) = _of(store, "10.0.0.2", 1)
+    assert first is not None and store.finish(first.id, first.attempt, TaskStatus.COMPLETED, result={})
+    order = [store.claim("cpu") for _ in range(3)]
+    assert [t.id for t in order if t] == [single, batch[1], batch[2]]
+
+
 def test_a_lane_takes_built_work_first_and_a_build_in_progress_before_one_not_started(tmp_path: Path) -> None:
     store = TaskStore(tmp_path / "t.sqlite3")
     waiting, building, built = _of(store, "a", 3, prebuild=True)

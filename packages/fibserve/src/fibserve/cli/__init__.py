@@ -157,6 +157,7 @@ def serve_command(
         typer.Option(
             "--build-workers",
             min=0,
+            metavar="N",
             help=(
                 "Builds of queued CUDA/C++ candidates run ahead of the lanes at the same time (nvcc on the CPU "
                 "while a lane evaluates other work; lanes take built work first); 0 turns it off "

@@ -65,6 +65,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 );
 CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (status, seq);
 CREATE INDEX IF NOT EXISTS tasks_by_client ON tasks (status, client, seq);
+CREATE INDEX IF NOT EXISTS tasks_by_client_start ON tasks (client, started_at);
 CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at);
 """
 
