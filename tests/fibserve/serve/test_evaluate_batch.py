@@ -3,6 +3,7 @@ finish, a fair share for a second client, and a CUDA candidate built ahead while
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,8 +44,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="module")
-def batch_run(server: ServerProcess) -> tuple[list[CandidateResult], dict]:
-    """The batch from one client, then a single request from another, submitted while the batch is queued."""
+def batch_run(server: ServerProcess) -> tuple[list[tuple[CandidateResult, float]], dict]:
+    """The batch from one client, then a single request from another, submitted while the batch is queued; each
+    of the batch's results with the time it was received."""
     transport = httpx.HTTPTransport(local_address=SECOND_CLIENT)
     with (
         FIBServeClient(server.url) as client,
@@ -53,27 +55,29 @@ def batch_run(server: ServerProcess) -> tuple[list[CandidateResult], dict]:
         results = client.evaluate_many(BATCH, [VECTOR_ADD_SMALL], wait_timeout=600)
         body = {"solution": triton_add_solution("single"), "workload_uuids": [VECTOR_ADD_SMALL]}
         single_id = other.post("/evaluate", json=body).raise_for_status().json()["task_id"]
-        collected = list(results)
+        collected = [(result, time.time()) for result in results]
         single = other.get(f"/tasks/{single_id}", params={"timeout": 300}, timeout=330).json()
     return collected, single
 
 
 def test_a_batch_returns_each_candidates_result_with_its_own_status(batch_run) -> None:
-    results, _ = batch_run
+    results = [result for result, _ in batch_run[0]]
     assert sorted(r.index for r in results) == [0, 1, 2, 3]
     for result in results:
         assert result.status == "completed", result.answer.error
         assert result.statuses == [EXPECTED[result.index]], (result.index, result.answer.logs)
         assert result.answer.solution == ["good_a", "wrong", "imports_os", "good_b"][result.index]
     finished = [r.answer.finished_at or 0.0 for r in results]
-    assert finished == sorted(finished)  # yielded as they finished
+    assert finished == sorted(finished)
+    first_received = batch_run[0][0][1]
+    assert first_received < finished[-1]  # yielded as they finished, not once all had
 
 
 def test_another_clients_single_request_is_not_queued_behind_the_whole_batch(batch_run) -> None:
     results, single = batch_run
     assert single["status"] == "completed"
     assert single["traces"][0]["evaluation"]["status"] == "PASSED"
-    assert single["finished_at"] < max(r.answer.finished_at or 0.0 for r in results)
+    assert single["finished_at"] < max(r.answer.finished_at or 0.0 for r, _ in results)
 
 
 def test_a_cuda_candidate_queued_behind_busy_work_is_built_ahead_and_its_lane_reads_the_build(
