@@ -152,14 +152,18 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ordered), 3), "p95": round(p95, 3), "max": round(ordered[-1], 3)}
 
 
-def start_server(state: Path, devices: str | None) -> tuple[subprocess.Popen, str]:
-    """Start ``fibserve serve`` on a free port; returns the process and its URL once /health answers."""
+def start_server(
+    state: Path, devices: str | None, extra: list[str] | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Start ``fibserve serve`` (with the options ``extra``) on a free port; returns the process and its URL once
+    /health answers."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     cmd = [sys.executable, "-m", "fibserve", "serve", "--port", str(port), "--state-dir", str(state)]
     if devices:
         cmd += ["--devices", devices]
+    cmd += extra or []
     log = (state.parent / "server.log").open("wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
