@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -40,7 +38,7 @@ from pathlib import Path
 
 from fibserve.analysis.report import Analysis
 from fibserve.client import FIBServeClient
-from serve_throughput import WORKLOAD, percentiles, solution, start_server
+from serve_throughput import WORKLOAD, percentiles, solution, start_server, status_counts, stop_server
 
 
 def candidates(cuda: int, other: int, salt: str) -> list[dict]:
@@ -72,23 +70,10 @@ def run_once(workers: int, args: argparse.Namespace) -> dict:
                 ]
                 lanes = [w.device for w in client.health().workers]
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
     cuda = [a for a in answers if a.solution.startswith("cuda_")]
     service = [(a.finished_at or 0.0) - (a.started_at or 0.0) for a in answers]
     wall = max(a.finished_at or 0.0 for a in answers) - min(a.created_at for a in answers)
-    statuses: dict[str, int] = {}
-    for a in answers:
-        trace = (a.traces or [None])[0]
-        key = (
-            a.status
-            if a.status != "completed"
-            else (trace.evaluation.status.value if trace and trace.evaluation else "not_executed")
-        )
-        statuses[key] = statuses.get(key, 0) + 1
     return {
         "benchmark": "build_ahead",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -113,7 +98,7 @@ def run_once(workers: int, args: argparse.Namespace) -> dict:
             for a in cuda
             if isinstance(a.analysis, Analysis) and a.analysis.build and a.analysis.build.cached
         ),
-        "statuses": statuses,
+        "statuses": status_counts(answers),
         "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }

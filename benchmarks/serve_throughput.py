@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from fibserve.api import TaskAnswer
 from fibserve.client import FIBServeClient
 
 WORKLOAD = "fea76944-a9e9-5a63-b79f-53eb46ecdafd"
@@ -182,6 +183,28 @@ def start_server(
     raise SystemExit("server did not become healthy within 180 s")
 
 
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM (the server re-queues running tasks and stops its lanes), SIGKILL after 60 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def status_counts(answers: list[TaskAnswer]) -> dict[str, int]:
+    """How many answers had each outcome: the first trace's status, ``not_executed``, or the task's ``failed``."""
+    counts: dict[str, int] = {}
+    for a in answers:
+        trace = a.traces[0] if a.traces else None
+        if a.status != "completed":
+            key = a.status
+        else:
+            key = str(trace.evaluation.status.value) if trace and trace.evaluation else "not_executed"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--requests", type=int, default=200)
@@ -224,24 +247,9 @@ def main() -> None:
             time.sleep(5)  # let the last retired workers exit and be cleaned up
             shm_after = shm_file_count()
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
 
-    statuses: dict[str, int] = {}
-    for a in answers:
-        key = (
-            a.status
-            if a.status != "completed"
-            else (
-                str(a.traces[0].evaluation.status.value)
-                if a.traces and a.traces[0].evaluation
-                else "not_executed"
-            )
-        )
-        statuses[key] = statuses.get(key, 0) + 1
+    statuses = status_counts(answers)
     span = max(a.finished_at or 0 for a in answers) - min(a.created_at for a in answers)
     result = {
         "benchmark": "serve_throughput",

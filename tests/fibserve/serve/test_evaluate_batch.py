@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -13,11 +12,10 @@ from fibserve.analysis.report import Analysis
 from fibserve.build import BuildStatus
 from fibserve.client import CandidateResult, FIBServeClient
 from fibserve.trace import EvaluationStatus
+from kernel_fixtures import KERNELS, cuda_solution
 from serve_helpers import TRITON_ADD, VECTOR_ADD_SMALL, ServerProcess, triton_add_solution
 
 pytestmark = pytest.mark.slow
-
-KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
 SECOND_CLIENT = "127.0.0.2"
 """Another loopback address: the server tells clients apart by their peer address."""
@@ -91,18 +89,7 @@ def test_a_cuda_candidate_queued_behind_busy_work_is_built_ahead_and_its_lane_re
     )
     blocker["spec"]["language"] = "python"
     source = (KERNELS / "simt_add.cu").read_text() + "// built ahead in test_evaluate_batch.py\n"
-    cuda = {
-        "name": "simt add",
-        "definition": "vector_add_f32",
-        "author": "tests",
-        "spec": {
-            "language": "cuda",
-            "target_hardware": ["sm_90a"],
-            "entry_point": "kernel.cu::run",
-            "binding": "tvm-ffi",
-        },
-        "sources": [{"path": "kernel.cu", "content": source}],
-    }
+    cuda = cuda_solution(source, name="simt add", definition="vector_add_f32").model_dump(mode="json")
     with FIBServeClient(server.url) as client:
         blocking = client.submit_evaluate(blocker, [VECTOR_ADD_SMALL])
         task_id = client.submit_evaluate(cuda, [VECTOR_ADD_SMALL])

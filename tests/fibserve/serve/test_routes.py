@@ -16,6 +16,7 @@ from fibserve.serve.settings import ServeSettings
 from fibserve.serve.state import ServerState
 from fibserve.serve.store import TaskStatus, TaskStore
 from fibserve.tools.executables import ToolPaths
+from kernel_fixtures import cuda_solution
 from serve_helpers import VECTOR_ADD_SMALL, triton_add_solution
 
 
@@ -64,18 +65,9 @@ def test_evaluate_queues_the_chosen_workloads_under_the_normalized_name(state: S
     assert routes.task_answer(record).status == "pending"
 
 
-CUDA_ADD = {
-    "name": "cuda add",
-    "definition": "vector_add_f32",
-    "author": "tests",
-    "spec": {
-        "language": "cuda",
-        "target_hardware": ["sm_90a"],
-        "entry_point": "kernel.cu::run",
-        "binding": "tvm-ffi",
-    },
-    "sources": [{"path": "kernel.cu", "content": "// a CUDA candidate; this test builds nothing\n"}],
-}
+CUDA_ADD = cuda_solution(
+    "// a CUDA candidate; this test builds nothing\n", name="cuda add", definition="vector_add_f32"
+).model_dump(mode="json")
 
 
 def test_a_batch_queues_one_task_per_candidate_and_marks_the_cuda_ones_for_building_ahead(
