@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from fibserve.api import TaskAnswer
 from fibserve.client import FIBServeClient
 
 WORKLOAD = "fea76944-a9e9-5a63-b79f-53eb46ecdafd"
@@ -152,14 +153,18 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ordered), 3), "p95": round(p95, 3), "max": round(ordered[-1], 3)}
 
 
-def start_server(state: Path, devices: str | None) -> tuple[subprocess.Popen, str]:
-    """Start ``fibserve serve`` on a free port; returns the process and its URL once /health answers."""
+def start_server(
+    state: Path, devices: str | None, extra: list[str] | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Start ``fibserve serve`` (with the options ``extra``) on a free port; returns the process and its URL once
+    /health answers."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     cmd = [sys.executable, "-m", "fibserve", "serve", "--port", str(port), "--state-dir", str(state)]
     if devices:
         cmd += ["--devices", devices]
+    cmd += extra or []
     log = (state.parent / "server.log").open("wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -176,6 +181,28 @@ def start_server(state: Path, devices: str | None) -> tuple[subprocess.Popen, st
         time.sleep(0.25)
     proc.kill()
     raise SystemExit("server did not become healthy within 180 s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM (the server re-queues running tasks and stops its lanes), SIGKILL after 60 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def status_counts(answers: list[TaskAnswer]) -> dict[str, int]:
+    """How many answers had each outcome: the first trace's status, ``not_executed``, or the task's ``failed``."""
+    counts: dict[str, int] = {}
+    for a in answers:
+        trace = a.traces[0] if a.traces else None
+        if a.status != "completed":
+            key = a.status
+        else:
+            key = str(trace.evaluation.status.value) if trace and trace.evaluation else "not_executed"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def main() -> None:
@@ -220,24 +247,9 @@ def main() -> None:
             time.sleep(5)  # let the last retired workers exit and be cleaned up
             shm_after = shm_file_count()
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
 
-    statuses: dict[str, int] = {}
-    for a in answers:
-        key = (
-            a.status
-            if a.status != "completed"
-            else (
-                str(a.traces[0].evaluation.status.value)
-                if a.traces and a.traces[0].evaluation
-                else "not_executed"
-            )
-        )
-        statuses[key] = statuses.get(key, 0) + 1
+    statuses = status_counts(answers)
     span = max(a.finished_at or 0 for a in answers) - min(a.created_at for a in answers)
     result = {
         "benchmark": "serve_throughput",

@@ -61,6 +61,7 @@ def test_openapi_documents_every_endpoint(shared_server) -> None:
         ("GET", "/definitions/{name}/workloads"),
         ("GET", "/workloads/{uuid}"),
         ("POST", "/evaluate"),
+        ("POST", "/evaluate/batch"),
         ("POST", "/sanitize"),
         ("POST", "/profile"),
         ("POST", "/compile"),
@@ -70,6 +71,7 @@ def test_openapi_documents_every_endpoint(shared_server) -> None:
     }
     assert expected <= paths
     assert "atol" in spec["components"]["schemas"]["EvaluateRequest"]["properties"]
+    assert "atol" in spec["components"]["schemas"]["EvaluateBatchRequest"]["properties"]
     assert httpx.get(shared_server.url + "/docs").status_code == 200
 
 

@@ -93,10 +93,17 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
-class _SolutionRequest(_Request):
+MAX_BATCH = 1000
+"""Most candidates in one ``POST /evaluate/batch`` and most task ids in one ``POST /tasks/batch``."""
+
+
+class _Candidate(_Request):
     solution: Solution
     """The candidate: FlashInfer Trace solution JSON (sources inline, relative paths only)."""
     _sources_counted = field_validator("solution", mode="before")(_count_sources_first)
+
+
+class _Workloads(_Request):
     workload_uuids: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
         default=None, max_length=10_000
     )
@@ -107,9 +114,12 @@ class _SolutionRequest(_Request):
     /profile, of each tool run. The server's default when absent."""
 
 
-class EvaluateRequest(_SolutionRequest):
-    """Body of ``POST /evaluate``: check, build, run and time a solution against its definition's reference."""
+# The bases are listed last-field-first: pydantic orders fields from the last base to the first.
+class _SolutionRequest(_Workloads, _Candidate):
+    """A candidate and the workloads to run it on."""
 
+
+class _Tolerances(_Request):
     atol: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Absolute tolerance (finite, >= 0); overrides the definition's and op type's (precedence:
     defaults < op type < definition < request). A server started with ``--locked-tolerances`` refuses it (403 ``tolerances_locked``)."""
@@ -119,6 +129,34 @@ class EvaluateRequest(_SolutionRequest):
     profile_baseline: bool = False
     """Accepted for compatibility with older clients. The reference is always timed interleaved with the
     candidate, in pairs, so there is no separate baseline to profile."""
+
+
+class EvaluateRequest(_Tolerances, _SolutionRequest):
+    """Body of ``POST /evaluate``: check, build, run and time a solution against its definition's reference."""
+
+
+def _count_each_candidates_sources(solutions: Any) -> Any:
+    """:func:`_count_sources_first` for every candidate of a batch."""
+    if isinstance(solutions, list):
+        for solution in solutions:
+            _count_sources_first(solution)
+    return solutions
+
+
+class _Candidates(_Request):
+    solutions: list[Solution] = Field(min_length=1, max_length=MAX_BATCH)
+    """The candidates, all for one definition (FlashInfer Trace solution JSON each); at most ``MAX_BATCH``."""
+    _sources_counted = field_validator("solutions", mode="before")(_count_each_candidates_sources)
+
+
+class EvaluateBatchRequest(_Tolerances, _Workloads, _Candidates):
+    """Body of ``POST /evaluate/batch``: many candidates for one definition, one evaluation task each, with the
+    options of ``POST /evaluate`` applied to every one (an RL step's group of samples, say)."""
+
+    def requests(self) -> list[EvaluateRequest]:
+        """One ``POST /evaluate`` body per candidate, in the order given."""
+        options = self.model_dump(exclude={"solutions"})
+        return [EvaluateRequest.model_validate({"solution": s, **options}) for s in self.solutions]
 
 
 class SanitizeRequest(_SolutionRequest):
@@ -172,10 +210,15 @@ class CompileRequest(_Request):
 class BatchRequest(_Request):
     """Body of ``POST /tasks/batch``: wait for several tasks at once."""
 
-    task_ids: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(min_length=1, max_length=1000)
+    task_ids: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
+        min_length=1, max_length=MAX_BATCH
+    )
     """Task ids; the answer keeps this order."""
     timeout: float = Field(default=0.0, ge=0, le=600)
-    """Seconds to wait until every task has finished (0: answer at once)."""
+    """Seconds to wait for them (0: answer at once)."""
+    until: Literal["all", "any"] = "all"
+    """Answer once every task has finished (``all``), or once any one has (``any``: how a client collects a
+    batch's results as they come); after ``timeout`` either way."""
 
 
 # -- answers ------------------------------------------------------------------------------------------------
@@ -235,6 +278,19 @@ class SandboxInfo(_Answer):
     """One sentence: what confines candidates, or what to install."""
 
 
+class BuildAheadInfo(_Answer):
+    """The build-ahead pool: compiles of queued CUDA/C++ candidates, run before a lane takes them."""
+
+    workers: int
+    """Builds it runs at the same time (``fibserve serve --build-workers``)."""
+    waiting: int
+    """Queued tasks whose build has not started."""
+    building: int
+    """Queued tasks being built now."""
+    built: int
+    """Queued tasks whose build is done (a lane takes these first)."""
+
+
 class HealthAnswer(_Answer):
     """Answer of ``GET /health``."""
 
@@ -255,6 +311,8 @@ class HealthAnswer(_Answer):
     """Server-side tool executables (``compute-sanitizer``, ``ncu``, ``nvcc``) or null when absent."""
     sandbox: SandboxInfo | None = None
     """How candidates are confined here (``mode`` ``unsafe-none``: not at all)."""
+    build_ahead: BuildAheadInfo | None = None
+    """The build-ahead pool; None when it is off (``--build-workers 0``, or lanes on a Ray cluster)."""
 
 
 class DefinitionSummary(_Answer):
@@ -283,6 +341,20 @@ class SubmitAnswer(_Answer):
     """The solution name the traces carry (see ``normalize_solution_name``)."""
     workload_uuids: list[str]
     """The workloads the task covers, in run order."""
+
+
+class BatchSubmitAnswer(_Answer):
+    """Answer of ``POST /evaluate/batch`` (HTTP 202): one evaluation task per candidate, in the order given."""
+
+    definition: str
+    """Definition every candidate implements."""
+    workload_uuids: list[str]
+    """The workloads each task covers, in run order."""
+    task_ids: list[str]
+    """One task id per candidate; collect the answers with ``POST /tasks/batch`` (``until: any`` returns each
+    as it finishes) or ``GET /tasks/{task_id}``."""
+    normalized_solution_names: list[str]
+    """The solution name each candidate's traces carry (see ``normalize_solution_name``)."""
 
 
 class TaskAnswer(_Answer):
@@ -344,11 +416,15 @@ class TaskAnswer(_Answer):
 
 
 __all__ = [
+    "MAX_BATCH",
     "BatchRequest",
+    "BatchSubmitAnswer",
+    "BuildAheadInfo",
     "CompileRequest",
     "DefinitionSummary",
     "ErrorBody",
     "ErrorInfo",
+    "EvaluateBatchRequest",
     "EvaluateRequest",
     "HealthAnswer",
     "NcuSummary",

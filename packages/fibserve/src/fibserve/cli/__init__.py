@@ -152,6 +152,20 @@ def serve_command(
             help="Longest per-phase 'timeout' a request may ask for (seconds; more: HTTP 422).",
         ),
     ] = 600.0,
+    build_workers: Annotated[
+        int | None,
+        typer.Option(
+            "--build-workers",
+            min=0,
+            metavar="N",
+            help=(
+                "Builds of queued CUDA/C++ candidates run ahead of the lanes at the same time (nvcc on the CPU "
+                "while a lane evaluates other work; lanes take built work first); 0 turns it off "
+                "\\[default: half the cores]."
+            ),
+            show_default=False,
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
     ray_address: Annotated[
         str | None,
@@ -208,6 +222,8 @@ def serve_command(
         options["state_dir"] = state_dir
     if ray_address is not None:
         options["ray_address"] = ray_address
+    if build_workers is not None:
+        options["build_workers"] = build_workers
     try:
         settings = ServeSettings(**options)
         if settings.ray_address is not None:  # refused here, before the server starts, not in its start-up

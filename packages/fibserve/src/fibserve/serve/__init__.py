@@ -8,6 +8,10 @@ Choices made here (and why):
 - ``POST /compile`` answers synchronously with :class:`fibserve.analysis.report.Analysis`. Static analysis
   needs no GPU, so it runs on a bounded pool of its own (``compile_concurrency``) instead of waiting in the
   lanes' queue behind GPU work.
+- The queue is shared fairly between clients (their peer addresses): each client's n-th outstanding task goes
+  before anyone's n+1-th, so a batch (``POST /evaluate/batch``) cannot starve a single request. Queued CUDA
+  candidates are built on a bounded CPU pool while the lanes work, and lanes take built work first
+  (:mod:`fibserve.serve.queue_order`, :mod:`fibserve.serve.build_ahead`).
 - Task statuses stay four (``pending``, ``running``, ``completed``, ``failed``): a cancelled
   task is ``failed`` with error code ``cancelled``, so clients that wait for a final status keep working.
   ``failed`` always means a task-level (service) failure with ``error.code``; a candidate that does not

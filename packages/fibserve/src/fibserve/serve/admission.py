@@ -6,7 +6,7 @@ so they are checked here, after validation, with answers that name the field and
 
 from __future__ import annotations
 
-from fibserve.api import EvaluateRequest, ProfileRequest, SanitizeRequest
+from fibserve.api import EvaluateBatchRequest, EvaluateRequest, ProfileRequest, SanitizeRequest
 from fibserve.trace import Solution
 
 from .errors import ApiError
@@ -59,7 +59,7 @@ def check_timeout(
         )
 
 
-def check_tolerances(request: EvaluateRequest, settings: ServeSettings) -> None:
+def check_tolerances(request: EvaluateRequest | EvaluateBatchRequest, settings: ServeSettings) -> None:
     """Refuse ``atol``/``rtol`` in a request when this server's tolerances are locked.
 
     Raises:

@@ -4,7 +4,8 @@
 app's lifespan and stop (re-queueing their running tasks) when it ends. Endpoint shapes are the models of
 :mod:`fibserve.api` (OpenAPI at ``/docs``), the handlers those of :mod:`fibserve.serve.routes`;
 ``POST /compile`` answers synchronously with the static analysis (it needs no GPU, so it runs on a bounded pool
-of its own instead of waiting behind GPU work in the lanes' queue).
+of its own instead of waiting behind GPU work in the lanes' queue); queued CUDA candidates are built ahead of
+the lanes on another bounded pool (:mod:`fibserve.serve.build_ahead`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fibserve.datasets.catalog import Catalog
 from fibserve.tools.executables import ToolPaths
 
 from . import routes
+from .build_ahead import BuildAhead, lane_archs
 from .compile_slots import FairSlots
 from .errors import GuardMiddleware, install_error_handlers
 from .scheduler import ResourceCloser, ResourceFactory, Scheduler, TaskHandler
@@ -118,7 +120,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: ServerState = app.state.fib
     state.waiters = TaskWaiters(asyncio.get_running_loop())
     state.compile_slots = FairSlots(state.settings.compile_concurrency)
-    requeued, failed = state.store.recover()
+    settings = state.settings
+    if settings.ray_address is None and settings.build_workers > 0:
+        state.build_ahead = BuildAhead(
+            state.store,
+            state.catalog,
+            lane_archs(state.devices),
+            workers=settings.build_workers,
+            eval_config=settings.eval_config,
+        )
+    requeued, failed = state.store.recover(build_ahead=state.build_ahead is not None)
     state.requeued_at_start = requeued
     if requeued or failed:
         log.warning(
@@ -126,7 +137,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             len(requeued),
             len(failed),
         )
-    if state.settings.ray_address is not None:
+    if settings.ray_address is not None:
         from .ray_lanes import RayScheduler  # the only import of Ray, and only under --ray
 
         state.scheduler = RayScheduler(state.store, state.settings, on_finish=state.waiters.notify_threadsafe)
@@ -140,11 +151,15 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             on_finish=state.waiters.notify_threadsafe,
         )
     state.scheduler.start()
+    if state.build_ahead is not None:
+        state.build_ahead.start()
     sweeper = asyncio.create_task(_sweep(state.store))
     try:
         yield
     finally:
         sweeper.cancel()
+        if state.build_ahead is not None:
+            await asyncio.to_thread(state.build_ahead.stop)
         requeued_now = await asyncio.to_thread(state.scheduler.stop)
         if requeued_now:
             log.warning("shutdown: re-queued running tasks %s", requeued_now)

@@ -2,7 +2,7 @@
 
 The front door stays in the server process: HTTP, the durable task store and the scheduler. Only the work
 moves. Each lane is still a :class:`fibserve.serve.scheduler.Lane` thread of the server, but its resources
-are a :class:`LaneActor` on a Ray node: the thread claims the oldest pending task from the store, hands it
+are a :class:`LaneActor` on a Ray node: the thread claims the next pending task from the store, hands it
 to its actor, waits for the outcome and records it. Claims, attempts, cancel (forwarded to the actor) and
 shutdown (running tasks re-queued first) therefore behave exactly as for the lanes of a single server. The
 actor holds what a local lane holds: an Evaluator with its warm sandbox workers, and its host's build cache.

@@ -18,8 +18,10 @@ import fibserve
 from fibserve.analysis.report import Analysis
 from fibserve.api import (
     BatchRequest,
+    BatchSubmitAnswer,
     CompileRequest,
     DefinitionSummary,
+    EvaluateBatchRequest,
     EvaluateRequest,
     HealthAnswer,
     ProfileRequest,
@@ -36,9 +38,10 @@ from fibserve.trace import Definition, Workload
 from fibserve.trace.legacy import as_legacy
 
 from .admission import check_source_limits, check_timeout, check_tolerances
+from .build_ahead import builds_ahead
 from .errors import ApiError
 from .state import ServerState
-from .store import TaskRecord
+from .store import Submission, TaskRecord
 
 router = APIRouter()
 """Every endpoint except the docs (FastAPI serves ``/docs`` and ``/openapi.json`` itself)."""
@@ -50,6 +53,12 @@ def server_state(request: Request) -> ServerState:
 
 
 State = Annotated[ServerState, Depends(server_state)]
+
+
+def client_of(http: Request) -> str:
+    """Who sent ``http``: its peer address (the fair shares of the queue and of ``POST /compile`` are per
+    address; behind a proxy every client has the proxy's)."""
+    return http.client.host if http.client else "unknown"
 
 
 def task_answer(record: TaskRecord) -> TaskAnswer:
@@ -110,6 +119,7 @@ def health(state: State, request: Request) -> HealthAnswer:
         tolerances_locked=state.settings.tolerances_locked,
         tools=state.tools.as_dict(),
         sandbox=SandboxInfo(mode=confinement.mode, detail=confinement.detail),
+        build_ahead=state.build_ahead.info() if state.build_ahead is not None else None,
     )
 
 
@@ -149,14 +159,15 @@ def workload(uuid: str, state: State) -> Workload:
         raise _not_found(exc) from None
 
 
-def submit(
+def admit(
     state: ServerState, kind: str, request: EvaluateRequest | SanitizeRequest | ProfileRequest
-) -> SubmitAnswer:
-    """Queue a task of ``kind`` for ``request``'s solution over the workloads it names (all by default).
+) -> Submission:
+    """The task to queue for ``request``'s solution over the workloads it names (all by default): its
+    normalized name and the body a lane runs (the legacy migration applied, the workloads spelled out).
 
     Raises:
         ApiError: 413 for sources over the limits, 404 for an unknown definition or workload, 422 for a
-            workload of another definition.
+            workload of another definition or a timeout over the limit.
     """
     solution = request.solution
     check_source_limits(solution, state.settings)
@@ -179,39 +190,101 @@ def submit(
         body["solution"] = legacy.model_dump(mode="json")
     body["solution"]["name"] = name
     body["workload_uuids"] = [w.uuid for w in chosen]
-    record = state.store.submit(kind, solution.definition, name, body)
+    return Submission(name, body, prebuild=state.build_ahead is not None and builds_ahead(kind, solution))
+
+
+def queue(
+    state: ServerState, kind: str, definition: str, submissions: list[Submission], client: str
+) -> list[TaskRecord]:
+    """Store ``submissions`` as pending tasks of ``client`` (all or none) and wake the lanes and the builders."""
+    records = state.store.submit_many(kind, definition, submissions, client=client)
     if state.scheduler is not None:
         state.scheduler.notify()
+    if state.build_ahead is not None and any(s.prebuild for s in submissions):
+        state.build_ahead.notify()
+    return records
+
+
+def submit(
+    state: ServerState,
+    kind: str,
+    request: EvaluateRequest | SanitizeRequest | ProfileRequest,
+    client: str = "unknown",
+) -> SubmitAnswer:
+    """Queue a task of ``kind`` for ``request``'s solution (:func:`admit`) on behalf of ``client``.
+
+    Raises:
+        ApiError: as :func:`admit`.
+    """
+    submission = admit(state, kind, request)
+    (record,) = queue(state, kind, request.solution.definition, [submission], client)
     return SubmitAnswer(
         task_id=record.id,
         kind=kind,
         status=record.status.value,
         definition=record.definition,
-        normalized_solution_name=name,
-        workload_uuids=body["workload_uuids"],
+        normalized_solution_name=submission.solution,
+        workload_uuids=submission.request["workload_uuids"],
     )
 
 
 @router.post("/evaluate", status_code=202, response_model=SubmitAnswer, tags=["tasks"])
-def evaluate(request: EvaluateRequest, state: State) -> SubmitAnswer:
+def evaluate(request: EvaluateRequest, state: State, http: Request) -> SubmitAnswer:
     """Queue an evaluation (build, static checks, correctness, timing) over the chosen workloads.
 
     A server with locked tolerances answers 403 ``tolerances_locked`` to a request that sets atol or rtol.
     """
     check_tolerances(request, state.settings)
-    return submit(state, "evaluate", request)
+    return submit(state, "evaluate", request, client_of(http))
+
+
+@router.post("/evaluate/batch", status_code=202, response_model=BatchSubmitAnswer, tags=["tasks"])
+def evaluate_batch(request: EvaluateBatchRequest, state: State, http: Request) -> BatchSubmitAnswer:
+    """Queue one evaluation per candidate, all for one definition and with the same options, and answer their
+    task ids at once; all are queued or none. Collect the answers as they finish with ``POST /tasks/batch`` and
+    ``until: any``. The queue is shared fairly between clients: a batch does not hold up another client's
+    request behind all of its candidates (each client's n-th queued task goes before anyone's n+1-th).
+
+    Raises (as HTTP answers):
+        ApiError: 422 ``mixed_definitions`` when the candidates implement different definitions; otherwise as
+            ``POST /evaluate``, the message naming the candidate (``solutions[3]: ...``).
+    """
+    check_tolerances(request, state.settings)
+    definitions = sorted({s.definition for s in request.solutions})
+    if len(definitions) > 1:
+        raise ApiError(
+            422,
+            "mixed_definitions",
+            f"a batch is for one definition, and these candidates implement {len(definitions)}: "
+            f"{', '.join(definitions[:10])}; send one batch per definition",
+            {"definitions": definitions},
+        )
+    submissions = []
+    for index, single in enumerate(request.requests()):
+        try:
+            submissions.append(admit(state, "evaluate", single))
+        except ApiError as exc:
+            exc.message = f"solutions[{index}]: {exc.message}"
+            raise
+    records = queue(state, "evaluate", definitions[0], submissions, client_of(http))
+    return BatchSubmitAnswer(
+        definition=definitions[0],
+        workload_uuids=submissions[0].request["workload_uuids"],
+        task_ids=[r.id for r in records],
+        normalized_solution_names=[s.solution for s in submissions],
+    )
 
 
 @router.post("/sanitize", status_code=202, response_model=SubmitAnswer, tags=["tasks"])
-def sanitize(request: SanitizeRequest, state: State) -> SubmitAnswer:
+def sanitize(request: SanitizeRequest, state: State, http: Request) -> SubmitAnswer:
     """Queue compute-sanitizer runs (one per tool and workload)."""
-    return submit(state, "sanitize", request)
+    return submit(state, "sanitize", request, client_of(http))
 
 
 @router.post("/profile", status_code=202, response_model=SubmitAnswer, tags=["tasks"])
-def profile(request: ProfileRequest, state: State) -> SubmitAnswer:
+def profile(request: ProfileRequest, state: State, http: Request) -> SubmitAnswer:
     """Queue an Nsight Compute profile (one warm-up and one measured call per workload)."""
-    return submit(state, "profile", request)
+    return submit(state, "profile", request, client_of(http))
 
 
 @router.post("/compile", response_model=Analysis, tags=["analysis"])
@@ -225,7 +298,7 @@ async def compile_(request: CompileRequest, state: State, http: Request) -> Any:
         raise _not_found(exc) from None
     solution = as_legacy(request.solution, definition) if state.settings.legacy else request.solution
     assert state.compile_slots is not None
-    async with state.compile_slots.slot(http.client.host if http.client else "unknown"):
+    async with state.compile_slots.slot(client_of(http)):
         try:
             analysis = await asyncio.wait_for(
                 asyncio.to_thread(
@@ -246,9 +319,11 @@ async def compile_(request: CompileRequest, state: State, http: Request) -> Any:
     return analysis
 
 
-async def wait_for(state: ServerState, task_ids: list[str], timeout: float) -> list[TaskRecord]:
-    """The records of ``task_ids`` once all are final, or as they are after ``timeout`` seconds (at most
-    ``settings.max_long_poll_s``).
+async def wait_for(
+    state: ServerState, task_ids: list[str], timeout: float, *, until_any: bool = False
+) -> list[TaskRecord]:
+    """The records of ``task_ids`` once all are final (``until_any``: once any is), or as they are after
+    ``timeout`` seconds (at most ``settings.max_long_poll_s``).
 
     Raises:
         ApiError: 404 ``unknown_task`` for an id never submitted here or expired.
@@ -267,7 +342,7 @@ async def wait_for(state: ServerState, task_ids: list[str], timeout: float) -> l
             )
         pending = [rec.id for rec in records if rec is not None and not rec.status.is_final]
         remaining = deadline - time.monotonic()
-        if not pending or remaining <= 0:
+        if not pending or (until_any and len(pending) < len(records)) or remaining <= 0:
             return [rec for rec in records if rec is not None]
         await state.waiters.wait(pending, remaining)
 
@@ -286,10 +361,10 @@ async def task(
 
 @router.post("/tasks/batch", response_model=list[TaskAnswer], tags=["tasks"])
 async def batch(request: BatchRequest, state: State) -> Any:
-    """Several tasks in the given order; waits up to ``timeout`` seconds for all of them to finish."""
-    return _answer_json(
-        [task_answer(rec) for rec in await wait_for(state, request.task_ids, request.timeout)]
-    )
+    """Several tasks in the given order; waits up to ``timeout`` seconds for all of them to finish (``until:
+    any``: for any one of them)."""
+    records = await wait_for(state, request.task_ids, request.timeout, until_any=request.until == "any")
+    return _answer_json([task_answer(rec) for rec in records])
 
 
 @router.delete("/tasks/{task_id}", response_model=TaskAnswer, tags=["tasks"])

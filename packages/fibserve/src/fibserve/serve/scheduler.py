@@ -1,8 +1,9 @@
 """Scheduler: one queue (the task store), one worker lane per device.
 
 Each lane is a thread that owns its device's resources (an :class:`fibserve.bench.Evaluator`, created in the
-lane's own thread so that a CUDA context belongs to it) and repeatedly claims the oldest pending task from the
-store, runs it, and records the outcome. A task covers all of its workloads on one lane.
+lane's own thread so that a CUDA context belongs to it) and repeatedly claims the next pending task from the
+store (a fair share per client, built work first: :mod:`fibserve.serve.queue_order`), runs it, and records the
+outcome. A task covers all of its workloads on one lane.
 
 Cancel and shutdown reach a running task through its :class:`RunContext`: the context's ``interrupted`` flag
 is checked by the task between workloads (``progress`` callback of the evaluator) and every child process

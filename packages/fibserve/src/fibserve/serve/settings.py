@@ -63,6 +63,11 @@ class ServeSettings(BaseModel):
     compile_concurrency: int = Field(default_factory=lambda: max(2, (os.cpu_count() or 2) // 2), ge=1)
     """``POST /compile`` requests analysed at the same time (each may run nvcc and ptxas); one client holds at
     most all but one of them (:mod:`fibserve.serve.compile_slots`)."""
+    build_workers: int = Field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2), ge=0, le=256)
+    """Builds of queued CUDA/C++ candidates run ahead of the lanes at the same time (nvcc processes; half the
+    cores by default, beside the ``compile_concurrency`` slots of ``POST /compile``); 0 turns the build-ahead
+    pool off, and each lane builds what it takes (:mod:`fibserve.serve.build_ahead`). Not used under ``--ray``:
+    a Ray lane builds on its own node."""
     compile_timeout_s: float = Field(600.0, gt=0)
     """Time limit of one ``POST /compile`` (seconds)."""
     tool_timeout_s: float = Field(600.0, gt=0)

@@ -1,10 +1,11 @@
 """Durable task store: one SQLite database in WAL mode under the server's state directory.
 
 The store is the queue. A task row is written (and fsynced) before the server answers the submission, so an
-accepted task survives any crash of the server process, SIGKILL included. Lanes claim the oldest pending row
-atomically; a restart turns rows left ``running`` back into ``pending`` (or fails them after
-``max_attempts`` claims, so a task that kills the server cannot loop forever). Finished rows keep their answer
-until ``expires_at`` (finish time plus the TTL) and are then deleted.
+accepted task survives any crash of the server process, SIGKILL included. Lanes claim pending rows atomically,
+in the order of :mod:`fibserve.serve.queue_order` (a fair share per client, built work first); a restart turns
+rows left ``running`` back into ``pending`` (or fails them after ``max_attempts`` claims, so a task that kills
+the server cannot loop forever). Finished rows keep their answer until ``expires_at`` (finish time plus the
+TTL) and are then deleted.
 
 Statuses are four: ``pending``, ``running``, ``completed``, ``failed``. A cancelled
 task is ``failed`` with error code ``cancelled`` so that clients that wait for one of the two final statuses
@@ -17,22 +18,29 @@ Requests, results and errors are stored as standard JSON in the convention of :m
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import sqlite3
 import threading
 import time
 import uuid
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from .json_values import dumps
+from .queue_order import NEXT_FOR_LANE, NEXT_TO_BUILD, Prebuild
+from .task_record import Submission, TaskRecord, TaskStatus, decode
 
-SCHEMA_VERSION = 1
-"""Version of the table layout, stored in ``PRAGMA user_version``; a mismatch is refused, not migrated."""
+SCHEMA_VERSION = 2
+"""Version of the table layout, stored in ``PRAGMA user_version``. Version 1 (without ``client`` and
+``prebuild``) is migrated in place; any other is refused."""
+
+_MIGRATIONS = {
+    1: (
+        "ALTER TABLE tasks ADD COLUMN client TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE tasks ADD COLUMN prebuild TEXT",
+    )
+}
+"""Statements that bring a database of the key's version to :data:`SCHEMA_VERSION`."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -51,64 +59,15 @@ CREATE TABLE IF NOT EXISTS tasks (
     created_at REAL NOT NULL,
     started_at REAL,
     finished_at REAL,
-    expires_at REAL
+    expires_at REAL,
+    client TEXT NOT NULL DEFAULT '',
+    prebuild TEXT
 );
 CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (status, seq);
+CREATE INDEX IF NOT EXISTS tasks_by_client ON tasks (status, client, seq);
+CREATE INDEX IF NOT EXISTS tasks_by_client_start ON tasks (client, started_at);
 CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at);
 """
-
-
-class TaskStatus(StrEnum):
-    """Life cycle of a task: pending -> running -> completed | failed (pending -> failed on cancel)."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-    @property
-    def is_final(self) -> bool:
-        """Whether the task has finished (completed or failed) and its answer will not change."""
-        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED)
-
-
-class TaskRecord(BaseModel):
-    """One row of the store, decoded. Times are Unix seconds (float)."""
-
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
-
-    id: str
-    """Task id (32 hex digits)."""
-    seq: int
-    """Submission order; the queue is served in increasing ``seq``."""
-    kind: str
-    """``evaluate``, ``sanitize`` or ``profile``."""
-    status: TaskStatus
-    """Where the task is in its life cycle."""
-    definition: str
-    """Name of the definition the solution implements."""
-    solution: str
-    """Normalized solution name."""
-    request: dict[str, Any]
-    """The validated request body as JSON (solution included), exactly what the lane runs."""
-    result: dict[str, Any] | None
-    """Kind-specific answer fields once finished (traces, analysis, logs, tool reports)."""
-    error: dict[str, Any] | None
-    """``{code, message}`` when the task failed at the task level (never the candidate's own failure)."""
-    lane: str | None
-    """Device of the lane that ran (or runs) it."""
-    attempt: int
-    """How many times a lane has claimed it (more than one after restarts)."""
-    cancel_requested: bool
-    """Whether a cancel arrived while it was running."""
-    created_at: float
-    """When it was accepted."""
-    started_at: float | None
-    """When the current (or last) attempt started."""
-    finished_at: float | None
-    """When it reached its final status."""
-    expires_at: float | None
-    """When its answer is deleted (finish time plus the TTL)."""
 
 
 class TaskStore:
@@ -163,28 +122,63 @@ class TaskStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=30000")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if version not in (0, SCHEMA_VERSION, *_MIGRATIONS):
             raise RuntimeError(
                 f"task store {self.path} has schema version {version}, this server writes {SCHEMA_VERSION}; "
                 "point --state-dir at a new directory or delete the old file"
             )
+        for statement in _MIGRATIONS.get(version, ()):
+            self._db.execute(statement)
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # -- submission and reading ---------------------------------------------------------------------------
 
-    def submit(self, kind: str, definition: str, solution: str, request: dict[str, Any]) -> TaskRecord:
-        """Insert a pending task and return it; the row is committed before this returns."""
-        task_id = uuid.uuid4().hex
+    def submit(
+        self,
+        kind: str,
+        definition: str,
+        solution: str,
+        request: dict[str, Any],
+        *,
+        client: str = "",
+        prebuild: bool = False,
+    ) -> TaskRecord:
+        """Insert a pending task and return it; the row is committed before this returns.
+
+        Args:
+            client: who submits it (its peer address), for the fair share of :mod:`fibserve.serve.queue_order`.
+            prebuild: the build-ahead pool is to build it before a lane takes it (:meth:`claim_build`).
+        """
+        return self.submit_many(kind, definition, [Submission(solution, request, prebuild)], client=client)[0]
+
+    def submit_many(
+        self, kind: str, definition: str, submissions: list[Submission], *, client: str = ""
+    ) -> list[TaskRecord]:
+        """Insert one pending task per submission, all or none, in one transaction committed before this returns.
+
+        Returns:
+            The tasks, in the order of ``submissions`` (their ``seq`` in that order too).
+        """
         now = time.time()
+        waiting = Prebuild.WAITING.value
+        records = []
         with self._lock:
-            self._db.execute(
-                "INSERT INTO tasks (id, kind, status, definition, solution, request, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (task_id, kind, TaskStatus.PENDING.value, definition, solution, dumps(request), now),
-            )
-            row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
-        return _decode(row)
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for item in submissions:
+                    row = self._db.execute(
+                        "INSERT INTO tasks (id, kind, status, definition, solution, request, created_at, client, "
+                        "prebuild) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                        (uuid.uuid4().hex, kind, TaskStatus.PENDING.value, definition, item.solution,
+                         dumps(item.request), now, client, waiting if item.prebuild else None),
+                    ).fetchone()  # fmt: skip
+                    records.append(decode(row))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return records
 
     def get(self, task_id: str) -> TaskRecord | None:
         """The task, or None when it is unknown or its answer has expired."""
@@ -192,7 +186,7 @@ class TaskStore:
             row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
         if row is None:
             return None
-        record = _decode(row)
+        record = decode(row)
         if record.expires_at is not None and record.expires_at < time.time():
             return None
         return record
@@ -209,15 +203,46 @@ class TaskStore:
     # -- lanes ----------------------------------------------------------------------------------------------
 
     def claim(self, lane: str) -> TaskRecord | None:
-        """Atomically move the oldest pending task to running on ``lane``; None when the queue is empty."""
+        """Atomically move the next pending task (:data:`fibserve.serve.queue_order.NEXT_FOR_LANE`: fair share
+        between clients, built work first) to running on ``lane``; None when the queue is empty."""
         now = time.time()
         with self._lock:
             row = self._db.execute(
-                "UPDATE tasks SET status = ?, lane = ?, attempt = attempt + 1, started_at = ? "
-                "WHERE seq = (SELECT seq FROM tasks WHERE status = ? ORDER BY seq LIMIT 1) RETURNING *",
-                (TaskStatus.RUNNING.value, lane, now, TaskStatus.PENDING.value),
+                f"UPDATE tasks SET status = ?, lane = ?, attempt = attempt + 1, started_at = ? "
+                f"WHERE seq = ({NEXT_FOR_LANE}) RETURNING *",
+                (TaskStatus.RUNNING.value, lane, now),
             ).fetchone()
-        return None if row is None else _decode(row)
+        return None if row is None else decode(row)
+
+    def claim_build(self) -> TaskRecord | None:
+        """Atomically mark the next pending task waiting for its build-ahead
+        (:data:`fibserve.serve.queue_order.NEXT_TO_BUILD`) as being built, and return it; None when there is none."""
+        with self._lock:
+            row = self._db.execute(
+                f"UPDATE tasks SET prebuild = ? WHERE seq = ({NEXT_TO_BUILD}) RETURNING *",
+                (Prebuild.BUILDING.value,),
+            ).fetchone()
+        return None if row is None else decode(row)
+
+    def build_done(self, task_id: str) -> None:
+        """Record that the build-ahead of ``task_id`` has finished (whatever its outcome: the cache holds it)."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE tasks SET prebuild = ? WHERE id = ? AND prebuild = ?",
+                (Prebuild.BUILT.value, task_id, Prebuild.BUILDING.value),
+            )
+
+    def prebuild_counts(self) -> dict[Prebuild, int]:
+        """Number of pending tasks in each build-ahead state."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT prebuild, COUNT(*) FROM tasks WHERE status = ? AND prebuild IS NOT NULL GROUP BY prebuild",
+                (TaskStatus.PENDING.value,),
+            ).fetchall()
+        counts = dict.fromkeys(Prebuild, 0)
+        for state, count in rows:
+            counts[Prebuild(state)] = count
+        return counts
 
     def finish(
         self,
@@ -263,8 +288,11 @@ class TaskStore:
             )
         return cursor.rowcount == 1
 
-    def recover(self) -> tuple[list[str], list[str]]:
+    def recover(self, *, build_ahead: bool = True) -> tuple[list[str], list[str]]:
         """At startup: re-queue tasks a dead server left running; fail those claimed ``max_attempts`` times.
+
+        Builds-ahead the dead server left running start again (``build_ahead``), or, for a server without a
+        build-ahead pool, are forgotten, so that no task waits behind built work for a build that never comes.
 
         Returns:
             (ids re-queued, ids failed with error code ``server_restarted``).
@@ -302,6 +330,15 @@ class TaskStore:
                         (TaskStatus.PENDING.value, TaskStatus.RUNNING.value),
                     ).fetchall()
                 ]
+                if build_ahead:
+                    self._db.execute(
+                        "UPDATE tasks SET prebuild = ? WHERE prebuild = ?",
+                        (Prebuild.WAITING.value, Prebuild.BUILDING.value),
+                    )
+                else:
+                    self._db.execute(
+                        "UPDATE tasks SET prebuild = NULL WHERE prebuild != ?", (Prebuild.BUILT.value,)
+                    )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -368,24 +405,3 @@ def _make_private(path: Path) -> None:
     for file in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", ".lock"))):
         if file.exists():
             os.chmod(file, 0o600)
-
-
-def _decode(row: sqlite3.Row) -> TaskRecord:
-    return TaskRecord(
-        id=row["id"],
-        seq=row["seq"],
-        kind=row["kind"],
-        status=TaskStatus(row["status"]),
-        definition=row["definition"],
-        solution=row["solution"],
-        request=json.loads(row["request"]),
-        result=None if row["result"] is None else json.loads(row["result"]),
-        error=None if row["error"] is None else json.loads(row["error"]),
-        lane=row["lane"],
-        attempt=row["attempt"],
-        cancel_requested=bool(row["cancel_requested"]),
-        created_at=row["created_at"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        expires_at=row["expires_at"],
-    )

@@ -49,6 +49,15 @@ def close_evaluator(evaluator: Evaluator) -> None:
     evaluator.close()
 
 
+def request_overrides(request: EvaluateRequest) -> dict[str, Any] | None:
+    """The request layer of an evaluation's config (:func:`fibserve.bench.config.resolve_config`): its
+    tolerances, and its ``timeout`` as the correctness and timing limits; None when it sets none."""
+    overrides: dict[str, Any] = {"atol": request.atol, "rtol": request.rtol}
+    if request.timeout is not None:
+        overrides["timeouts"] = {"correctness": request.timeout, "timing": request.timeout}
+    return {k: v for k, v in overrides.items() if v is not None} or None
+
+
 def _failed(code: str, message: str, **result: Any) -> Outcome:
     return Outcome(TaskStatus.FAILED, result=result, error={"code": code, "message": message})
 
@@ -92,10 +101,6 @@ class TaskWork:
     def evaluate(self, task: TaskRecord, ctx: RunContext, definition: Definition, workloads: list) -> Outcome:
         """Evaluate the solution on every workload with the lane's Evaluator."""
         request = EvaluateRequest.model_validate(task.request)
-        overrides: dict[str, Any] = {"atol": request.atol, "rtol": request.rtol}
-        if request.timeout is not None:
-            overrides["timeouts"] = {"correctness": request.timeout, "timing": request.timeout}
-        overrides = {k: v for k, v in overrides.items() if v is not None}
 
         def progress(*_args: Any, **_kwargs: Any) -> None:
             ctx.check()
@@ -106,7 +111,7 @@ class TaskWork:
             definition,
             request.solution,
             workloads,
-            overrides=overrides or None,
+            overrides=request_overrides(request),
             progress=progress,
             baseline=self.catalog.baseline(definition.name),
         )
