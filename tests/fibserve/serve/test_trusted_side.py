@@ -118,20 +118,27 @@ def test_buffers_truncated_by_the_candidate_cannot_kill_the_service(server: Serv
     assert httpx.get(server.url + "/health", timeout=10).status_code == 200
 
 
-SLEEPS = "import time\n\n\ndef run(x, y, z):\n    time.sleep(120)\n"
+SLEEPS_IN_ITS_CALL = "import time\n\n\ndef run(x, y, z):\n    time.sleep(120)\n"
+SLEEPS_AT_IMPORT = "import time\n\ntime.sleep(120)\n\n\ndef run(x, y, z):\n    z.copy_(x + y)\n"
 
 
-def test_a_cancel_stops_a_call_that_is_still_running(server: ServerProcess) -> None:
+@pytest.mark.parametrize(
+    "source",
+    [SLEEPS_IN_ITS_CALL, SLEEPS_AT_IMPORT],
+    ids=["in its call", "while the worker loads it"],
+)
+def test_a_cancel_stops_a_candidate_that_is_still_running(server: ServerProcess, source: str) -> None:
     """Before: a cancel flagged the task and waited for the candidate's call to return (up to its 60 s
-    correctness limit). Now the evaluation's workers are killed at once."""
+    correctness limit), and one still importing the candidate for the load's limit (53 s seen). Now the
+    evaluation's workers are killed at once, the one loading the candidate included."""
     import time
 
     with FIBServeClient(server.url) as client:
-        task_id = client.submit_evaluate(_python("sleeps", SLEEPS), [VECTOR_ADD_SMALL])
+        task_id = client.submit_evaluate(_python("sleeps", source), [VECTOR_ADD_SMALL])
         deadline = time.monotonic() + 120
         while client.task(task_id).status != "running" and time.monotonic() < deadline:
             time.sleep(0.2)
-        time.sleep(12)  # the worker has started and loaded the candidate: its call is sleeping now
+        time.sleep(12)  # the worker has started and is sleeping in the candidate's import or call now
         started = time.monotonic()
         client.cancel(task_id)
         answer = client.wait(task_id, timeout=120)

@@ -109,6 +109,8 @@ class EvaluationSession:
         """CUDA/C++: statically analysed, and built by nvcc."""
         self.arch = cand.cuda_arch(lane.capability)
         self.worker: WorkerProcess | None = None
+        self._loading: WorkerProcess | None = None
+        """The worker loading the candidate, until it has loaded it (``worker`` then)."""
         self.load: dict[str, Any] | None = None
         self.build: Any = None
         """The ``BuildResult``: its lease keeps the build in the cache while workers may still load it."""
@@ -296,8 +298,9 @@ class EvaluationSession:
     def stop_now(self) -> None:
         """Kill the candidate's and the twins' process trees at once, from any thread: a cancel reaches a call
         that is still running (the lane's thread then sees the workers die and stops at its next check)."""
-        if (worker := self.worker) is not None:
-            worker.sandbox.stop()
+        for worker in (self.worker, self._loading):
+            if worker is not None:
+                worker.sandbox.stop()
         self.twins.stop_now()
 
     def _discard(self, reason: str | None = None) -> None:
@@ -330,6 +333,7 @@ class EvaluationSession:
         self._time("worker_start", time.monotonic() - t0)
         t0 = time.monotonic()
         self.report.executed = True
+        self._loading = worker  # a cancel kills it while the candidate's imports run
         try:
             message = worker.load(self.load or {}, self.config.timeouts.load)
         except WorkerError as exc:
@@ -342,6 +346,7 @@ class EvaluationSession:
             worker.kill()
             raise _TaskError(f"could not hand the build products to the worker: {exc}") from None
         finally:
+            self._loading = None
             self._time("load", time.monotonic() - t0)
         try:
             reply = parse_reply(message, Loaded)
