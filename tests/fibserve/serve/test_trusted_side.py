@@ -172,7 +172,7 @@ def test_health_names_running_tasks_only_to_a_request_with_the_token(start_serve
     for args in ((), ("--token", TOKEN)):
         server = start_server("--devices", "cpu", *args, state_dir=tmp_path / f"state{len(args)}")
         with FIBServeClient(server.url, token=TOKEN if args else None) as client:
-            task_id = client.submit_evaluate(_python("sleeps", SLEEPS), [VECTOR_ADD_SMALL])
+            task_id = client.submit_evaluate(_python("sleeps", SLEEPS_IN_ITS_CALL), [VECTOR_ADD_SMALL])
             deadline, seen = time.monotonic() + 120, {}
             while time.monotonic() < deadline and len(seen) < 2:
                 for name, headers in (
