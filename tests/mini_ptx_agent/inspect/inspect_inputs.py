@@ -140,7 +140,7 @@ def experiment_dir(root: Path) -> Path:
             return VerdictBackend()
 
     with ScriptedOpenAIServer(respond=RESPOND) as server:
-        checked = check_models(config, server.host_port)
+        checked = check_models(plan, server.host_port)
         runner = Runner(
             plan, exp, url="test", token=None, lanes=1, checked=checked, model_host=server.host_port
         )
