@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a banner to stdout on import
 
@@ -88,27 +88,22 @@ class TurnOutcome:
     sass_families: tuple[str, ...] = ()
 
 
-class TrajectoryFiles:
-    """Where one trajectory writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs.directory`)."""
+class RunFiles(Protocol):
+    """Where one trajectory writes its kernels and evaluator results: a run directory's
+    :class:`~mini_ptx_agent.runs.directory.RunLayout`, which names every path of it (``extension``: ``.cu`` or
+    ``.py``, with its dot)."""
 
-    def __init__(self, trajectory_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
-        self.trajectory_dir = trajectory_dir
-        self.success_dir = success_dir
-        self.trajectory_path = trajectory_path
-        self.extension = extension
+    def kernel_path(self, extension: str) -> Path:
+        """The latest kernel."""
+        ...
 
-    @property
-    def kernel_path(self) -> Path:
-        """The latest kernel: ``exp_000/kernel.cu`` or ``kernel.py``."""
-        return self.trajectory_dir / f"kernel{self.extension}"
-
-    def version_path(self, turn: int) -> Path:
-        """A correct version: ``success/exp_000/kernel_v<turn>.cu|.py``."""
-        return self.success_dir / f"kernel_v{turn}{self.extension}"
+    def version_path(self, turn: int, extension: str) -> Path:
+        """A correct version."""
+        ...
 
     def evaluation_path(self, turn: int) -> Path:
-        """The evaluator's result of one turn: ``exp_000/evaluations/turn_001.json``."""
-        return self.trajectory_dir / "evaluations" / f"turn_{turn:03d}.json"
+        """The evaluator's result of one turn."""
+        ...
 
 
 class EvaluationEnvironment:
@@ -189,7 +184,7 @@ class KernelAgent(DefaultAgent):
         model,
         env: EvaluationEnvironment,
         *,
-        files: TrajectoryFiles | None = None,
+        files: RunFiles | None = None,
         on_turn: Callable[[TurnOutcome], None] | None = None,
         **kwargs,
     ):
@@ -207,6 +202,8 @@ class KernelAgent(DefaultAgent):
         self.config: KernelAgentConfig
         self.env: EvaluationEnvironment
         self.files = files
+        self.extension = Path(self.config.task.entry_file).suffix
+        """The kernel files' suffix: ``.cu`` or ``.py``."""
         self.versions: list[int] = []
         """Turns whose kernel passed every workload (saved as ``kernel_v<turn>``)."""
         self.best: dict[str, Any] | None = None
@@ -236,7 +233,7 @@ class KernelAgent(DefaultAgent):
             extraction.source, name=f"{self.config.solution_prefix}-t{turn:03d}", author=self.config.author
         )
         if self.files is not None:
-            write_text_atomic(self.files.kernel_path, extraction.source)
+            write_text_atomic(self.files.kernel_path(self.extension), extraction.source)
         try:
             output = self.env.execute({"solution": solution, "turn": turn})
         except EvaluationInfrastructureError as exc:
@@ -297,7 +294,7 @@ class KernelAgent(DefaultAgent):
             return None
         self.versions.append(turn)
         if self.files is not None:
-            write_text_atomic(self.files.version_path(turn), source)
+            write_text_atomic(self.files.version_path(turn, self.extension), source)
         speed = report.min_speedup
         if self.best is None or (speed is not None and (self.best["min_speedup"] or 0) < speed):
             self.best = {"turn": turn, "min_speedup": speed, "executed_on_gpu": report.executed_on_gpu}

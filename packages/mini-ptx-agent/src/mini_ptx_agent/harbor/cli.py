@@ -253,7 +253,7 @@ def solve_command(
 
 @app.command("atif")
 def atif_command(
-    trajectory: Annotated[Path, typer.Argument(help="A trajectory file (trajectories/exp_000.json).")],
+    trajectory: Annotated[Path, typer.Argument(help="A trajectory file (trajectories/exp_000.traj.json).")],
     out: Annotated[Path, typer.Argument(help="The ATIF JSON to write.")],
     session_id: Annotated[str | None, typer.Option("--session-id", help="ATIF session_id.")] = None,
 ) -> None:

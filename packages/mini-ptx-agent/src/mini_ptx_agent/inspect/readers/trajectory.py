@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ...evaluation import KernelReport, NotEvaluated
 from ...extraction import extract_kernel
-from ...runs.directory import RunLayout, RunPlan, RunSummary
+from ...runs.directory import RunLayout, RunPlan
+from ...runs.summary import RunSummary
 from ...runs.turns import FORMAT_ERROR
 from ...task import TaskConfig
 from ...trajectory import TrajectoryError, load_trajectory
@@ -311,7 +312,7 @@ class TrajectoryData:
     def _read_report(self, turn: Turn) -> KernelReport | str:
         path = None
         if self.run_dir is not None:
-            path = RunLayout(self.run_dir).trajectory_dir / "evaluations" / f"turn_{turn.number:03d}.json"
+            path = RunLayout(self.run_dir).evaluation_path(turn.number)
         try:
             if path is not None and path.is_file():
                 data = json.loads(path.read_text(encoding="utf-8"))
