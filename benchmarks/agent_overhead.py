@@ -27,8 +27,10 @@ from pathlib import Path
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 
 from fibserve.trace import Correctness, Environment, Evaluation, Performance, Trace, Workload
-from mini_ptx_agent.agent import EvaluationEnvironment, KernelAgent, literal_template
-from mini_ptx_agent.evaluation import StaticAnalysis, build_report
+from mini_ptx_agent.agent import KernelAgent, literal_template
+from mini_ptx_agent.environment.evaluation import EvaluationEnvironment
+from mini_ptx_agent.environment.report import StaticAnalysis
+from mini_ptx_agent.environment.verdict import build_report
 from mini_ptx_agent.runs.directory import RunLayout
 from mini_ptx_agent.task import TaskConfig
 from minisweagent.models.test_models import DeterministicModel

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from eval_reports import report
-from mini_ptx_agent.agent import EvaluationEnvironment, KernelAgent, literal_template
-from mini_ptx_agent.evaluation import EvaluationInfrastructureError, KernelReport
+from mini_ptx_agent.agent import KernelAgent, literal_template
+from mini_ptx_agent.environment import EvaluationInfrastructureError
+from mini_ptx_agent.environment.evaluation import EvaluationEnvironment
+from mini_ptx_agent.environment.report import KernelReport
 from mini_ptx_agent.runs.directory import RunLayout
 from mini_ptx_agent.task import TaskConfig
 from mini_ptx_agent.trajectory import load_trajectory

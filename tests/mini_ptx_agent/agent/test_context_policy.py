@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from eval_reports import report
-from mini_ptx_agent.agent import EvaluationEnvironment, KernelAgent, literal_template
+from mini_ptx_agent.agent import KernelAgent, literal_template
+from mini_ptx_agent.environment.evaluation import EvaluationEnvironment
 from mini_ptx_agent.feedback_options import FeedbackOptions
 from mini_ptx_agent.history import context_messages
 from mini_ptx_agent.runs.directory import RunLayout

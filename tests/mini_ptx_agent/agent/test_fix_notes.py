@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from eval_reports import report
-from mini_ptx_agent.evaluation import SanitizerFinding, SanitizerVerdict, StaticAnalysis
-from mini_ptx_agent.notes import BUNDLED_DIR, FixNoteIndex, FixNotesError, failure_query
+from mini_ptx_agent.environment.fix_notes import BUNDLED_DIR, FixNoteIndex, FixNotesError, failure_query
+from mini_ptx_agent.environment.report import SanitizerFinding, SanitizerVerdict, StaticAnalysis
 
 
 @pytest.fixture(scope="module")

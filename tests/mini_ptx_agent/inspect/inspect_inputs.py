@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from eval_reports import report
-from mini_ptx_agent.evaluation import KernelReport, StaticAnalysis, build_report
+from mini_ptx_agent.environment.report import KernelReport, StaticAnalysis
+from mini_ptx_agent.environment.verdict import build_report
 from mini_ptx_agent.task import TaskConfig
 from scripted_kernels import BROKEN_MODEL, GOOD_MODEL, RESPOND
 from scripted_model import ScriptedOpenAIServer

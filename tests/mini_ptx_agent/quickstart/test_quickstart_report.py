@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.evaluation import KernelReport, WorkloadResult
+from mini_ptx_agent.environment.report import KernelReport, WorkloadResult
 from mini_ptx_agent.quickstart.report import build_result, render
 from mini_ptx_agent.quickstart.settings import QUICKSTART_WORKLOAD, quickstart_task
 from mini_ptx_agent.runs.directory import RunLayout, RunPlan
@@ -249,7 +249,7 @@ def test_the_counts_of_kernels_are_named_as_counts(tmp_path):
 def test_a_piped_report_keeps_each_turn_on_one_line(tmp_path):
     """Piped into a file or a log (no terminal, no COLUMNS), rich assumed 80 columns and folded the rows."""
     from mini_ptx_agent.cli import app
-    from mini_ptx_agent.evaluation import StaticAnalysis
+    from mini_ptx_agent.environment.report import StaticAnalysis
     from typer.testing import CliRunner
 
     run = _gpu_run(tmp_path, [0.5, 0.9, 1.02], exit_status="Submitted")

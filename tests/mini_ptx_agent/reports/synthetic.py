@@ -87,7 +87,7 @@ def write_run_dir(root: Path, name: str, turns: list[tuple[str, float | None]], 
     kernel. Each reply holds ``// the kernel of turn N`` in a cuda block; each feedback reads ``feedback of
     turn N``. Workloads ran on ``hardware`` and were timed against the baseline ``gemm_baseline``.
     """
-    from mini_ptx_agent.evaluation import KernelReport, StaticAnalysis, WorkloadResult
+    from mini_ptx_agent.environment.report import KernelReport, StaticAnalysis, WorkloadResult
     from mini_ptx_agent.runs.directory import RunLayout, RunPlan
     from mini_ptx_agent.task import TaskConfig
 

@@ -34,15 +34,15 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a ba
 from minisweagent.agents.default import AgentConfig, DefaultAgent
 from minisweagent.exceptions import FormatError, Submitted
 
-from .evaluation import EvaluationBackend, EvaluationInfrastructureError, KernelReport, NotEvaluated, submits
+from .environment import EvaluationInfrastructureError
+from .environment.evaluation import EvaluationEnvironment
+from .environment.report import KernelReport
 from .extraction import extract_kernel, format_error_message
-from .feedback import format_feedback
-from .feedback_options import FeedbackOptions
 from .history import context_messages
 from .models.base import is_demo_model
 from .models.bounded import BoundedModel, InfrastructureError, exit_message
 from .task import TaskConfig
-from .trajectory import redact_strings, write_json, write_text_atomic
+from .trajectory import write_json, write_text_atomic
 
 
 def literal_template(text: str) -> str:
@@ -104,76 +104,6 @@ class RunFiles(Protocol):
     def evaluation_path(self, turn: int) -> Path:
         """The evaluator's result of one turn."""
         ...
-
-
-class EvaluationEnvironment:
-    """mini-swe-agent ``Environment`` whose action is "evaluate this kernel" (through an EvaluationBackend),
-    with the run's feedback options: a correct kernel profiled with Nsight Compute when they ask (cached in
-    ``ncu_cache_dir``, :mod:`mini_ptx_agent.profiling`), fix notes searched for a failure (``notes_dir``)."""
-
-    def __init__(
-        self,
-        backend: EvaluationBackend,
-        task: TaskConfig,
-        feedback: FeedbackOptions | None = None,
-        *,
-        ncu_cache_dir: Path | None = None,
-    ):
-        """Raises FixNotesError: ``feedback.notes_dir`` names no folder of notes."""
-        self.backend = backend
-        self.task = task
-        self.config = task
-        self.feedback = feedback or FeedbackOptions()
-        self.ncu_cache_dir = ncu_cache_dir
-        self.notes = None
-        if self.feedback.notes_dir is not None:
-            from .notes import FixNoteIndex
-
-            self.notes = FixNoteIndex.load(self.feedback.notes_dir)
-
-    def execute(self, action: dict, cwd: str = "") -> dict[str, Any]:
-        """Evaluate ``action["solution"]``; returns ``{"output": feedback, "returncode", "extra": {"report",
-        "submit"}}`` (``submit``: the run ends ``Submitted``, :func:`mini_ptx_agent.evaluation.submits`).
-
-        Raises:
-            EvaluationInfrastructureError: the service (or, when the options ask for it, its profiler) failed.
-        """
-        solution = action["solution"]
-        report = self.backend.evaluate(solution, self.task)
-        if self.feedback.needs_profile:
-            from .profiling import profile_correct_kernel
-
-            ncu = profile_correct_kernel(self.backend, solution, self.task, report, self.ncu_cache_dir)
-            report = report.model_copy(update={"ncu": ncu})
-        not_a_failure = (NotEvaluated.INFRASTRUCTURE_ERROR, NotEvaluated.NOT_EXECUTED)
-        if self.notes is not None and not report.all_passed and report.status not in not_a_failure:
-            from .notes import failure_query
-
-            report = report.model_copy(update={"fix_notes": self.notes.search(failure_query(report))})
-        # Candidate code wrote parts of the report (its log, its errors): no secret of this process may pass
-        # from there into the feedback, the next prompt or any file, not even encoded.
-        report = type(report).model_validate(redact_strings(report.model_dump(mode="json")))
-        feedback = format_feedback(
-            report, turn=action.get("turn"), options=self.feedback, arch=self.task.arch
-        )
-        return {
-            "output": feedback,
-            "returncode": 0 if report.all_passed else 1,
-            "extra": {"report": report, "submit": submits(report, self.feedback, self.task.arch)},
-        }
-
-    def get_template_vars(self, **kwargs) -> dict[str, Any]:
-        return {"definition": self.task.definition, "language": self.task.language} | kwargs
-
-    def serialize(self) -> dict:
-        return {
-            "info": {
-                "config": {
-                    "environment": {"evaluation": self.backend.describe()},
-                    "environment_type": f"{type(self).__module__}.{type(self).__name__}",
-                }
-            }
-        }
 
 
 class KernelAgent(DefaultAgent):

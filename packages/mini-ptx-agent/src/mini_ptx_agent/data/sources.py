@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..evaluation import KernelReport
+from ..environment.report import KernelReport
 from ..experiments.directory import ExperimentLayout, load_experiment
 from ..extraction import extract_kernel
 from ..feedback import format_feedback

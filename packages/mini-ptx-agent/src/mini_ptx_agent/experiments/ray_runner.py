@@ -119,7 +119,7 @@ class _ActorSlots:
         try:
             ray.get(self.control.acquire.remote(self.trajectory_id))
         except RayError as exc:  # the driver's control actor is gone: not the kernel's fault, nor the model's
-            from ..evaluation import EvaluationInfrastructureError
+            from ..environment import EvaluationInfrastructureError
 
             raise EvaluationInfrastructureError(
                 f"the experiment's control actor: {first_line(exc)}"

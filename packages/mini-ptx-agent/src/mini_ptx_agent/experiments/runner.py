@@ -32,7 +32,7 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a ba
 
 from minisweagent.exceptions import InterruptAgentFlow
 
-from ..fibserve_backend import FIBServeBackend
+from ..environment.fibserve import FIBServeBackend
 from ..models.bounded import exit_message
 from ..runs.directory import RunLayout, RunPlan, load_plan
 from ..runs.summary import RunSummary, failed_summary
@@ -381,7 +381,7 @@ def service_lanes(url: str, token: str | None) -> tuple[int, dict[str, Any]]:
     """
     from fibserve.client import FIBServeClient, FIBServeError
 
-    from ..evaluation import EvaluationInfrastructureError
+    from ..environment import EvaluationInfrastructureError
 
     try:
         with FIBServeClient(url, token=token, timeout=30.0) as client:

@@ -120,8 +120,8 @@ def export_command(
     (an unknown definition or suite, an existing task folder, the service down)."""
     from pydantic import ValidationError
 
-    from ..service import ServiceStartError
-    from ..service import service_url as resolve_service
+    from ..environment.embedded import ServiceStartError
+    from ..environment.embedded import service_url as resolve_service
     from ..task import validation_problems
     from .export import ExportOptions, HarborExportError, export_tasks
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..demo import DEMO_MODEL_NAMES
-from ..evaluation import KernelReport, NotEvaluated
+from ..environment.report import KernelReport, NotEvaluated
 from ..feedback import trim
 from ..runs.directory import RunLayout, load_plan, read_evaluation
 from ..runs.summary import RunSummary, kernel_correctness, read_summary

@@ -238,12 +238,12 @@ def _run(
     from rich.console import Console
     from rich.markup import escape
 
-    from ..evaluation import EvaluationInfrastructureError
-    from ..fibserve_backend import FIBServeBackend
+    from ..environment import EvaluationInfrastructureError
+    from ..environment.embedded import ServiceStartError
+    from ..environment.embedded import service_url as resolve_service
+    from ..environment.fibserve import FIBServeBackend
     from ..runs.launch import RunInterrupted, run_trajectory
     from ..runs.progress import RunProgress
-    from ..service import ServiceStartError
-    from ..service import service_url as resolve_service
     from .report import rebuild_result
 
     console = console or Console(highlight=False)

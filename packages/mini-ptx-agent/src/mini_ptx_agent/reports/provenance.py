@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..evaluation import KernelReport
+from ..environment.report import KernelReport
 from ..runs.directory import RunLayout, read_evaluation
 from ..runs.turns import TurnRow
 from .inputs import Source

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..evaluation import KernelReport
+from ..environment.report import KernelReport
 from ..feedback_options import FeedbackOptions
 from ..task import TaskConfig
 

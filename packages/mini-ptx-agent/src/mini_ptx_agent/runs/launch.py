@@ -65,12 +65,12 @@ def run_agent(
     """
     from rich.console import Console
 
-    from ..evaluation import EvaluationInfrastructureError
-    from ..fibserve_backend import FIBServeBackend
+    from ..environment import EvaluationInfrastructureError
+    from ..environment.embedded import ServiceStartError
+    from ..environment.embedded import service_url as resolve_service
+    from ..environment.fibserve import FIBServeBackend
     from ..models import ModelConfigError, ModelUnavailableError, make_model
     from ..models.base import is_demo_model
-    from ..service import ServiceStartError
-    from ..service import service_url as resolve_service
     from .progress import RunProgress
 
     started = time.time()
@@ -143,8 +143,9 @@ def run_trajectory(
         KeyboardInterrupt: Ctrl-C, re-raised once the trajectory and a summary (exit status ``Interrupted``)
             are written.
     """
-    from ..agent import EvaluationEnvironment, KernelAgent, literal_template
-    from ..evaluation import EvaluationInfrastructureError
+    from ..agent import KernelAgent, literal_template
+    from ..environment import EvaluationInfrastructureError
+    from ..environment.evaluation import EvaluationEnvironment
     from ..models.base import is_demo_model
     from ..models.bounded import exit_message
     from ..prompts import compose_system_prompt, first_user_message

@@ -168,7 +168,7 @@ def notes_dir_option(notes_dir: str | None) -> str | None:
     """
     if notes_dir is None or notes_dir == BUNDLED_NOTES:
         return notes_dir
-    from ..notes import FixNotesError, note_files
+    from ..environment.fix_notes import FixNotesError, note_files
 
     try:
         return str(note_files(notes_dir)[0].parent.resolve())

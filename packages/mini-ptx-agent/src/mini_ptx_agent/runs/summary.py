@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..evaluation import NotEvaluated
+from ..environment.report import NotEvaluated
 from .directory import TRAJECTORIES_DIR, TRAJECTORY_ID, TRAJECTORY_SUFFIX, RunLayout, RunPlan, read_evaluation
 
 SUMMARY_SCHEMA = "ptxbench.run/3"

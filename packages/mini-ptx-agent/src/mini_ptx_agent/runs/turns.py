@@ -17,7 +17,7 @@ from typing import Any, Literal
 from fibserve.trace import EvaluationStatus
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..evaluation import KernelReport, NotEvaluated
+from ..environment.report import KernelReport, NotEvaluated
 from ..trajectory import load_trajectory
 from .directory import RunLayout, load_plan
 
