@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .report import NcuResult, SanitizerFinding, SanitizerVerdict, StaticAnalysis
+from .report import NcuResult, QuotedFinding, SanitizerVerdict, StaticAnalysis
 
 
 def _positive(counts: dict[str, int]) -> list[str]:
@@ -85,12 +85,12 @@ def sanitizer_verdict_from(
     runs: list[Any], *, requested_runs: int = 1, completed_runs: int = 1
 ) -> SanitizerVerdict:
     """Summarize compute-sanitizer runs (one per tool and workload): passed when every run passed; the findings
-    of the failing runs flattened with their source lines (:class:`SanitizerFinding`). ``requested_runs`` and
+    of the failing runs flattened with their source lines (:class:`QuotedFinding`). ``requested_runs`` and
     ``completed_runs`` count the gate's rounds (each round runs every tool on every workload)."""
     rows = [r.model_dump() if hasattr(r, "model_dump") else dict(r) for r in runs]
     failed = [r for r in rows if not r.get("passed")]
     findings = [
-        SanitizerFinding(
+        QuotedFinding(
             tool=str(run.get("tool")), workload=str(run.get("workload")), message=str(f.get("message", "")),
             count=int(f.get("count") or 1), places=_places(f), thread=f.get("thread"),
             details=[str(d) for d in f.get("details") or []],

@@ -110,8 +110,9 @@ class StaticAnalysis(_Model):
     """The service's analysis object as sent."""
 
 
-class SanitizerFinding(_Model):
-    """One distinct error a compute-sanitizer run reported, flattened for feedback."""
+class QuotedFinding(_Model):
+    """One distinct error a compute-sanitizer run reported, as the feedback quotes it: the service's
+    :class:`fibserve.api.SanitizerFinding` with its run's tool and workload, its places as text."""
 
     tool: str
     workload: str
@@ -139,7 +140,7 @@ class SanitizerVerdict(_Model):
     """How many runs it made: fewer than requested when one found an error."""
     summary: str = ""
     """The first failing run's report (or empty when clean)."""
-    findings: list[SanitizerFinding] = Field(default_factory=list)
+    findings: list[QuotedFinding] = Field(default_factory=list)
     """The errors of every failing run, with the source lines they name."""
 
 

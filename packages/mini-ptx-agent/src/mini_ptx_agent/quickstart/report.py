@@ -54,8 +54,9 @@ class ServiceInfo(_Model):
     """fibserve version reported by the service."""
 
 
-class TurnRow(_Model):
-    """One turn of the trajectory, from its evaluator result."""
+class QuickstartTurn(_Model):
+    """One evaluated turn as the quickstart's result shows it, from its evaluator result (a row of its turn table;
+    the per-turn table of experiments and reports is :class:`mini_ptx_agent.runs.turns.TurnRow`)."""
 
     turn: int
     status: str
@@ -131,7 +132,7 @@ class QuickstartResult(_Model):
     best_speedup: float | None = None
     best_turn: int | None = None
     best_on_gpu: bool = False
-    turns: list[TurnRow] = Field(default_factory=list)
+    turns: list[QuickstartTurn] = Field(default_factory=list)
     experiments: list[TrajectoryPaths] = Field(default_factory=list)
     evaluator_logs: list[str] = Field(default_factory=list)
     final_feedback_excerpt: str = ""
@@ -144,11 +145,11 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def _turn_row(turn: int, report: KernelReport, evaluation: str) -> TurnRow:
+def _turn_row(turn: int, report: KernelReport, evaluation: str) -> QuickstartTurn:
     analysis = report.static_analysis
     latencies = [w.latency_ms for w in report.workloads if w.latency_ms is not None]
     references = [w.reference_latency_ms for w in report.workloads if w.reference_latency_ms is not None]
-    return TurnRow(
+    return QuickstartTurn(
         turn=turn,
         status=report.status.value,
         compiled=analysis.compiled if analysis else None,

@@ -25,8 +25,9 @@ UNKNOWN = "unknown"
 CPU_ONLY_DRIVER = "none: the service had CPU lanes only (no GPU driver)"
 
 
-class Provenance(BaseModel):
-    """The "what ran it" section of a report."""
+class ReportProvenance(BaseModel):
+    """The "what ran it" section of a report (a training record's source turn is
+    :class:`mini_ptx_agent.data.records.Provenance`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -137,7 +138,7 @@ def warnings_for(
     return lines
 
 
-def provenance(sources: Sequence[Source], warnings: list[str]) -> Provenance:
+def provenance(sources: Sequence[Source], warnings: list[str]) -> ReportProvenance:
     """The provenance of a report over ``sources`` (reads every KernelReport file of their run directories)."""
     found: dict[str, Any] = {
         "gpus": set(),
@@ -162,7 +163,7 @@ def provenance(sources: Sequence[Source], warnings: list[str]) -> Provenance:
         + ")"
         for s in sources
     ]
-    return Provenance(
+    return ReportProvenance(
         made_at=datetime.now(UTC).isoformat(timespec="seconds"),
         made_by=_own_version(),
         inputs=inputs,
