@@ -27,8 +27,11 @@ from pathlib import Path
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 
 from fibserve.trace import Correctness, Environment, Evaluation, Performance, Trace, Workload
-from mini_ptx_agent.agent import EvaluationEnvironment, KernelAgent, TrajectoryFiles, literal_template
-from mini_ptx_agent.evaluation import StaticAnalysis, build_report
+from mini_ptx_agent.agent import KernelAgent, literal_template
+from mini_ptx_agent.environment.evaluation import EvaluationEnvironment
+from mini_ptx_agent.environment.report import StaticAnalysis
+from mini_ptx_agent.environment.verdict import build_report
+from mini_ptx_agent.runs.directory import RunLayout
 from mini_ptx_agent.task import TaskConfig
 from minisweagent.models.test_models import DeterministicModel
 
@@ -104,9 +107,7 @@ def agent_overhead(turns: int, workloads: int) -> list[float]:
     ]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        files = TrajectoryFiles(
-            root / "exp_000", root / "success" / "exp_000", root / "trajectories" / "exp_000.traj.json", ".cu"
-        )
+        files = RunLayout(root)
         agent = TimedAgent(
             DeterministicModel(outputs=outputs, cost_per_call=0.0),
             EvaluationEnvironment(InstantBackend(task, workloads), task),

@@ -124,8 +124,8 @@ def overhead(trajectories: int, turns: int, concurrency: int) -> None:
 
 def lanes(trajectories: int, lane_count: int, turns: int, service_url: str | None) -> None:
     from fibserve.client import FIBServeClient
+    from mini_ptx_agent.environment.embedded import EmbeddedService
     from mini_ptx_agent.experiments.launch import run_experiment
-    from mini_ptx_agent.service import EmbeddedService
     from scripted_model import ScriptedOpenAIServer
 
     config = ExperimentConfig.model_validate({

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from fibserve.trace import Correctness, Environment, Evaluation, Performance, Trace, Workload
-from mini_ptx_agent.evaluation import StaticAnalysis, build_report
+from mini_ptx_agent.environment.report import StaticAnalysis
+from mini_ptx_agent.environment.verdict import build_report
 from mini_ptx_agent.task import TaskConfig
 
 SENTENCE = (

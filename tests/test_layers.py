@@ -55,7 +55,7 @@ AGENT_LAYERS: list[set[str]] = [
         "demo",
         "output",
     },
-    {"evaluation", "fibserve_backend", "feedback", "history", "notes", "profiling", "service", "task_file"},
+    {"environment", "feedback", "history", "task_file"},
     {"agent"},
     {"runs"},
     {"quickstart", "experiments"},

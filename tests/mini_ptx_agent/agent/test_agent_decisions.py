@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 from eval_reports import report
-from mini_ptx_agent.agent import EvaluationEnvironment, KernelAgent, TrajectoryFiles, literal_template
-from mini_ptx_agent.evaluation import EvaluationInfrastructureError, KernelReport
+from mini_ptx_agent.agent import KernelAgent, literal_template
+from mini_ptx_agent.environment import EvaluationInfrastructureError
+from mini_ptx_agent.environment.evaluation import EvaluationEnvironment
+from mini_ptx_agent.environment.report import KernelReport
+from mini_ptx_agent.runs.directory import RunLayout
 from mini_ptx_agent.task import TaskConfig
 from mini_ptx_agent.trajectory import load_trajectory
 from minisweagent.models.test_models import DeterministicModel
@@ -59,10 +62,8 @@ def kernel(tag: str) -> dict:
 
 def make_agent(
     tmp_path: Path, outputs: list[dict], backend: PreparedReports, model=None, **config
-) -> tuple[KernelAgent, TrajectoryFiles]:
-    files = TrajectoryFiles(
-        tmp_path / "exp_000", tmp_path / "success" / "exp_000", tmp_path / "traj.json", ".py"
-    )
+) -> tuple[KernelAgent, RunLayout]:
+    files = RunLayout(tmp_path)
     agent = KernelAgent(
         model or DeterministicModel(outputs=outputs),
         EvaluationEnvironment(backend, TASK),
@@ -187,7 +188,7 @@ def test_three_format_errors_in_a_row_end_the_run(tmp_path: Path) -> None:
 def test_a_demo_replay_is_flagged_in_the_trajectory_and_summary(tmp_path: Path) -> None:
     from mini_ptx_agent.demo import write_demo_trajectory
     from mini_ptx_agent.models.replay import ReplayModel
-    from mini_ptx_agent.runs.directory import summarize
+    from mini_ptx_agent.runs.summary import summarize
 
     demo = write_demo_trajectory("triton", tmp_path / "demo.json")
     answers = PreparedReports([report(["INCORRECT_NUMERICAL"])] * 3)

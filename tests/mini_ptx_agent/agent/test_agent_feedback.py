@@ -1,7 +1,7 @@
 """Feedback text is deterministic and its verdict line follows the structured result."""
 
 from eval_reports import report
-from mini_ptx_agent.evaluation import StaticAnalysis
+from mini_ptx_agent.environment.report import StaticAnalysis
 from mini_ptx_agent.feedback import format_feedback, trim, verdict_line
 
 
@@ -75,7 +75,7 @@ def test_compile_error_log_is_quoted_once() -> None:
 def test_speedups_are_labelled_with_the_baseline_the_reference_and_the_roofline() -> None:
     from eval_reports import trace
     from fibserve.trace import Performance
-    from mini_ptx_agent.evaluation import build_report
+    from mini_ptx_agent.environment.verdict import build_report
     from mini_ptx_agent.task import TaskConfig
 
     timed = trace("w0", "PASSED", speedup=0.9)

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.fibserve_backend import FIBServeBackend
+from mini_ptx_agent.environment.embedded import EmbeddedService, free_port
+from mini_ptx_agent.environment.fibserve import FIBServeBackend
 from mini_ptx_agent.models import make_model
 from mini_ptx_agent.models.config import RetryPolicy
 from mini_ptx_agent.runs.directory import RunLayout, RunPlan
 from mini_ptx_agent.runs.launch import run_trajectory
-from mini_ptx_agent.service import EmbeddedService, free_port
 from mini_ptx_agent.task import TaskConfig
 from mini_ptx_agent.trajectory import load_trajectory
 from scripted_model import ScriptedOpenAIServer

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.fibserve_backend import FIBServeBackend
+from mini_ptx_agent.environment.embedded import EmbeddedService
+from mini_ptx_agent.environment.fibserve import FIBServeBackend
 from mini_ptx_agent.models import make_model
 from mini_ptx_agent.models.config import RetryPolicy
 from mini_ptx_agent.runs.directory import RunPlan
 from mini_ptx_agent.runs.launch import run_trajectory
-from mini_ptx_agent.service import EmbeddedService
 from mini_ptx_agent.task import TaskConfig
 from scripted_model import ScriptedOpenAIServer
 

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 from eval_reports import report
-from mini_ptx_agent.agent import EvaluationEnvironment, KernelAgent, TrajectoryFiles, literal_template
+from mini_ptx_agent.agent import KernelAgent, literal_template
+from mini_ptx_agent.environment.evaluation import EvaluationEnvironment
 from mini_ptx_agent.feedback_options import FeedbackOptions
 from mini_ptx_agent.history import context_messages
+from mini_ptx_agent.runs.directory import RunLayout
 from minisweagent.models.test_models import DeterministicModel
 from test_agent_decisions import TASK, PreparedReports, kernel
 
@@ -87,7 +89,7 @@ def test_the_agent_sends_what_the_policy_says_and_keeps_every_message(tmp_path: 
     failing = report(["INCORRECT_NUMERICAL"])
     backend = PreparedReports([failing, failing, failing])
     model = RecordingModel(outputs=[kernel("a"), kernel("b"), kernel("c")])
-    files = TrajectoryFiles(tmp_path / "exp_000", tmp_path / "success", tmp_path / "traj.json", ".py")
+    files = RunLayout(tmp_path)
     agent = KernelAgent(
         model, EvaluationEnvironment(backend, TASK, FeedbackOptions(context_policy=policy)), files=files, task=TASK,
         system_template=literal_template("system"), instance_template=literal_template("task"), step_limit=3,

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from fibserve.datasets import default_root
 from fibserve.trace.trace_set import TraceSet
-from mini_ptx_agent.agent import EvaluationEnvironment
+from mini_ptx_agent.environment.embedded import EmbeddedService
+from mini_ptx_agent.environment.evaluation import EvaluationEnvironment
+from mini_ptx_agent.environment.fibserve import FIBServeBackend
 from mini_ptx_agent.feedback_options import FeedbackOptions
-from mini_ptx_agent.fibserve_backend import FIBServeBackend
-from mini_ptx_agent.service import EmbeddedService
 from mini_ptx_agent.task import TaskConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -9,18 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from eval_reports import report
-from mini_ptx_agent.agent import EvaluationEnvironment
-from mini_ptx_agent.evaluation import (
-    FixNote,
-    KernelReport,
-    NcuResult,
-    NotEvaluated,
-    StaticAnalysis,
-    build_report,
-    ncu_result_from,
-    sanitizer_verdict_from,
-    submits,
-)
+from mini_ptx_agent.environment.answers import ncu_result_from, sanitizer_verdict_from
+from mini_ptx_agent.environment.evaluation import EvaluationEnvironment
+from mini_ptx_agent.environment.report import FixNote, KernelReport, NcuResult, NotEvaluated, StaticAnalysis
+from mini_ptx_agent.environment.stop import submits
+from mini_ptx_agent.environment.verdict import build_report
 from mini_ptx_agent.feedback import format_feedback
 from mini_ptx_agent.feedback_options import FeedbackOptions
 from mini_ptx_agent.task import TaskConfig
@@ -270,7 +263,7 @@ def test_an_incorrect_kernel_is_not_profiled_and_gets_fix_notes(tmp_path: Path) 
 def test_the_families_come_from_the_services_architecture_verdict() -> None:
     from fibserve.analysis.report import Analysis
     from fibserve.analysis.verdict import Verdict
-    from mini_ptx_agent.evaluation import static_analysis_from
+    from mini_ptx_agent.environment.answers import static_analysis_from
 
     analysis = Analysis(
         solution="s", definition="d", language="cuda", arch="sm_90a", status="clean",

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from eval_reports import report
-from mini_ptx_agent.evaluation import SanitizerFinding, SanitizerVerdict, StaticAnalysis
-from mini_ptx_agent.notes import BUNDLED_DIR, FixNoteIndex, FixNotesError, failure_query
+from mini_ptx_agent.environment.fix_notes import BUNDLED_DIR, FixNoteIndex, FixNotesError, failure_query
+from mini_ptx_agent.environment.report import QuotedFinding, SanitizerVerdict, StaticAnalysis
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_the_query_carries_compile_logs_and_sanitizer_findings() -> None:
     )
     failing.sanitizer = SanitizerVerdict(
         passed=False,
-        findings=[SanitizerFinding(tool="memcheck", workload="w", message="Invalid __global__ write")],
+        findings=[QuotedFinding(tool="memcheck", workload="w", message="Invalid __global__ write")],
     )
     query = failure_query(failing)
     assert "fence.proxy.async" in query and "memcheck Invalid __global__ write" in query

@@ -31,7 +31,7 @@ from mini_ptx_agent.data.repair import repair_failures
 from mini_ptx_agent.data.sft import build_sft
 from mini_ptx_agent.experiments.config import ExperimentConfig
 from mini_ptx_agent.experiments.launch import run_experiment
-from mini_ptx_agent.service import EmbeddedService
+from mini_ptx_agent.environment.embedded import EmbeddedService
 from run_cli import CLEARED
 from scripted_kernels import BROKEN_MODEL, GOOD, GOOD_MODEL
 from scripted_model import ScriptedOpenAIServer

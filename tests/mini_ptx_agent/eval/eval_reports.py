@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fibserve.trace import Correctness, Environment, Evaluation, Performance, Trace, Workload
-from mini_ptx_agent.evaluation import KernelReport, build_report
+from mini_ptx_agent.environment.report import KernelReport
+from mini_ptx_agent.environment.verdict import build_report
 from mini_ptx_agent.task import TaskConfig
 
 

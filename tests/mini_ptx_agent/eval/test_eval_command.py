@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.service import EmbeddedService, free_port
+from mini_ptx_agent.environment.embedded import EmbeddedService, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -4,15 +4,15 @@ import json
 
 from eval_reports import report, trace
 from fibserve.trace import EvaluationStatus
-from mini_ptx_agent.evaluation import (
+from mini_ptx_agent.environment.answers import static_analysis_from
+from mini_ptx_agent.environment.report import (
     SCHEMA_VERSION,
     KernelReport,
     NotEvaluated,
     SanitizerVerdict,
     StaticAnalysis,
-    build_report,
-    static_analysis_from,
 )
+from mini_ptx_agent.environment.verdict import build_report
 from mini_ptx_agent.task import TaskConfig
 
 

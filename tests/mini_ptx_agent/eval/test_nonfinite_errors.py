@@ -11,10 +11,10 @@ import httpx
 import pytest
 from fibserve.client import FIBServeClient
 from fibserve.trace import EvaluationStatus
-from mini_ptx_agent.evaluation import KernelReport
+from mini_ptx_agent.environment.embedded import EmbeddedService
+from mini_ptx_agent.environment.fibserve import FIBServeBackend
+from mini_ptx_agent.environment.report import KernelReport
 from mini_ptx_agent.feedback import format_feedback
-from mini_ptx_agent.fibserve_backend import FIBServeBackend
-from mini_ptx_agent.service import EmbeddedService
 from mini_ptx_agent.task import TaskConfig
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from mini_ptx_agent import task_file
-from mini_ptx_agent.evaluation import KernelReport
-from mini_ptx_agent.service import EmbeddedService
+from mini_ptx_agent.environment.embedded import EmbeddedService
+from mini_ptx_agent.environment.report import KernelReport
 from mini_ptx_agent.task import TaskConfigError
 from mini_ptx_agent.task_file import load_task_config, resolve_task_config, task_config_from
 from test_eval_command import CUDA_ADD, TRITON_ADD, WORKLOAD, ptxbench

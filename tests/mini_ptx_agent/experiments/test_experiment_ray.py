@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mini_ptx_agent.environment.embedded import EmbeddedService
 from mini_ptx_agent.reports.inputs import read_turns_csv
-from mini_ptx_agent.service import EmbeddedService
 from ray_cluster import RayCluster
 from scripted_kernels import BROKEN_MODEL, GOOD_MODEL, RESPOND
 from scripted_model import ScriptedOpenAIServer

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mini_ptx_agent.service import EmbeddedService
+from mini_ptx_agent.environment.embedded import EmbeddedService
 from mini_ptx_agent.trajectory import load_trajectory, write_json
 from run_cli import ptxbench
 from test_agent_loop import BAD_REPLY, GOOD_REPLY

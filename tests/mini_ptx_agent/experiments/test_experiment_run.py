@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from mini_ptx_agent.environment.embedded import EmbeddedService
 from mini_ptx_agent.experiments.directory import ExperimentLayout, load_experiment
 from mini_ptx_agent.experiments.launch import run_experiment
 from mini_ptx_agent.reports.inputs import read_turns_csv
 from mini_ptx_agent.runs.turns import turn_rows
-from mini_ptx_agent.service import EmbeddedService
 from mini_ptx_agent.trajectory import TrajectoryError, load_trajectory
 from run_cli import CLEARED
 from scripted_kernels import BROKEN_MODEL, GOOD_MODEL, RESPOND, turn_of
@@ -212,8 +212,8 @@ def test_sigint_then_sigkill_then_resume_runs_every_turn_once(
 def test_an_outage_is_rerun_and_extend_turns_continues_from_the_saved_context(
     fibserve: str, models: ScriptedOpenAIServer, tmp_path: Path
 ) -> None:
+    from mini_ptx_agent.environment.embedded import free_port
     from mini_ptx_agent.experiments.config import load_config
-    from mini_ptx_agent.service import free_port
 
     root = tmp_path / "experiment"
     config = load_config(write_config(

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.service import EmbeddedService
+from mini_ptx_agent.environment.embedded import EmbeddedService
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.timeout(1800)]
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from eval_reports import report
-from mini_ptx_agent.evaluation import KernelReport, StaticAnalysis, build_report
+from mini_ptx_agent.environment.report import KernelReport, StaticAnalysis
+from mini_ptx_agent.environment.verdict import build_report
 from mini_ptx_agent.task import TaskConfig
 from scripted_kernels import BROKEN_MODEL, GOOD_MODEL, RESPOND
 from scripted_model import ScriptedOpenAIServer
@@ -140,7 +141,7 @@ def experiment_dir(root: Path) -> Path:
             return VerdictBackend()
 
     with ScriptedOpenAIServer(respond=RESPOND) as server:
-        checked = check_models(config, server.host_port)
+        checked = check_models(plan, server.host_port)
         runner = Runner(
             plan, exp, url="test", token=None, lanes=1, checked=checked, model_host=server.host_port
         )

@@ -270,7 +270,7 @@ def test_a_broken_trajectory_in_an_experiment_is_a_notice_not_a_crash(
     import shutil
 
     exp = shutil.copytree(inputs["experiment"], tmp_path / "exp")
-    first = exp / "runs" / "vector_add_f32.triton-hopper.scripted-broken.r0" / "trajectories" / "exp_000.json"
+    first = RunLayout(exp / "runs" / "vector_add_f32.triton-hopper.scripted-broken.r0").trajectory_path
     first.write_text(first.read_text()[:500])
 
     async def script(app: InspectorApp, pilot: Any) -> None:

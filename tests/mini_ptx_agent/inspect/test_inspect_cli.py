@@ -48,7 +48,7 @@ def test_each_kind_of_input_is_told_apart_and_described(inputs: dict[str, Path])
 
     bare = json.loads(inspect(str(RunLayout(inputs["demo"]).trajectory_path), "--json")[1])
     assert (bare["kind"], bare["model"], bare["demo"], bare["definition"]) == (
-        "trajectory", "ptxbench-demo-replay", True, "gemm_n7168_k5120")  # fmt: skip
+        "trajectory", "demo", True, "gemm_n7168_k5120")  # fmt: skip
 
     experiment = json.loads(inspect(str(inputs["experiment"]), "--json")[1])
     entries = {e["trajectory"].split(".")[2] + e["trajectory"][-3:]: e for e in experiment["trajectories"]}

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent import service
+from mini_ptx_agent.environment import embedded
+from mini_ptx_agent.environment.embedded import free_port, unhealthy_lanes, wait_lanes_ready
 from mini_ptx_agent.quickstart import check as quickstart_check
 from mini_ptx_agent.quickstart.settings import QuickstartSettings
-from mini_ptx_agent.service import free_port, unhealthy_lanes, wait_lanes_ready
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -88,7 +88,7 @@ def test_wait_lanes_ready_returns_the_ok_answer_once_the_lane_started(slow_lane_
 
 
 def test_a_lane_that_never_starts_is_named_with_its_reason(broken_lane_service, monkeypatch):
-    monkeypatch.setattr(service, "LANES_READY_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(embedded, "LANES_READY_TIMEOUT_S", 2.0)
     lines = {line.name: line for line in quickstart_check.run_checks(_settings(broken_lane_service))}
     detail = lines["service"].detail
     assert not lines["service"].ok

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
+from mini_ptx_agent.environment.embedded import free_port
 from mini_ptx_agent.quickstart.check import check_model
 from mini_ptx_agent.quickstart.settings import QuickstartSettings
-from mini_ptx_agent.service import free_port
 
 
 def test_an_endpoint_that_refuses_connections_fails_within_one_bounded_request() -> None:

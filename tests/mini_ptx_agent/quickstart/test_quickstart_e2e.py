@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.service import EmbeddedService
+from mini_ptx_agent.environment.embedded import EmbeddedService
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -188,7 +188,7 @@ def test_check_require_gpu_fails_without_a_gpu_lane(cpu_service):
 
 
 def test_check_fails_when_the_service_is_unreachable():
-    from mini_ptx_agent.service import free_port
+    from mini_ptx_agent.environment.embedded import free_port
 
     done = quickstart("--check", "--service-url", f"http://127.0.0.1:{free_port()}", timeout=300)
     assert done.returncode == 1
@@ -227,7 +227,9 @@ def test_triton_run_without_service_or_gpu_is_refused_before_anything_starts(tmp
         if line.startswith("import time:")
     }
     # "At once": refused before torch (seconds to import), the HTTP client or the service are loaded.
-    assert not imported & {"torch", "httpx", "fibserve.client", "mini_ptx_agent.service"}, sorted(imported)
+    assert not imported & {"torch", "httpx", "fibserve.client", "mini_ptx_agent.environment.embedded"}, (
+        sorted(imported)
+    )
     done.stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
@@ -240,7 +242,7 @@ def test_triton_run_without_service_or_gpu_is_refused_before_anything_starts(tmp
 
 
 def test_run_against_an_unreachable_service_reports_an_infrastructure_error(tmp_path):
-    from mini_ptx_agent.service import free_port
+    from mini_ptx_agent.environment.embedded import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     done = quickstart("--run", "--service-url", url, "--output-root", str(tmp_path), timeout=300)

@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.evaluation import KernelReport, WorkloadResult
-from mini_ptx_agent.quickstart.report import CONTEXT_FILE, build_result, render
+from mini_ptx_agent.environment.report import KernelReport, WorkloadResult
+from mini_ptx_agent.quickstart.report import build_result, render
 from mini_ptx_agent.quickstart.settings import QUICKSTART_WORKLOAD, quickstart_task
-from mini_ptx_agent.runs.directory import RunLayout, RunPlan, RunSummary
+from mini_ptx_agent.runs.directory import RunLayout, RunPlan
+from mini_ptx_agent.runs.summary import RunSummary
 from rich.console import Console
 
 
@@ -64,7 +65,8 @@ def _gpu_run(tmp_path: Path, speedups: list[float | None], exit_status: str = "L
         {"role": "user", "content": "VERDICT: the last feedback", "extra": {"ptxbench": {"kind": "evaluation"}}},
     ]})  # fmt: skip
     _write(
-        run / CONTEXT_FILE, {"demo": True, "service": {"kind": "embedded", "lanes": ["cuda:0"], "gpu": True}}
+        RunLayout(run).quickstart_context_path,
+        {"demo": True, "service": {"kind": "embedded", "lanes": ["cuda:0"], "gpu": True}},
     )
     return run
 
@@ -129,7 +131,8 @@ def _cpu_run(tmp_path: Path, statuses: list[str]) -> Path:
         ).model_dump(mode="json")  # fmt: skip
         _write(RunLayout(run).trajectory_dir / "evaluations" / f"turn_{turn:03d}.json", report)
     _write(
-        run / CONTEXT_FILE, {"demo": True, "service": {"kind": "embedded", "lanes": ["cpu"], "gpu": False}}
+        RunLayout(run).quickstart_context_path,
+        {"demo": True, "service": {"kind": "embedded", "lanes": ["cpu"], "gpu": False}},
     )
     return run
 
@@ -157,7 +160,7 @@ def test_kernel_correct_is_a_definite_answer_when_kernels_were_executed(tmp_path
 
 
 def test_summary_kernel_correct_is_null_when_nothing_was_executed(tmp_path):
-    from mini_ptx_agent.runs.directory import evaluation_statuses, kernel_correctness, summarize
+    from mini_ptx_agent.runs.summary import evaluation_statuses, kernel_correctness, summarize
 
     run = _cpu_run(tmp_path, ["NOT_EXECUTED"] * 3)
     statuses = evaluation_statuses(RunLayout(run))
@@ -174,7 +177,7 @@ def test_summary_kernel_correct_is_null_when_nothing_was_executed(tmp_path):
 
 
 def test_an_outage_before_any_kernel_is_unknown_not_false(tmp_path):
-    from mini_ptx_agent.runs.directory import kernel_correctness
+    from mini_ptx_agent.runs.summary import kernel_correctness
 
     assert kernel_correctness([], [], runner_completed=False) is None
     assert kernel_correctness([], ["INCORRECT_NUMERICAL"], runner_completed=False) is False
@@ -202,7 +205,7 @@ def test_a_refused_demo_run_says_why_once_and_claims_no_replay(tmp_path):
     )  # fmt: skip
     _write(layout.summary_path, summary.model_dump(mode="json"))
     _write(
-        run / CONTEXT_FILE,
+        RunLayout(run).quickstart_context_path,
         {"demo": True, "refused": refused, "service": {"kind": "remote", "lanes": ["cpu"], "gpu": False}},
     )
     result = build_result(run)
@@ -246,7 +249,7 @@ def test_the_counts_of_kernels_are_named_as_counts(tmp_path):
 def test_a_piped_report_keeps_each_turn_on_one_line(tmp_path):
     """Piped into a file or a log (no terminal, no COLUMNS), rich assumed 80 columns and folded the rows."""
     from mini_ptx_agent.cli import app
-    from mini_ptx_agent.evaluation import StaticAnalysis
+    from mini_ptx_agent.environment.report import StaticAnalysis
     from typer.testing import CliRunner
 
     run = _gpu_run(tmp_path, [0.5, 0.9, 1.02], exit_status="Submitted")

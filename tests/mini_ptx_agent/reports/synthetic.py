@@ -87,7 +87,7 @@ def write_run_dir(root: Path, name: str, turns: list[tuple[str, float | None]], 
     kernel. Each reply holds ``// the kernel of turn N`` in a cuda block; each feedback reads ``feedback of
     turn N``. Workloads ran on ``hardware`` and were timed against the baseline ``gemm_baseline``.
     """
-    from mini_ptx_agent.evaluation import KernelReport, StaticAnalysis, WorkloadResult
+    from mini_ptx_agent.environment.report import KernelReport, StaticAnalysis, WorkloadResult
     from mini_ptx_agent.runs.directory import RunLayout, RunPlan
     from mini_ptx_agent.task import TaskConfig
 
@@ -145,3 +145,23 @@ def write_run_dir(root: Path, name: str, turns: list[tuple[str, float | None]], 
             json.dumps({"trajectory_format": "mini-swe-agent-1.1", "messages": messages})
         )
     return layout.root
+
+
+def write_experiment_plan(root: Path, name: str, replicas: dict[str, int]) -> None:
+    """``root/plan.json`` of an experiment named ``name`` listing the trajectories ``replicas`` (id -> replica)
+    of ``write_run_dir``'s task, as ``ptxbench experiment`` writes it."""
+    from mini_ptx_agent.experiments.config import ExperimentConfig, config_hash
+    from mini_ptx_agent.experiments.plan import ExperimentPlan, PlannedTrajectory
+
+    config = ExperimentConfig(
+        name="gemm", definitions={"names": ["gemm_n7168_k5120"]}, models=[{"name": "gamma"}]
+    )
+    trajectories = [
+        PlannedTrajectory(id=t, definition="gemm_n7168_k5120", language="cuda", prompt_tag="hopper-no-hint",
+                          model="gamma", replica=replica, seed=replica, workloads=["w0"])
+        for t, replica in replicas.items()
+    ]  # fmt: skip
+    plan = ExperimentPlan(name=name, created_at="2026-12-02T00:00:00+00:00", config=config,
+                          config_hash=config_hash(config), num_turns=3, trajectories=trajectories)  # fmt: skip
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "plan.json").write_text(plan.model_dump_json(), encoding="utf-8")

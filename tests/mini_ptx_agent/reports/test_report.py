@@ -14,7 +14,7 @@ from mini_ptx_agent.reports.inputs import ReportError, read_source
 from mini_ptx_agent.reports.metrics import metrics_by_group, trajectories
 from mini_ptx_agent.reports.report import build_report, parse_turn_limits
 from mini_ptx_agent.reports.stats import bootstrap, geometric_mean, wilson
-from synthetic import alpha_beta_rows, row, write_run_dir, write_turns_csv
+from synthetic import alpha_beta_rows, row, write_experiment_plan, write_run_dir, write_turns_csv
 from typer.testing import CliRunner
 
 
@@ -144,9 +144,7 @@ def test_a_half_finished_experiment_reports_what_finished_and_says_what_did_not(
     # Laid out as `ptxbench experiment` does: plan.json names the trajectories (one not started), runs/<id>/.
     exp2 = tmp_path / "exp2"
     write_run_dir(exp2 / "runs", "t0001", [("PASSED", 1.3)])
-    plan = {"schema_version": "ptxbench.experiment/1", "name": "gemm-smoke",
-            "trajectories": [{"id": "t0001", "replica": 3}, {"id": "t0002", "replica": 0}]}  # fmt: skip
-    (exp2 / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    write_experiment_plan(exp2, "gemm-smoke", {"t0001": 3, "t0002": 0})
     result = build_report([exp2], tmp_path / "out2")
     assert {(r.experiment, r.trajectory, r.replica) for r in read_source(exp2).rows} == {
         ("gemm-smoke", "t0001", 3)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mini_ptx_agent.service import EmbeddedService
+from mini_ptx_agent.environment.embedded import EmbeddedService
 from run_cli import ptxbench
 from scripted_model import ScriptedOpenAIServer
 from test_agent_loop import BAD_REPLY, GOOD_REPLY, MODEL_ID, WORKLOAD

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from mini_ptx_agent.demo import demo_trajectory
-from mini_ptx_agent.service import EmbeddedService
+from mini_ptx_agent.environment.embedded import EmbeddedService
 from mini_ptx_agent.trajectory import load_trajectory, write_json
 from run_cli import CLEARED, ptxbench
 from scripted_model import ScriptedOpenAIServer

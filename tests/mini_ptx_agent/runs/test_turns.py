@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fibserve.trace import EvaluationStatus
-from mini_ptx_agent.evaluation import NotEvaluated
+from mini_ptx_agent.environment.report import NotEvaluated
 from mini_ptx_agent.runs.turns import FailureClass, TurnRow, failure_class
 
 # eval_reports (tests/mini_ptx_agent/eval): KernelReports as the service returns them.
@@ -65,7 +65,7 @@ class CannedBackend:
 
     def evaluate(self, solution, task):
         if not self.reports:
-            from mini_ptx_agent.evaluation import EvaluationInfrastructureError
+            from mini_ptx_agent.environment import EvaluationInfrastructureError
 
             raise EvaluationInfrastructureError("service went away")
         return self.reports.pop(0)

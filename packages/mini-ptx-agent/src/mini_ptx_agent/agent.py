@@ -27,22 +27,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a banner to stdout on import
 
 from minisweagent.agents.default import AgentConfig, DefaultAgent
 from minisweagent.exceptions import FormatError, Submitted
 
-from .evaluation import EvaluationBackend, EvaluationInfrastructureError, KernelReport, NotEvaluated, submits
+from .environment import EvaluationInfrastructureError
+from .environment.evaluation import EvaluationEnvironment
+from .environment.report import KernelReport
 from .extraction import extract_kernel, format_error_message
-from .feedback import format_feedback
-from .feedback_options import FeedbackOptions
 from .history import context_messages
 from .models.base import is_demo_model
 from .models.bounded import BoundedModel, InfrastructureError, exit_message
 from .task import TaskConfig
-from .trajectory import redact_strings, write_json, write_text_atomic
+from .trajectory import write_json, write_text_atomic
 
 
 def literal_template(text: str) -> str:
@@ -88,97 +88,22 @@ class TurnOutcome:
     sass_families: tuple[str, ...] = ()
 
 
-class TrajectoryFiles:
-    """Where one trajectory writes its kernels and evaluator results (see :mod:`mini_ptx_agent.runs.directory`)."""
+class RunFiles(Protocol):
+    """Where one trajectory writes its kernels and evaluator results: a run directory's
+    :class:`~mini_ptx_agent.runs.directory.RunLayout`, which names every path of it (``extension``: ``.cu`` or
+    ``.py``, with its dot)."""
 
-    def __init__(self, trajectory_dir: Path, success_dir: Path, trajectory_path: Path, extension: str):
-        self.trajectory_dir = trajectory_dir
-        self.success_dir = success_dir
-        self.trajectory_path = trajectory_path
-        self.extension = extension
+    def kernel_path(self, extension: str) -> Path:
+        """The latest kernel."""
+        ...
 
-    @property
-    def kernel_path(self) -> Path:
-        """The latest kernel: ``exp_000/kernel.cu`` or ``kernel.py``."""
-        return self.trajectory_dir / f"kernel{self.extension}"
-
-    def version_path(self, turn: int) -> Path:
-        """A correct version: ``success/exp_000/kernel_v<turn>.cu|.py``."""
-        return self.success_dir / f"kernel_v{turn}{self.extension}"
+    def version_path(self, turn: int, extension: str) -> Path:
+        """A correct version."""
+        ...
 
     def evaluation_path(self, turn: int) -> Path:
-        """The evaluator's result of one turn: ``exp_000/evaluations/turn_001.json``."""
-        return self.trajectory_dir / "evaluations" / f"turn_{turn:03d}.json"
-
-
-class EvaluationEnvironment:
-    """mini-swe-agent ``Environment`` whose action is "evaluate this kernel" (through an EvaluationBackend),
-    with the run's feedback options: a correct kernel profiled with Nsight Compute when they ask (cached in
-    ``ncu_cache_dir``, :mod:`mini_ptx_agent.profiling`), fix notes searched for a failure (``notes_dir``)."""
-
-    def __init__(
-        self,
-        backend: EvaluationBackend,
-        task: TaskConfig,
-        feedback: FeedbackOptions | None = None,
-        *,
-        ncu_cache_dir: Path | None = None,
-    ):
-        """Raises FixNotesError: ``feedback.notes_dir`` names no folder of notes."""
-        self.backend = backend
-        self.task = task
-        self.config = task
-        self.feedback = feedback or FeedbackOptions()
-        self.ncu_cache_dir = ncu_cache_dir
-        self.notes = None
-        if self.feedback.notes_dir is not None:
-            from .notes import FixNoteIndex
-
-            self.notes = FixNoteIndex.load(self.feedback.notes_dir)
-
-    def execute(self, action: dict, cwd: str = "") -> dict[str, Any]:
-        """Evaluate ``action["solution"]``; returns ``{"output": feedback, "returncode", "extra": {"report",
-        "submit"}}`` (``submit``: the run ends ``Submitted``, :func:`mini_ptx_agent.evaluation.submits`).
-
-        Raises:
-            EvaluationInfrastructureError: the service (or, when the options ask for it, its profiler) failed.
-        """
-        solution = action["solution"]
-        report = self.backend.evaluate(solution, self.task)
-        if self.feedback.needs_profile:
-            from .profiling import profile_correct_kernel
-
-            ncu = profile_correct_kernel(self.backend, solution, self.task, report, self.ncu_cache_dir)
-            report = report.model_copy(update={"ncu": ncu})
-        not_a_failure = (NotEvaluated.INFRASTRUCTURE_ERROR, NotEvaluated.NOT_EXECUTED)
-        if self.notes is not None and not report.all_passed and report.status not in not_a_failure:
-            from .notes import failure_query
-
-            report = report.model_copy(update={"fix_notes": self.notes.search(failure_query(report))})
-        # Candidate code wrote parts of the report (its log, its errors): no secret of this process may pass
-        # from there into the feedback, the next prompt or any file, not even encoded.
-        report = type(report).model_validate(redact_strings(report.model_dump(mode="json")))
-        feedback = format_feedback(
-            report, turn=action.get("turn"), options=self.feedback, arch=self.task.arch
-        )
-        return {
-            "output": feedback,
-            "returncode": 0 if report.all_passed else 1,
-            "extra": {"report": report, "submit": submits(report, self.feedback, self.task.arch)},
-        }
-
-    def get_template_vars(self, **kwargs) -> dict[str, Any]:
-        return {"definition": self.task.definition, "language": self.task.language} | kwargs
-
-    def serialize(self) -> dict:
-        return {
-            "info": {
-                "config": {
-                    "environment": {"evaluation": self.backend.describe()},
-                    "environment_type": f"{type(self).__module__}.{type(self).__name__}",
-                }
-            }
-        }
+        """The evaluator's result of one turn."""
+        ...
 
 
 class KernelAgent(DefaultAgent):
@@ -189,7 +114,7 @@ class KernelAgent(DefaultAgent):
         model,
         env: EvaluationEnvironment,
         *,
-        files: TrajectoryFiles | None = None,
+        files: RunFiles | None = None,
         on_turn: Callable[[TurnOutcome], None] | None = None,
         **kwargs,
     ):
@@ -207,6 +132,8 @@ class KernelAgent(DefaultAgent):
         self.config: KernelAgentConfig
         self.env: EvaluationEnvironment
         self.files = files
+        self.extension = Path(self.config.task.entry_file).suffix
+        """The kernel files' suffix: ``.cu`` or ``.py``."""
         self.versions: list[int] = []
         """Turns whose kernel passed every workload (saved as ``kernel_v<turn>``)."""
         self.best: dict[str, Any] | None = None
@@ -236,7 +163,7 @@ class KernelAgent(DefaultAgent):
             extraction.source, name=f"{self.config.solution_prefix}-t{turn:03d}", author=self.config.author
         )
         if self.files is not None:
-            write_text_atomic(self.files.kernel_path, extraction.source)
+            write_text_atomic(self.files.kernel_path(self.extension), extraction.source)
         try:
             output = self.env.execute({"solution": solution, "turn": turn})
         except EvaluationInfrastructureError as exc:
@@ -297,7 +224,7 @@ class KernelAgent(DefaultAgent):
             return None
         self.versions.append(turn)
         if self.files is not None:
-            write_text_atomic(self.files.version_path(turn), source)
+            write_text_atomic(self.files.version_path(turn, self.extension), source)
         speed = report.min_speedup
         if self.best is None or (speed is not None and (self.best["min_speedup"] or 0) < speed):
             self.best = {"turn": turn, "min_speedup": speed, "executed_on_gpu": report.executed_on_gpu}

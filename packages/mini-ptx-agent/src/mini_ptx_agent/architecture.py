@@ -5,7 +5,7 @@ Blackwell (``sm_100a``) for tcgen05 (``UTC*`` opcodes). Which opcode proves whic
 place, fibserve's architecture verdict (:func:`fibserve.analysis.verdict.decide`): the service applies it to
 the compiled SASS (the static analysis), and :func:`executed_families` applies it to the opcodes Nsight
 Compute counted as executed. Whether a report meets its target's families is decided in
-:mod:`mini_ptx_agent.evaluation` (:func:`~mini_ptx_agent.evaluation.submits`).
+:func:`mini_ptx_agent.environment.stop.submits`.
 """
 
 from __future__ import annotations

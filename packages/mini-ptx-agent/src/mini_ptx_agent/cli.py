@@ -131,8 +131,8 @@ def eval_command(
 ) -> None:
     """Evaluate one kernel for a fixed task through FIBServe; exit 0 for any kernel verdict, 2 if the service
     failed or the task config or kernel file cannot be used."""
-    from mini_ptx_agent.evaluation import NotEvaluated
-    from mini_ptx_agent.fibserve_backend import evaluate_kernel
+    from mini_ptx_agent.environment.fibserve import evaluate_kernel
+    from mini_ptx_agent.environment.report import NotEvaluated
     from mini_ptx_agent.task import TaskConfigError
     from mini_ptx_agent.task_file import load_task_config, resolve_task_config
 

@@ -1,6 +1,6 @@
 """Deterministic feedback text for one evaluated kernel (what the model reads after each turn).
 
-The same :class:`~mini_ptx_agent.evaluation.KernelReport` always gives the same text: per workload status,
+The same :class:`~mini_ptx_agent.environment.report.KernelReport` always gives the same text: per workload status,
 speedup (against the definition's baseline Solution, labelled, or against its reference where it has none),
 kernel and comparator times (ms), the speedup against the reference and the fraction of the device
 roofline when measured; the error and compile log when failing (trimmed, head and tail kept);
@@ -18,7 +18,8 @@ from __future__ import annotations
 from fibserve.trace import EvaluationStatus
 
 from .architecture import TARGET_FAMILIES, describe, has_target_families
-from .evaluation import KernelReport, NotEvaluated, WorkloadResult, architecture_met
+from .environment.report import KernelReport, NotEvaluated, WorkloadResult
+from .environment.stop import architecture_met
 from .feedback_options import FeedbackOptions
 
 MAX_FINDINGS = 6

@@ -12,10 +12,12 @@ The model imports nothing heavy, so commands can load it cheaply.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from fibserve.trace import BuildSpec, Language, Solution, SourceFile
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+if TYPE_CHECKING:
+    from fibserve.trace import Solution
 
 TaskLanguage = Literal["cuda", "triton"]
 """Languages the agent writes: one CUDA ``.cu`` file (tvm-ffi binding) or one Triton ``.py`` file."""
@@ -86,6 +88,10 @@ class TaskConfig(BaseModel):
         CUDA: ``kernel.cu::run``, binding ``tvm-ffi``; Triton: ``kernel.py::run``, no binding. Both use
         destination passing (outputs preallocated by the harness).
         """
+        # the data model only once a solution is made: the task (and the prompt registry, which names its
+        # languages) stay cheap to import for commands that only print
+        from fibserve.trace import BuildSpec, Language, Solution, SourceFile
+
         language = Language.CUDA if self.language == "cuda" else Language.TRITON
         spec = BuildSpec(
             language=language,

@@ -130,8 +130,9 @@ def _legacy_hint(root: Path) -> LoadProblem | None:
 
 
 @dataclass
-class DefinitionSummary:
-    """What a newcomer needs to implement a definition: its name, kind and the ``run`` calling convention."""
+class DefinitionDescription:
+    """What a newcomer needs to implement a definition: its name, kind and the ``run`` calling convention (what
+    ``fibserve definitions`` prints; ``GET /definitions`` answers the shorter :class:`fibserve.api.DefinitionSummary`)."""
 
     name: str
     """Definition name (what ``--definition`` takes)."""
@@ -158,8 +159,8 @@ class DefinitionSummary:
 
 def describe_definition(
     definition: Definition, workloads: int = 0, baseline: Solution | None = None
-) -> DefinitionSummary:
-    """The :class:`DefinitionSummary` of ``definition`` (``workloads``: how many it has; ``baseline``: its
+) -> DefinitionDescription:
+    """The :class:`DefinitionDescription` of ``definition`` (``workloads``: how many it has; ``baseline``: its
     baseline Solution as the trace set resolves it)."""
     arguments: list[dict[str, Any]] = []
     rendered: list[str] = []
@@ -169,7 +170,7 @@ def describe_definition(
             arguments.append({"name": name, "role": role, "dtype": dtype, "shape": spec.shape})
             kind = f"{dtype} scalar" if spec.shape is None else f"{dtype}[{', '.join(spec.shape)}]"
             rendered.append(f"{name}: {kind}" + (" (output)" if role == "output" else ""))
-    return DefinitionSummary(
+    return DefinitionDescription(
         name=definition.name,
         op_type=definition.op_type,
         workloads=workloads,
@@ -182,7 +183,7 @@ def describe_definition(
 
 def describe_definitions(
     roots: Sequence[str | Path], *, legacy: bool = False
-) -> tuple[list[DefinitionSummary], list[LoadProblem]]:
+) -> tuple[list[DefinitionDescription], list[LoadProblem]]:
     """Every definition in ``roots`` (loaded together, as ``validate_roots`` does), sorted by name, and the
     load errors (a root with errors still lists the definitions that loaded)."""
     report_roots: list[str] = []

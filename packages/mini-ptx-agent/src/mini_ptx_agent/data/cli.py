@@ -52,8 +52,8 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _bad_input() -> tuple[type[Exception], ...]:
+    from ..environment.embedded import ServiceStartError
     from ..models import ModelConfigError
-    from ..service import ServiceStartError
     from .records import DataStepError
 
     return (DataStepError, ModelConfigError, ServiceStartError)

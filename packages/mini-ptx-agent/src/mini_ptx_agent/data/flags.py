@@ -1,7 +1,7 @@
 """The evaluator's flags that a training row must not learn from, read from typed models only.
 
 A kernel the evaluator had doubts about may be a hack that happened to pass; training data must not teach it.
-:func:`kernel_flags` reads one :class:`~mini_ptx_agent.evaluation.KernelReport` through the models FIBServe
+:func:`kernel_flags` reads one :class:`~mini_ptx_agent.environment.report.KernelReport` through the models FIBServe
 writes its facts with (:class:`fibserve.trace.TimingFacts` for ``performance.extra``,
 :class:`fibserve.trace.CorrectnessFacts` for ``correctness.extra``, the report's own typed fields), never by
 searching log text or indexing a dict by string:
@@ -32,7 +32,7 @@ from typing import Literal
 from fibserve.trace import CorrectnessFacts, EvaluationStatus, TimingFacts
 from pydantic import BaseModel, ConfigDict
 
-from ..evaluation import KernelReport
+from ..environment.report import KernelReport
 
 FlagKind = Literal["implausible", "neighbour_bias", "integrity", "degenerate", "limit_hit", "policy"]
 

@@ -17,7 +17,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..architecture import has_target_families
-from ..evaluation import KernelReport, shown_families
+from ..environment.report import KernelReport
+from ..environment.stop import shown_families
 from ..trajectory import write_json
 from .calls import Journal, ModelCall
 from .flags import Flag, kernel_flags

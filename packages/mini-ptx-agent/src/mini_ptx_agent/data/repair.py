@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..evaluation import EvaluationInfrastructureError, KernelReport
+from ..environment import EvaluationInfrastructureError
+from ..environment.report import KernelReport
 from ..extraction import FENCE_TAG, extract_kernel, fenced
 from ..prompts.tokens import count_tokens
 from ..trajectory import write_json
@@ -121,9 +122,9 @@ def repair_failures(
         ModelConfigError: the model is misconfigured (before any call).
         ServiceStartError: no FIBServe could be started.
     """
-    from ..fibserve_backend import FIBServeBackend
+    from ..environment.embedded import service_url as resolve_service
+    from ..environment.fibserve import FIBServeBackend
     from ..models import ModelRequestError, ModelUnavailableError, make_model
-    from ..service import service_url as resolve_service
 
     failures = read_jsonl(step_file(failures_path, FAILURES_FILE), FailureRecord)[:limit]
     journal = Journal(output)

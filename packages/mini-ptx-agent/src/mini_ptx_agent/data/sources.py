@@ -14,18 +14,18 @@ Demo replays are skipped whole, never read: a trajectory whose run ``plan.json``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..evaluation import KernelReport
-from ..experiments.directory import load_experiment, read_summary
+from ..environment.report import KernelReport
+from ..experiments.directory import ExperimentLayout, load_experiment
 from ..extraction import extract_kernel
 from ..feedback import format_feedback
-from ..runs.directory import RUN_SCHEMA, RunLayout, RunPlan, load_plan
+from ..runs.directory import RUN_SCHEMA, RunLayout, RunPlan, load_plan, plan_schema
+from ..runs.summary import read_summary
 from ..runs.turns import answered_turns, failure_class, turn_report
 from ..trajectory import TrajectoryError, load_trajectory
 from .records import DataStepError, Provenance
@@ -79,10 +79,9 @@ class _Trajectory:
 
 
 def _trajectories(source: Path) -> list[_Trajectory]:
-    plan_path = source / "plan.json"
     try:
-        schema = json.loads(plan_path.read_text(encoding="utf-8")).get("schema_version")
-    except (OSError, ValueError, AttributeError):
+        schema = plan_schema(source)
+    except (OSError, ValueError):
         raise DataStepError(
             f"{source} is neither an experiment directory nor a run directory (no readable plan.json)"
         ) from None
@@ -92,10 +91,11 @@ def _trajectories(source: Path) -> list[_Trajectory]:
         plan = load_experiment(source)
     except (FileNotFoundError, ValueError) as exc:
         raise DataStepError(f"{source}: {exc}") from None
+    layout = ExperimentLayout(source)
     return [
-        _Trajectory(source, source / "runs" / t.id, plan.name, plan.config_hash, t.id, t.replica)
+        _Trajectory(source, layout.run_dir(t.id), plan.name, plan.config_hash, t.id, t.replica)
         for t in plan.trajectories
-        if (source / "runs" / t.id / "plan.json").is_file()
+        if RunLayout(layout.run_dir(t.id)).plan_path.is_file()
     ]
 
 
@@ -124,8 +124,7 @@ def _turns(t: _Trajectory, plan: RunPlan, messages: list[dict]) -> Iterator[Eval
             replica=t.replica, turn=answered.turn, model=plan.model, definition=task.definition,
             language=task.language, arch=task.arch, prompt_tag=plan.prompt_tag,
             kernel_hash=task.solution(kernel, name="kernel").hash(),
-            evaluation=str((layout.trajectory_dir / "evaluations" / f"turn_{answered.turn:03d}.json")
-                           .relative_to(t.source)),
+            evaluation=str(layout.evaluation_path(answered.turn).relative_to(t.source)),
             status=report.status.value,
             failure_class=failure_class(
                 report.status.value, policy_violations=bool(analysis and analysis.policy_violations)

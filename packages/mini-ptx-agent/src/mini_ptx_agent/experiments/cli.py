@@ -125,10 +125,10 @@ def run_command(
     the service cannot be reached."""
     import os
 
-    from ..evaluation import EvaluationInfrastructureError
+    from ..environment import EvaluationInfrastructureError
+    from ..environment.embedded import ServiceStartError
     from ..models import ModelConfigError
     from ..output import console_for
-    from ..service import ServiceStartError
     from .config import ExperimentConfigError, load_config
     from .launch import run_experiment
 

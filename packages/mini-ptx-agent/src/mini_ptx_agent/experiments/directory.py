@@ -21,7 +21,8 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from ..runs.directory import RunLayout, RunSummary
+from ..runs.directory import PLAN_FILE, RunLayout
+from ..runs.summary import read_summary
 from .plan import ExperimentPlan
 
 TrajectoryState = Literal["pending", "unfinished", "finished"]
@@ -38,7 +39,7 @@ class ExperimentLayout:
 
     @property
     def plan_path(self) -> Path:
-        return self.root / "plan.json"
+        return self.root / PLAN_FILE
 
     @property
     def manifest_path(self) -> Path:
@@ -72,15 +73,6 @@ def load_experiment(root: Path) -> ExperimentPlan:
     if not path.is_file():
         raise FileNotFoundError(f"{root} is not an experiment directory: {path.name} is missing")
     return ExperimentPlan.model_validate(json.loads(path.read_text(encoding="utf-8")))
-
-
-def read_summary(run_dir: Path) -> RunSummary | None:
-    """The trajectory's ``summary.json``, or None when absent or unreadable (a run killed mid-write)."""
-    path = RunLayout(run_dir).summary_path
-    try:
-        return RunSummary.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return None
 
 
 def trajectory_state(run_dir: Path, num_turns: int) -> TrajectoryState:

@@ -97,7 +97,7 @@ def run_experiment(
     """
     from rich.console import Console
 
-    from ..service import service_url as resolve_service
+    from ..environment.embedded import service_url as resolve_service
 
     console = console or Console(quiet=True)
     if resume_dir is not None:
@@ -137,7 +137,7 @@ def _run(
     token = service_token(embedded)
     lanes, health = service_lanes(url, token)
     if lanes == 0:
-        from ..evaluation import EvaluationInfrastructureError
+        from ..environment import EvaluationInfrastructureError
 
         raise EvaluationInfrastructureError(f"FIBServe at {url} has no healthy lane: {health.get('workers')}")
     todo_before = [

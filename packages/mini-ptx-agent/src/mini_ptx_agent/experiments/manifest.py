@@ -15,9 +15,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..runs.directory import RunLayout, read_evaluation
+from ..runs.summary import read_summary
 from ..runs.turns import TurnRow
 from ..trajectory import write_json
-from .directory import ExperimentLayout, read_summary
+from .directory import ExperimentLayout
 from .plan import ExperimentPlan
 
 MANIFEST_SCHEMA = "ptxbench.experiment-manifest/1"
@@ -55,23 +57,18 @@ def git_commit(where: Path | None = None) -> dict[str, Any] | None:
 
 
 def _trace_environment(root: Path, plan: ExperimentPlan) -> dict[str, Any]:
-    """GPU names and library versions from the traces of the evaluations written so far."""
-    import json
-
+    """GPU names and library versions from the traces of the evaluations written so far (a file that does not
+    read is passed over)."""
     hardware: set[str] = set()
     libs: dict[str, str] = {}
     layout = ExperimentLayout(root)
     for t in plan.trajectories:
-        for path in sorted((layout.run_dir(t.id) / "exp_000" / "evaluations").glob("turn_*.json")):
-            try:
-                traces = json.loads(path.read_text(encoding="utf-8")).get("traces") or []
-            except (OSError, ValueError):
-                continue
-            for trace in traces:
-                environment = (trace.get("evaluation") or {}).get("environment") or {}
-                if environment.get("hardware"):
-                    hardware.add(environment["hardware"])
-                libs.update(environment.get("libs") or {})
+        for path in RunLayout(layout.run_dir(t.id)).evaluation_paths():
+            report = read_evaluation(path)
+            for trace in report.traces if report is not None else []:
+                if trace.evaluation is not None:
+                    hardware.add(trace.evaluation.environment.hardware)
+                    libs.update(trace.evaluation.environment.libs)
     return {"hardware": sorted(hardware), "libs": libs}
 
 

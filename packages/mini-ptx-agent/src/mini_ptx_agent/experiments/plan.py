@@ -35,8 +35,9 @@ class DefinitionInfo(BaseModel):
     tags: list[str] = Field(default_factory=list)
 
 
-class Catalog(Protocol):
-    """Where an experiment looks definitions and workloads up."""
+class ExperimentCatalog(Protocol):
+    """Where an experiment looks definitions and workloads up: the trace sets (:class:`LocalCatalog`, over
+    fibserve's :class:`~fibserve.datasets.catalog.Catalog`) or a running FIBServe (:class:`ServiceCatalog`)."""
 
     def definitions(self) -> list[DefinitionInfo]:
         """Every definition, sorted by name."""
@@ -56,11 +57,11 @@ class LocalCatalog:
     """
 
     def __init__(self) -> None:
-        from fibserve.datasets.catalog import Catalog as TraceCatalog
+        from fibserve.datasets.catalog import Catalog
         from fibserve.trace.problems import TraceSetError
 
         try:
-            self.catalog = TraceCatalog.load(None)
+            self.catalog = Catalog.load(None)
         except TraceSetError as exc:
             raise ExperimentConfigError(f"the trace sets do not load: {exc}") from None
 
@@ -140,7 +141,7 @@ class ExperimentPlan(BaseModel):
         return len(self.trajectories) * self.num_turns
 
 
-def select_definitions(config: ExperimentConfig, catalog: Catalog) -> list[str]:
+def select_definitions(config: ExperimentConfig, catalog: ExperimentCatalog) -> list[str]:
     """The names the config's ``definitions`` selects, sorted.
 
     Raises:
@@ -232,7 +233,9 @@ def _workloads(config: ExperimentConfig, definition: str, uuids: Sequence[str]) 
     return chosen
 
 
-def expand(config: ExperimentConfig, catalog: Catalog, *, name: str | None = None) -> ExperimentPlan:
+def expand(
+    config: ExperimentConfig, catalog: ExperimentCatalog, *, name: str | None = None
+) -> ExperimentPlan:
     """The plan of ``config``: trajectories ordered replica first, so the first results cover every cell.
 
     ``name``: the experiment directory's name (default ``<config name>-<UTC stamp>``).

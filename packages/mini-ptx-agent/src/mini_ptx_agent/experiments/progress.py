@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from ..agent import TurnOutcome
-from ..runs.directory import RunSummary
+from ..runs.summary import RunSummary
 from ..runs.turns import failure_class
 from .plan import PlannedTrajectory
 

@@ -37,7 +37,8 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..agent import TurnOutcome
-from ..runs.directory import RunSummary
+from ..runs.summary import RunSummary
+from .directory import ExperimentLayout
 from .plan import PlannedTrajectory
 from .runner import ExperimentRunner, service_token
 
@@ -118,7 +119,7 @@ class _ActorSlots:
         try:
             ray.get(self.control.acquire.remote(self.trajectory_id))
         except RayError as exc:  # the driver's control actor is gone: not the kernel's fault, nor the model's
-            from ..evaluation import EvaluationInfrastructureError
+            from ..environment import EvaluationInfrastructureError
 
             raise EvaluationInfrastructureError(
                 f"the experiment's control actor: {first_line(exc)}"
@@ -180,7 +181,7 @@ def _node_check(root: str, url: str) -> dict[str, Any]:
     """What one node sees: the host, whether the experiment's plan.json is there, whether FIBServe answers."""
     import httpx
 
-    seen: dict[str, Any] = {"host": socket.gethostname(), "plan": (Path(root) / "plan.json").is_file()}
+    seen: dict[str, Any] = {"host": socket.gethostname(), "plan": ExperimentLayout(root).plan_path.is_file()}
     try:
         seen["service"] = httpx.get(f"{url}/health", timeout=10.0).status_code == 200
     except httpx.HTTPError as exc:

@@ -32,9 +32,10 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a ba
 
 from minisweagent.exceptions import InterruptAgentFlow
 
-from ..fibserve_backend import FIBServeBackend
+from ..environment.fibserve import FIBServeBackend
 from ..models.bounded import exit_message
-from ..runs.directory import RunPlan, RunSummary, failed_summary, load_plan
+from ..runs.directory import RunLayout, RunPlan, load_plan
+from ..runs.summary import RunSummary, failed_summary
 from ..task import TaskConfig
 from ..trajectory import write_json
 from .config import ExperimentConfig, ModelSpec
@@ -229,7 +230,7 @@ class ExperimentRunner:
         """The :class:`RunPlan` of trajectory ``t`` (a resumed one keeps its ``created_at``)."""
         config = self.plan.config
         created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-        if (run_dir / "plan.json").is_file():
+        if RunLayout(run_dir).plan_path.is_file():
             with contextlib.suppress(OSError, ValueError):
                 created = load_plan(run_dir).created_at
         task = TaskConfig(
@@ -259,7 +260,6 @@ class ExperimentRunner:
     def run_one(self, t: PlannedTrajectory) -> RunSummary:
         """Run or resume trajectory ``t`` in ``runs/<id>/``; returns its summary (also in summary.json)."""
         from ..models import ModelUnavailableError
-        from ..runs.directory import RunLayout
         from ..runs.launch import run_trajectory
 
         run_dir = self.layout.run_dir(t.id)
@@ -381,7 +381,7 @@ def service_lanes(url: str, token: str | None) -> tuple[int, dict[str, Any]]:
     """
     from fibserve.client import FIBServeClient, FIBServeError
 
-    from ..evaluation import EvaluationInfrastructureError
+    from ..environment import EvaluationInfrastructureError
 
     try:
         with FIBServeClient(url, token=token, timeout=30.0) as client:

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..runs.directory import RunLayout
 from ..runs.turns import TurnRow, turn_rows
 from .directory import ExperimentLayout
 from .plan import ExperimentPlan
@@ -31,7 +32,7 @@ def experiment_rows(plan: ExperimentPlan, root: Path) -> list[TurnRow]:
     rows: list[TurnRow] = []
     for t in plan.trajectories:
         run_dir = layout.run_dir(t.id)
-        if (run_dir / "plan.json").is_file():
+        if RunLayout(run_dir).plan_path.is_file():
             rows += turn_rows(run_dir, experiment=plan.name, trajectory=t.id, replica=t.replica)
     return rows
 

@@ -120,8 +120,8 @@ def export_command(
     (an unknown definition or suite, an existing task folder, the service down)."""
     from pydantic import ValidationError
 
-    from ..service import ServiceStartError
-    from ..service import service_url as resolve_service
+    from ..environment.embedded import ServiceStartError
+    from ..environment.embedded import service_url as resolve_service
     from ..task import validation_problems
     from .export import ExportOptions, HarborExportError, export_tasks
 
@@ -253,7 +253,7 @@ def solve_command(
 
 @app.command("atif")
 def atif_command(
-    trajectory: Annotated[Path, typer.Argument(help="A trajectory file (trajectories/exp_000.json).")],
+    trajectory: Annotated[Path, typer.Argument(help="A trajectory file (trajectories/exp_000.traj.json).")],
     out: Annotated[Path, typer.Argument(help="The ATIF JSON to write.")],
     session_id: Annotated[str | None, typer.Option("--session-id", help="ATIF session_id.")] = None,
 ) -> None:

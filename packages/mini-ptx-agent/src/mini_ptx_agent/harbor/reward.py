@@ -1,4 +1,4 @@
-"""The reward of a Harbor task: from one kernel's :class:`~mini_ptx_agent.evaluation.KernelReport` to ``reward.json``.
+"""The reward of a Harbor task: from one kernel's :class:`~mini_ptx_agent.environment.report.KernelReport` to ``reward.json``.
 
 Harbor reads ``/logs/verifier/reward.json``, a flat object of numbers, and aggregates each key over trials;
 ``reward`` is the one its metrics and leaderboards use. The verifier always writes every component, so a
@@ -26,7 +26,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..evaluation import KernelReport, architecture_met
+from ..environment.report import KernelReport
+from ..environment.stop import architecture_met
 from ..feedback_options import FeedbackOptions
 from ..task import TaskConfig
 

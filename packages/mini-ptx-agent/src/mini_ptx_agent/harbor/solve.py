@@ -18,8 +18,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ..runs.directory import RunLayout, RunSummary
+from ..runs.directory import RunLayout
 from ..runs.options import RunOptions
+from ..runs.summary import RunSummary
 from ..task import TaskConfig
 from .atif import write_atif
 
@@ -46,10 +47,10 @@ def submitted_kernel(run_dir: Path, summary: RunSummary, suffix: str) -> tuple[P
     layout = RunLayout(run_dir)
     best = (summary.best or {}).get("turn")
     if isinstance(best, int):
-        version = layout.success_dir / f"kernel_v{best}{suffix}"
+        version = layout.version_path(best, suffix)
         if version.is_file():
             return version, best
-    latest = layout.trajectory_dir / f"kernel{suffix}"
+    latest = layout.kernel_path(suffix)
     return (latest, None) if latest.is_file() else None
 
 

@@ -3,7 +3,7 @@
 It evaluates the agent's kernel file exactly as `ptxbench eval` does (the task file, the sanitizer gate, FIBServe
 from ``$SERVICE_URL`` or embedded in the verifier's container) and writes into the verifier's log folder:
 
-- ``evaluation.json``: the :class:`~mini_ptx_agent.evaluation.KernelReport` (schema ``ptxbench.eval.v1``);
+- ``evaluation.json``: the :class:`~mini_ptx_agent.environment.report.KernelReport` (schema ``ptxbench.eval.v1``);
 - ``reward.json``: the :class:`~mini_ptx_agent.harbor.reward.Rewards` Harbor reads;
 - ``verifier.json``: :class:`VerifierResult`, what was decided and why, for people;
 - ``fibserve.log``: the embedded service's log, when one was started.
@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ..evaluation import KernelReport, NotEvaluated
+from ..environment.report import KernelReport, NotEvaluated
 from ..task import TaskConfig
 from .reward import RewardMode, Rewards, RewardWeights, no_kernel_rewards, rewards_for
 
@@ -69,7 +69,7 @@ def verify(
         OSError: ``logs_dir`` cannot be written.
         TaskConfigError: the kernel's suffix does not fit the task's language.
     """
-    from ..fibserve_backend import evaluate_kernel
+    from ..environment.fibserve import evaluate_kernel
 
     logs_dir.mkdir(parents=True, exist_ok=True)
     (logs_dir / "reward.json").unlink(missing_ok=True)  # a stale one must not outlive a failed service

@@ -14,7 +14,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from ..architecture import TARGET_FAMILIES, has_target_families
-from ..evaluation import KernelReport, WorkloadResult
+from ..environment.report import KernelReport, WorkloadResult
 from .highlight import CodeDocument, diff_lines
 from .readers.trajectory import TrajectoryData, Turn
 from .text_pane import Document, Lines

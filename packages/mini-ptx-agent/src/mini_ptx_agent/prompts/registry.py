@@ -19,11 +19,11 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Language = Literal["cuda", "triton"]
+from mini_ptx_agent.task import TaskLanguage
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 """The package folder holding ``tags.toml``, ``fragments/``, ``headers/`` and ``examples/``."""
@@ -56,7 +56,7 @@ class PromptTag(BaseModel):
     """One line for humans (shown by ``ptxbench prompts list``)."""
     target: str
     """Name of the target in ``tags.toml`` (``hopper-cuda``, ``blackwell-cuda``, ``triton-hopper``, ...)."""
-    language: Language
+    language: TaskLanguage
     """Kernel language the prompt asks for: ``cuda`` (tvm-ffi binding) or ``triton``."""
     sm: str
     """Target architecture, e.g. ``sm_90a``."""

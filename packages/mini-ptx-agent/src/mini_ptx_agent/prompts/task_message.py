@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mini_ptx_agent.prompts.registry import Language
+from mini_ptx_agent.task import TaskLanguage
 
 _SCALAR_CPP = {"bool": "bool"}
 
@@ -44,7 +44,7 @@ def expected_signature(definition: Mapping[str, Any], language: str) -> str:
     return f"void run({', '.join(params)})"
 
 
-def _normalise_language(language: str) -> Language:
+def _normalise_language(language: str) -> TaskLanguage:
     lowered = language.lower()
     if lowered in ("cuda", "cpp", "cu"):
         return "cuda"

@@ -168,7 +168,7 @@ def _service_lines(
     """``service``, ``definition``, ``nvcc`` and ``gpu`` lines; waits up to ``lanes_timeout_s`` (s) for lanes."""
     from fibserve.client import APIError, FIBServeClient, FIBServeError
 
-    from ..service import unhealthy_lanes, wait_lanes_ready
+    from ..environment.embedded import unhealthy_lanes, wait_lanes_ready
 
     where = "embedded FIBServe" if embedded else f"FIBServe at {url}"
     lines: list[CheckLine] = []
@@ -239,10 +239,10 @@ def run_checks(settings: QuickstartSettings) -> list[CheckLine]:
     """Verify every live dependency; starts (and stops) an embedded FIBServe when no service URL is set.
 
     Lines: ``model``, ``service``, ``definition``, ``nvcc``, ``gpu`` (``service`` alone when it is down).
-    ``/health`` is judged only after every lane is healthy or :data:`~mini_ptx_agent.service.LANES_READY_TIMEOUT_S`
+    ``/health`` is judged only after every lane is healthy or :data:`~mini_ptx_agent.environment.embedded.LANES_READY_TIMEOUT_S`
     has passed; a ``service`` FAIL then names each unhealthy lane and its reason.
     """
-    from .. import service as _service
+    from ..environment import embedded as _service
 
     lines = [check_model(settings)]
     try:

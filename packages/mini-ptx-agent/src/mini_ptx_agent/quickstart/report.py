@@ -16,9 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..demo import DEMO_MODEL_NAMES
-from ..evaluation import NotEvaluated
+from ..environment.report import KernelReport, NotEvaluated
 from ..feedback import trim
-from ..runs.directory import RunLayout, kernel_correctness
+from ..runs.directory import RunLayout, load_plan, read_evaluation
+from ..runs.summary import RunSummary, kernel_correctness, read_summary
+from .settings import QuickstartError
 
 RESULT_SCHEMA = "ptxbench.quickstart/4"
 """/4: the counts of kernels (generated, compiled, correct, not executed, target achieved) are one object,
@@ -27,9 +29,6 @@ stopped by Ctrl-C has exit status ``Interrupted`` and ``runner.turns`` counts th
 /3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did not complete (an outage or
 a refusal; /2 wrote false there). /2: ``turns[].correct`` is null for a kernel that was not executed (/1 wrote false) and ``kernel_correct``
 (true, false or null) is the "A kernel was correct" verdict people see."""
-RESULT_FILE = "quickstart-result.json"
-CONTEXT_FILE = "logs/quickstart-context.json"
-"""What the quickstart knew at start: ``{service: ServiceInfo, demo, demo_trajectory, refused}``."""
 FEEDBACK_EXCERPT_CHARS = 1500
 """Longest final-feedback excerpt kept in the result (characters; head and tail kept)."""
 
@@ -55,8 +54,9 @@ class ServiceInfo(_Model):
     """fibserve version reported by the service."""
 
 
-class TurnRow(_Model):
-    """One turn of the trajectory, from its evaluator result."""
+class QuickstartTurn(_Model):
+    """One evaluated turn as the quickstart's result shows it, from its evaluator result (a row of its turn table;
+    the per-turn table of experiments and reports is :class:`mini_ptx_agent.runs.turns.TurnRow`)."""
 
     turn: int
     status: str
@@ -132,7 +132,7 @@ class QuickstartResult(_Model):
     best_speedup: float | None = None
     best_turn: int | None = None
     best_on_gpu: bool = False
-    turns: list[TurnRow] = Field(default_factory=list)
+    turns: list[QuickstartTurn] = Field(default_factory=list)
     experiments: list[TrajectoryPaths] = Field(default_factory=list)
     evaluator_logs: list[str] = Field(default_factory=list)
     final_feedback_excerpt: str = ""
@@ -145,38 +145,28 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def _turn_row(turn: int, report: dict[str, Any], rel: str) -> TurnRow:
-    analysis = report.get("static_analysis") or {}
-    workloads = report.get("workloads") or []
-    latencies = [w.get("latency_ms") for w in workloads if w.get("latency_ms") is not None]
-    references = [
-        w.get("reference_latency_ms") for w in workloads if w.get("reference_latency_ms") is not None
-    ]
-    status = str(report.get("status"))
-    return TurnRow(
+def _turn_row(turn: int, report: KernelReport, evaluation: str) -> QuickstartTurn:
+    analysis = report.static_analysis
+    latencies = [w.latency_ms for w in report.workloads if w.latency_ms is not None]
+    references = [w.reference_latency_ms for w in report.workloads if w.reference_latency_ms is not None]
+    return QuickstartTurn(
         turn=turn,
-        status=status,
-        compiled=analysis.get("compiled"),
-        correct=None if status == NotEvaluated.NOT_EXECUTED else bool(report.get("all_passed")),
-        min_speedup=report.get("min_speedup"),
+        status=report.status.value,
+        compiled=analysis.compiled if analysis else None,
+        correct=None if report.status == NotEvaluated.NOT_EXECUTED else report.all_passed,
+        min_speedup=report.min_speedup,
         latency_ms=max(latencies) if latencies else None,
         reference_latency_ms=max(references) if references else None,
-        executed_on_gpu=bool(report.get("executed_on_gpu")),
-        target_met=bool(report.get("target_met")),
-        ptx_families=list(analysis.get("ptx_families") or []),
-        sass_families=list(analysis.get("sass_families") or []),
-        evaluation=rel,
+        executed_on_gpu=report.executed_on_gpu,
+        target_met=report.target_met,
+        ptx_families=list(analysis.ptx_families) if analysis else [],
+        sass_families=list(analysis.sass_families) if analysis else [],
+        evaluation=evaluation,
     )
 
 
-def _hardware(reports: list[dict[str, Any]]) -> list[str]:
-    names = {
-        str(w.get("hardware"))
-        for report in reports
-        for w in report.get("workloads") or []
-        if w.get("hardware")
-    }
-    return sorted(names)
+def _hardware(reports: list[KernelReport]) -> list[str]:
+    return sorted({w.hardware for report in reports for w in report.workloads if w.hardware})
 
 
 def _last_feedback(trajectory: dict[str, Any] | None) -> str:
@@ -186,16 +176,27 @@ def _last_feedback(trajectory: dict[str, Any] | None) -> str:
     return ""
 
 
-def _turns_made(summary: dict[str, Any], trajectory: dict[str, Any] | None) -> int:
+def _turns_made(summary: RunSummary | None, trajectory: dict[str, Any] | None) -> int:
     """Model calls made: the summary's count, else (a run killed before it wrote one) the trajectory's."""
-    if isinstance(summary.get("turns"), int):
-        return summary["turns"]
+    if summary is not None:
+        return summary.turns
     turns = ((trajectory or {}).get("info") or {}).get("ptxbench", {}).get("turns")
     return turns if isinstance(turns, int) else 0
 
 
-def _rel(path: Path, root: Path) -> str:
-    return path.relative_to(root).as_posix()
+def _evaluated_turns(layout: RunLayout) -> list[tuple[int, Path, KernelReport]]:
+    """Each evaluated turn's number, file and KernelReport, in turn order.
+
+    Raises:
+        QuickstartError: a KernelReport file does not validate (the message names it).
+    """
+    turns = []
+    for path in layout.evaluation_paths():
+        report = read_evaluation(path)
+        if report is None:
+            raise QuickstartError(f"{path} is not a readable KernelReport (ptxbench.eval.v1)")
+        turns.append((layout.evaluation_turn(path), path, report))
+    return turns
 
 
 def build_result(run_dir: Path) -> QuickstartResult:
@@ -203,46 +204,37 @@ def build_result(run_dir: Path) -> QuickstartResult:
 
     Raises:
         FileNotFoundError: ``run_dir`` has no plan.json (not a run directory).
+        QuickstartError: its plan.json or an evaluator result does not validate.
     """
-    run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
-    plan = _read_json(layout.plan_path)
-    if plan is None:
-        raise FileNotFoundError(f"{run_dir} is not a quickstart run directory: plan.json is missing")
-    summary = _read_json(layout.summary_path) or {}
+    try:
+        plan = load_plan(layout.root)
+    except ValueError as exc:
+        raise QuickstartError(f"{layout.plan_path} is not a run plan: {exc}") from None
+    summary = read_summary(layout.root)
     trajectory = _read_json(layout.trajectory_path)
-    context = _read_json(run_dir / CONTEXT_FILE) or {}
-    task = plan["task"]
-    reports: list[dict[str, Any]] = []
-    rows: list[TurnRow] = []
-    evaluations = sorted((layout.trajectory_dir / "evaluations").glob("turn_*.json"))
-    for path in evaluations:
-        report = _read_json(path) or {}
-        reports.append(report)
-        rows.append(_turn_row(int(path.stem.split("_")[1]), report, _rel(path, run_dir)))
-    versions = sorted(
-        layout.success_dir.glob("kernel_v*"), key=lambda p: int(p.stem.removeprefix("kernel_v"))
-    )
-    kernel = next(iter(sorted(layout.trajectory_dir.glob("kernel.*"))), None)
+    context = _read_json(layout.quickstart_context_path) or {}
+    task = plan.task
+    evaluated = _evaluated_turns(layout)
+    reports = [report for _, _, report in evaluated]
+    rows = [_turn_row(turn, report, layout.relative(path)) for turn, path, report in evaluated]
+    kernel = layout.latest_kernel()
     correct = [r for r in rows if r.correct]
     best = max(correct, key=lambda r: r.min_speedup or 0.0) if correct else None
     service = ServiceInfo.model_validate({**(context.get("service") or {}), "hardware": _hardware(reports)})
-    exit_status = str(summary.get("exit_status") or "not finished")
-    completed = bool(summary.get("runner_completed"))
-    demo = bool(plan.get("demo") or context.get("demo", plan["model"] in DEMO_MODEL_NAMES))
-    logs = (
-        sorted(p for p in (run_dir / "logs").glob("*") if p.is_file()) if (run_dir / "logs").is_dir() else []
-    )
+    exit_status = summary.exit_status if summary else "not finished"
+    completed = bool(summary and summary.runner_completed)
+    demo = bool(plan.demo or context.get("demo", plan.model in DEMO_MODEL_NAMES))
     result = QuickstartResult(
-        run_id=plan["run_id"],
-        created_at=plan["created_at"],
-        model=plan["model"],
+        run_id=plan.run_id,
+        created_at=plan.created_at,
+        model=plan.model,
         demo=demo,
-        language=task["language"],
-        definition=task["definition"],
-        workloads=list(task["workloads"]) if isinstance(task["workloads"], list) else [task["workloads"]],
-        target_speedup=float(task["target_speedup"]),
-        num_turns=int(plan["num_turns"]),
+        language=task.language,
+        definition=task.definition,
+        workloads=list(task.workloads) if isinstance(task.workloads, list) else [task.workloads],
+        target_speedup=task.target_speedup,
+        num_turns=plan.num_turns,
         service=service,
         runner={
             "experiments": 1,
@@ -250,7 +242,7 @@ def build_result(run_dir: Path) -> QuickstartResult:
             "infrastructure_errors": int(exit_status == "InfrastructureError"),
             "exit_status": exit_status,
             "turns": _turns_made(summary, trajectory),
-            "elapsed_s": summary.get("elapsed_s"),
+            "elapsed_s": summary.elapsed_s if summary else None,
         },
         runner_completed=completed,
         kernel_counts=KernelCounts(
@@ -270,15 +262,15 @@ def build_result(run_dir: Path) -> QuickstartResult:
         experiments=[
             TrajectoryPaths(
                 id=layout.trajectory_id,
-                trajectory=_rel(layout.trajectory_path, run_dir),
-                kernel=_rel(kernel, run_dir) if kernel else None,
-                versions=[_rel(p, run_dir) for p in versions],
-                evaluations=[_rel(p, run_dir) for p in evaluations],
+                trajectory=layout.relative(layout.trajectory_path),
+                kernel=layout.relative(kernel) if kernel else None,
+                versions=[layout.relative(p) for p in layout.version_paths()],
+                evaluations=[layout.relative(path) for _, path, _ in evaluated],
             )
         ],
-        evaluator_logs=[_rel(p, run_dir) for p in logs],
+        evaluator_logs=[layout.relative(p) for p in layout.log_paths()],
         final_feedback_excerpt=_last_feedback(trajectory),
-        exit_message=str(summary.get("exit_message") or context.get("refused") or ""),
+        exit_message=str((summary.exit_message if summary else "") or context.get("refused") or ""),
     )
     result.notes = notes_for(result, refused=context.get("refused"))
     return result
@@ -320,7 +312,7 @@ def write_result(run_dir: Path, result: QuickstartResult) -> Path:
     """Write ``quickstart-result.json`` into ``run_dir``; returns its path."""
     from ..trajectory import write_json
 
-    path = Path(run_dir) / RESULT_FILE
+    path = RunLayout(run_dir).quickstart_result_path
     write_json(path, result.model_dump(mode="json"))
     return path
 

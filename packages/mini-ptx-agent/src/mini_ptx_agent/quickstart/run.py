@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..demo import DEMO_MODEL_NAME
-from ..runs.directory import RunLayout, RunPlan, failed_summary, utc_stamp
+from ..runs.directory import RunLayout, RunPlan, new_run_dir, run_name
 from ..runs.options import default_prompt_tag
+from ..runs.summary import failed_summary
 from ..trajectory import write_json
 from .settings import (
     QUICKSTART_DEFINITION,
@@ -33,6 +34,7 @@ from .settings import (
 )
 
 if TYPE_CHECKING:
+    from ..task import TaskConfig
     from .report import QuickstartResult
 
 
@@ -82,16 +84,17 @@ def refusal_before_start(settings: QuickstartSettings, *, resuming: bool = False
     )
 
 
-def _new_run_dir(output_root: Path, language: str) -> Path:
-    for attempt in range(10):
-        suffix = "" if attempt == 0 else f"-{attempt}"
-        path = Path(output_root) / f"quickstart-{utc_stamp()}-{language}-gemm{suffix}"
-        try:
-            path.mkdir(parents=True, exist_ok=False)
-            return path
-        except FileExistsError:
-            continue
-    raise QuickstartError(f"could not create a new run directory under {output_root}")
+def _new_run_dir(output_root: Path, task: TaskConfig) -> Path:
+    """A new ``quickstart-<UTC>-<language>-gemm`` run directory under ``output_root``.
+
+    Raises:
+        QuickstartError: ten names in a row were taken.
+    """
+    name = run_name(task, kind="quickstart", label="gemm")
+    try:
+        return new_run_dir(output_root, name, attempts=10)
+    except FileExistsError:
+        raise QuickstartError(f"could not create a new run directory under {output_root}") from None
 
 
 def _make_model(settings: QuickstartSettings, run_dir: Path | None) -> tuple[Any, str]:
@@ -116,7 +119,9 @@ def _make_model(settings: QuickstartSettings, run_dir: Path | None) -> tuple[Any
     from ..demo import write_demo_trajectory
     from ..models.replay import ReplayModel
 
-    path = write_demo_trajectory(settings.language, run_dir / "demo" / f"trajectory_{settings.language}.json")
+    path = write_demo_trajectory(
+        settings.language, RunLayout(run_dir).demo_trajectory_path(settings.language)
+    )
     return ReplayModel(path=path, model_name=DEMO_MODEL_NAME, fallback=True), DEMO_MODEL_NAME
 
 
@@ -149,10 +154,10 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
     started = time.time()
     if settings.model:
         model, model_name = _make_model(settings, None)  # a misconfigured model must not leave a directory
-    run_dir = _new_run_dir(settings.output_root, settings.language)
+    task = quickstart_task(settings.language)
+    run_dir = _new_run_dir(settings.output_root, task)
     if not settings.model:
         model, model_name = _make_model(settings, run_dir)
-    task = quickstart_task(settings.language)
     plan = RunPlan(
         run_id=run_dir.name,
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -163,10 +168,11 @@ def run_quickstart(settings: QuickstartSettings, console: Any | None = None) -> 
         service=settings.service_url or "embedded",
         demo=is_demo_model(model),
     )
+    layout = RunLayout(run_dir)
     context: dict[str, Any] = {"demo": not settings.model, "refused": None}
     if not settings.model:
-        context["demo_trajectory"] = f"demo/trajectory_{settings.language}.json"
-    write_json(RunLayout(run_dir).plan_path, plan.model_dump(mode="json"))  # resumable from here on
+        context["demo_trajectory"] = layout.relative(layout.demo_trajectory_path(settings.language))
+    write_json(layout.plan_path, plan.model_dump(mode="json"))  # resumable from here on
     return _run(run_dir, plan, model, settings, context, console, started, resume=False)
 
 
@@ -189,7 +195,6 @@ def resume_quickstart(
     from ..models import ModelConfigError, ModelUnavailableError, make_model
     from ..runs.directory import load_plan
     from ..runs.options import RunOptionError, RunOptions, plan_for
-    from .report import CONTEXT_FILE
 
     try:
         turns = max(load_plan(run_dir).num_turns, QUICKSTART_TURNS)
@@ -218,7 +223,7 @@ def resume_quickstart(
         )
     except (ModelConfigError, ModelUnavailableError) as exc:
         raise QuickstartError(f"model {plan.model}: {exc}") from None
-    path = Path(run_dir) / CONTEXT_FILE
+    path = RunLayout(run_dir).quickstart_context_path
     context = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"demo": plan.demo}
     return _run(Path(run_dir), plan, model, settings, context, console, time.time(), resume=True)
 
@@ -233,13 +238,13 @@ def _run(
     from rich.console import Console
     from rich.markup import escape
 
-    from ..evaluation import EvaluationInfrastructureError
-    from ..fibserve_backend import FIBServeBackend
+    from ..environment import EvaluationInfrastructureError
+    from ..environment.embedded import ServiceStartError
+    from ..environment.embedded import service_url as resolve_service
+    from ..environment.fibserve import FIBServeBackend
     from ..runs.launch import RunInterrupted, run_trajectory
     from ..runs.progress import RunProgress
-    from ..service import ServiceStartError
-    from ..service import service_url as resolve_service
-    from .report import CONTEXT_FILE, rebuild_result
+    from .report import rebuild_result
 
     console = console or Console(highlight=False)
     layout = RunLayout(run_dir)
@@ -269,7 +274,7 @@ def _run(
                 "gpu": gpu,
                 "version": health.version,
             }
-            write_json(run_dir / CONTEXT_FILE, context)
+            write_json(layout.quickstart_context_path, context)
             if not gpu:
                 console.print(
                     "[yellow]CPU mode: no GPU lane; "
@@ -281,7 +286,7 @@ def _run(
                 )
             if language == "triton" and not gpu:
                 context["refused"] = f"{TRITON_NEEDS_GPU}. {TRITON_ALTERNATIVES}"
-                write_json(run_dir / CONTEXT_FILE, context)
+                write_json(layout.quickstart_context_path, context)
                 summary = failed_summary(plan, "Refused", context["refused"], started, resumed=resume)
                 write_json(layout.summary_path, summary.model_dump(mode="json"))
             else:
@@ -301,11 +306,11 @@ def _run(
             plan, "InfrastructureError", f"evaluation service unavailable: {exc}", started, resumed=resume
         )
         write_json(layout.summary_path, summary.model_dump(mode="json"))
-        if not (run_dir / CONTEXT_FILE).is_file():
-            write_json(run_dir / CONTEXT_FILE, context)
+        if not layout.quickstart_context_path.is_file():
+            write_json(layout.quickstart_context_path, context)
     except KeyboardInterrupt:
-        if not (run_dir / CONTEXT_FILE).is_file():
-            write_json(run_dir / CONTEXT_FILE, context)
+        if not layout.quickstart_context_path.is_file():
+            write_json(layout.quickstart_context_path, context)
         rebuild_result(run_dir)
         raise RunInterrupted(run_dir) from None
     return run_dir, rebuild_result(run_dir)

@@ -10,7 +10,7 @@ from html import escape
 from .drilldown import TrajectoryDetail, details_html
 from .figures import Figure
 from .metrics import GroupMetrics
-from .provenance import Provenance
+from .provenance import ReportProvenance
 from .stats import Estimate
 
 DEFINITIONS = (
@@ -111,7 +111,7 @@ def render_html(
     by: str,
     metrics: Sequence[GroupMetrics],
     figures: Sequence[Figure],
-    prov: Provenance,
+    prov: ReportProvenance,
     details: Sequence[TrajectoryDetail] = (),
 ) -> str:
     """The whole page as one string (UTF-8 HTML5); ``details``: the per-trajectory drill-down."""

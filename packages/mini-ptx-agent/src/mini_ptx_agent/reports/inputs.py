@@ -19,11 +19,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..runs.directory import RUN_SCHEMA, RunLayout
+from ..experiments.directory import ExperimentLayout, load_experiment
+from ..experiments.plan import ExperimentPlan
+from ..runs.directory import PLAN_FILE, is_run_dir, load_plan
 from ..runs.turns import TurnRow, turn_rows
-
-TURNS_CSV = "turns.csv"
-MANIFEST = "manifest.json"
 
 _JSON_FIELDS = ("speedups", "ptx_families", "sass_families", "executed_families")
 """TurnRow fields a CSV cell holds as JSON (a mapping or a list)."""
@@ -59,12 +58,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def is_run_dir(path: Path) -> bool:
-    """Whether ``path`` is one trajectory's run directory (its plan.json is a ``ptxbench.run/1`` plan)."""
-    plan = _read_json(RunLayout(path).plan_path)
-    return plan is not None and plan.get("schema_version") == RUN_SCHEMA
-
-
 def read_turns_csv(path: Path) -> list[TurnRow]:
     """The TurnRows of a ``turns.csv`` (one header row of TurnRow field names; mappings and lists as JSON).
 
@@ -90,10 +83,14 @@ def read_turns_csv(path: Path) -> list[TurnRow]:
 
 
 def _trajectory_id(run_dir: Path, planned: dict[str, int]) -> str:
-    """The trajectory id of a run directory: its name under an experiment's plan, else its plan's ``run_id``."""
+    """The trajectory id of a run directory: its name under an experiment's plan, else its plan's ``run_id``
+    (else, when the plan does not read, its name)."""
     if run_dir.name in planned:
         return run_dir.name
-    return str((_read_json(RunLayout(run_dir).plan_path) or {}).get("run_id", run_dir.name))
+    try:
+        return load_plan(run_dir).run_id
+    except (OSError, ValueError):
+        return run_dir.name
 
 
 def _run_rows(run_dir: Path, experiment: str, planned: dict[str, int] | None = None) -> list[TurnRow]:
@@ -108,13 +105,12 @@ def _run_rows(run_dir: Path, experiment: str, planned: dict[str, int] | None = N
         raise ReportError(f"cannot read the turns of {run_dir}: {exc}") from None
 
 
-def _planned(plan: dict[str, Any]) -> dict[str, int]:
-    """Trajectory id -> replica, from an experiment's plan.json (``trajectories``: ``{id, replica}``...)."""
-    found = {}
-    for t in plan.get("trajectories") or []:
-        if isinstance(t, dict) and isinstance(t.get("id"), str):
-            found[t["id"]] = t["replica"] if isinstance(t.get("replica"), int) else 0
-    return found
+def _experiment_plan(path: Path) -> ExperimentPlan | None:
+    """The experiment's plan, or None when it has none that validates (its run directories are read alone)."""
+    try:
+        return load_experiment(path)
+    except (OSError, ValueError):
+        return None
 
 
 def read_source(path: Path) -> Source:
@@ -135,20 +131,21 @@ def read_source(path: Path) -> Source:
             path=path, kind="run", rows=rows, run_dirs=[path], pending=0 if rows else 1,
             trajectory_dirs={(path.name, _trajectory_id(path, {})): path},
         )  # fmt: skip
-    source = Source(path=path, kind="experiment", manifest=_read_json(path / MANIFEST) or {})
-    plan = _read_json(path / "plan.json") or {}
-    name = plan["name"] if isinstance(plan.get("name"), str) else path.name
-    planned = _planned(plan)
+    layout = ExperimentLayout(path)
+    source = Source(path=path, kind="experiment", manifest=_read_json(layout.manifest_path) or {})
+    plan = _experiment_plan(path)
+    name = plan.name if plan else path.name
+    planned = {t.id: t.replica for t in plan.trajectories} if plan else {}
     source.run_dirs = sorted(
-        p.parent for p in path.rglob("plan.json") if p.parent != path and is_run_dir(p.parent)
+        p.parent for p in path.rglob(PLAN_FILE) if p.parent != path and is_run_dir(p.parent)
     )
-    if (path / TURNS_CSV).is_file():
-        source.rows = read_turns_csv(path / TURNS_CSV)
+    if layout.turns_csv.is_file():
+        source.rows = read_turns_csv(layout.turns_csv)
     elif source.run_dirs:
         source.rows = [row for run_dir in source.run_dirs for row in _run_rows(run_dir, name, planned)]
     else:
         raise ReportError(
-            f"{path} holds no {TURNS_CSV} and no run directory (a folder with a ptxbench.run/1 plan.json): "
+            f"{path} holds no {layout.turns_csv.name} and no run directory (a folder with a ptxbench.run/1 plan.json): "
             "give a `ptxbench run`, quickstart or experiment directory"
         )
     source.trajectory_dirs = {(name, _trajectory_id(d, planned)): d for d in source.run_dirs}
@@ -156,13 +153,3 @@ def read_source(path: Path) -> Source:
     expected = set(planned) or {trajectory for _, trajectory in source.trajectory_dirs}
     source.pending = len(expected - done)
     return source
-
-
-def evaluation_files(run_dir: Path) -> list[Path]:
-    """The KernelReport files of a trajectory run directory (``exp_000/evaluations/turn_NNN.json``)."""
-    return sorted((RunLayout(run_dir).trajectory_dir / "evaluations").glob("turn_*.json"))
-
-
-def read_evaluation(path: Path) -> dict[str, Any]:
-    """One KernelReport file as JSON ({} when it cannot be read: provenance then says "unknown")."""
-    return _read_json(path) or {}

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ..runs.directory import RunLayout
 from ..runs.turns import TurnRow
 from .stats import Estimate, bootstrap, geometric_mean, wilson
 
@@ -138,8 +139,8 @@ def model_labels(models: Iterable[str]) -> dict[str, str]:
         short[name] = name
         if name.startswith(REPLAY_PREFIX):
             path = PurePath(name.removeprefix(REPLAY_PREFIX))
-            inside_run = path.parent.name == "trajectories" and path.parent.parent.name
-            short[name] = REPLAY_PREFIX + (path.parent.parent.name if inside_run else path.name)
+            run_dir = RunLayout.run_dir_of(path)
+            short[name] = REPLAY_PREFIX + (run_dir.name if run_dir is not None else path.name)
     taken = [label for label in short.values()]
     return {name: label if taken.count(label) == 1 else name for name, label in short.items()}
 

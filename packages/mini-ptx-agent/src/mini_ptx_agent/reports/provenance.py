@@ -16,15 +16,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..environment.report import KernelReport
+from ..runs.directory import RunLayout, read_evaluation
 from ..runs.turns import TurnRow
-from .inputs import Source, evaluation_files, read_evaluation
+from .inputs import Source
 
 UNKNOWN = "unknown"
 CPU_ONLY_DRIVER = "none: the service had CPU lanes only (no GPU driver)"
 
 
-class Provenance(BaseModel):
-    """The "what ran it" section of a report."""
+class ReportProvenance(BaseModel):
+    """The "what ran it" section of a report (a training record's source turn is
+    :class:`mini_ptx_agent.data.records.Provenance`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -84,20 +87,19 @@ def _from_manifest(manifest: dict[str, Any], found: dict[str, Any]) -> None:
         found["versions"]["git commit"] = str(git["commit"]) + (" (dirty)" if git.get("dirty") else "")
 
 
-def _from_report(report: dict[str, Any], found: dict[str, Any]) -> None:
-    """Add what one KernelReport file says: GPUs of GPU-timed workloads, baselines, trace libraries."""
-    definition = str(report.get("definition", UNKNOWN))
-    for workload in report.get("workloads") or []:
-        if workload.get("executed_on_gpu"):
+def _from_report(report: KernelReport, found: dict[str, Any]) -> None:
+    """Add what one KernelReport says: GPUs of GPU-timed workloads, baselines, trace libraries."""
+    for workload in report.workloads:
+        if workload.executed_on_gpu:
             found["gpu_timed"] = True
-            if workload.get("hardware"):
-                found["gpus"].add(str(workload["hardware"]))
-        if workload.get("baseline"):
-            line = f"{workload['baseline']}: {workload.get('baseline_description') or 'no description'}"
-            found["baselines"].setdefault(definition, set()).add(line)
-    for trace in report.get("traces") or []:
-        environment = _dict(_dict(_dict(trace).get("evaluation")).get("environment"))
-        found["versions"] |= {str(k): str(v) for k, v in _dict(environment.get("libs")).items()}
+            if workload.hardware:
+                found["gpus"].add(workload.hardware)
+        if workload.baseline:
+            line = f"{workload.baseline}: {workload.baseline_description or 'no description'}"
+            found["baselines"].setdefault(report.definition, set()).add(line)
+    for trace in report.traces:
+        if trace.evaluation is not None:
+            found["versions"] |= {str(k): str(v) for k, v in trace.evaluation.environment.libs.items()}
 
 
 def _text(values: set[str]) -> str:
@@ -136,7 +138,7 @@ def warnings_for(
     return lines
 
 
-def provenance(sources: Sequence[Source], warnings: list[str]) -> Provenance:
+def provenance(sources: Sequence[Source], warnings: list[str]) -> ReportProvenance:
     """The provenance of a report over ``sources`` (reads every KernelReport file of their run directories)."""
     found: dict[str, Any] = {
         "gpus": set(),
@@ -150,15 +152,18 @@ def provenance(sources: Sequence[Source], warnings: list[str]) -> Provenance:
     for source in sources:
         _from_manifest(source.manifest, found)
         for run_dir in source.run_dirs:
-            for path in evaluation_files(run_dir):
-                _from_report(read_evaluation(path), found)
+            for path in RunLayout(run_dir).evaluation_paths():
+                if (
+                    report := read_evaluation(path)
+                ) is not None:  # unreadable: what it would say stays unknown
+                    _from_report(report, found)
     inputs = [
         f"{s.path} ({s.kind}: {len({r.trajectory for r in s.rows})} trajectories, {len(s.rows)} turns"
         + (f", {s.pending} without a finished turn" if s.pending else "")
         + ")"
         for s in sources
     ]
-    return Provenance(
+    return ReportProvenance(
         made_at=datetime.now(UTC).isoformat(timespec="seconds"),
         made_by=_own_version(),
         inputs=inputs,

@@ -22,7 +22,7 @@ from .figures import (
 from .html import METRIC_COLUMNS, metric_cells, render_html
 from .inputs import ReportError, Source, read_source
 from .metrics import GroupBy, GroupMetrics, default_turn_limits, metrics_by_group, trajectories
-from .provenance import Provenance, provenance, release_dates, warnings_for
+from .provenance import ReportProvenance, provenance, release_dates, warnings_for
 
 REPORT_FILE = "report.html"
 METRICS_CSV = "metrics.csv"
@@ -43,7 +43,7 @@ class ReportResult(BaseModel):
     trajectories: int
     turns: int
     metrics: list[GroupMetrics]
-    provenance: Provenance
+    provenance: ReportProvenance
 
 
 def parse_turn_limits(text: str) -> list[int]:

@@ -1,4 +1,4 @@
-"""The run directory of one trajectory: its layout, ``plan.json`` (what was asked), ``summary.json`` (what happened).
+"""The run directory of one trajectory: its layout, ``plan.json`` (what was asked), and naming new ones.
 
 One run directory holds one trajectory (id ``exp_000``) of one definition::
 
@@ -10,12 +10,13 @@ One run directory holds one trajectory (id ``exp_000``) of one definition::
     <run>/exp_000/ncu/<kernel_hash>.json the Nsight Compute result of a correct kernel (feedback options)
     <run>/success/exp_000/kernel_vN.cu|py    every correct version (N = turn)
     <run>/logs/fibserve.log              the embedded FIBServe's log (when this run started one)
+    <run>/logs/quickstart-context.json   the quickstart's: what it knew at start
+    <run>/quickstart-result.json         the quickstart's: its result, rebuilt from the files above
+    <run>/demo/trajectory_<language>.json    the quickstart's: the demo trajectory it replays (demo mode)
 
-The summary keeps three facts apart: the runner completed (no infrastructure failure), a kernel was correct,
-and the target was achieved (on a GPU). "A kernel was correct" is ``null`` (unknown) when no version passed and
-some kernel was built but never executed (CUDA on a service without a GPU lane), or when no kernel was evaluated
-because the run stopped on an infrastructure failure (an outage is never counted against a model): see
-:func:`kernel_correctness`.
+:class:`RunLayout` names every one of these paths; nothing else spells them. :func:`load_plan` and
+:func:`read_evaluation` read the plan and an evaluator result back as their models; ``summary.json`` is
+:mod:`~mini_ptx_agent.runs.summary`'s.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..evaluation import NotEvaluated
+from ..environment.report import KernelReport
 from ..feedback_options import FeedbackOptions
 from ..task import TaskConfig
 
@@ -40,18 +40,22 @@ experiment of many trajectories gives each its own id in ``plan.json``)."""
 TRAJECTORY_SUFFIX = ".traj.json"
 """The suffix of trajectory files: mini-swe-agent's inspector (``mini-extra inspector DIR``) opens every
 ``*.traj.json`` below DIR."""
+PLAN_FILE = "plan.json"
+"""The plan's file name, in a run directory and (by the same name) in an experiment directory: a reader given
+either tells them apart by its ``schema_version`` (:func:`plan_schema`)."""
+SUMMARY_FILE = "summary.json"
+"""What happened (:class:`mini_ptx_agent.runs.summary.RunSummary`)."""
+TRAJECTORIES_DIR = "trajectories"
+"""The folder of the trajectory file (``trajectories/exp_000.traj.json``)."""
 RUN_SCHEMA = "ptxbench.run/1"
 """Schema of ``plan.json`` (unchanged, so older runs can still be resumed)."""
-SUMMARY_SCHEMA = "ptxbench.run/3"
-"""Schema of ``summary.json``. /3: ``kernel_correct`` is also null when no kernel was evaluated and the runner did
-not complete (an outage; /2 wrote false there). /2: ``kernel_correct`` may be null (unknown: built, never
-executed); /1 wrote false there."""
 DEFAULT_OUTPUT_ROOT = Path("data") / "eval_runs"
 """Default parent of run directories, relative to ``$PTXBENCH_ROOT`` or the working directory."""
 
 
 class RunLayout:
-    """Paths inside one run directory (see the module docstring for the tree)."""
+    """Every path inside one run directory (see the module docstring for the tree): writers and readers ask it
+    rather than spell a name, so the layout is written down once."""
 
     def __init__(self, root: Path, trajectory_id: str = TRAJECTORY_ID):
         self.root = Path(root)
@@ -60,30 +64,72 @@ class RunLayout:
     @property
     def plan_path(self) -> Path:
         """``plan.json``."""
-        return self.root / "plan.json"
+        return self.root / PLAN_FILE
 
     @property
     def summary_path(self) -> Path:
         """``summary.json``."""
-        return self.root / "summary.json"
+        return self.root / SUMMARY_FILE
 
     @property
     def trajectory_path(self) -> Path:
         """``trajectories/exp_000.traj.json``: the name mini-swe-agent's inspector looks for
         (``mini-extra inspector RUN`` finds it); a run made before it was so named keeps its ``exp_000.json``."""
-        folder = self.root / "trajectories"
+        folder = self.root / TRAJECTORIES_DIR
         older = folder / f"{self.trajectory_id}.json"
         return older if older.is_file() else folder / f"{self.trajectory_id}{TRAJECTORY_SUFFIX}"
+
+    @staticmethod
+    def run_dir_of(trajectory: PurePath) -> PurePath | None:
+        """The run directory a trajectory file sits in by this layout (``<run>/trajectories/<file>``), judged by
+        its path alone (a model name ``replay:PATH`` need not exist here); None when it sits elsewhere."""
+        if trajectory.parent.name == TRAJECTORIES_DIR and trajectory.parent.parent.name:
+            return trajectory.parent.parent
+        return None
 
     @property
     def trajectory_dir(self) -> Path:
         """``exp_000/``: the latest kernel and the evaluator results."""
         return self.root / self.trajectory_id
 
+    def kernel_path(self, extension: str) -> Path:
+        """The latest kernel: ``exp_000/kernel.cu`` or ``kernel.py`` (``extension`` with its dot)."""
+        return self.trajectory_dir / f"kernel{extension}"
+
+    def latest_kernel(self) -> Path | None:
+        """The latest kernel that exists, whatever its language; None before the first kernel."""
+        return next(iter(sorted(self.trajectory_dir.glob("kernel.*"))), None)
+
+    @property
+    def evaluations_dir(self) -> Path:
+        """``exp_000/evaluations/``: one KernelReport per evaluated turn."""
+        return self.trajectory_dir / "evaluations"
+
+    def evaluation_path(self, turn: int) -> Path:
+        """The evaluator's result of one turn (1-based): ``exp_000/evaluations/turn_001.json``."""
+        return self.evaluations_dir / f"turn_{turn:03d}.json"
+
+    def evaluation_paths(self) -> list[Path]:
+        """The evaluator results that exist, in turn order."""
+        return sorted(self.evaluations_dir.glob("turn_*.json"))
+
+    @staticmethod
+    def evaluation_turn(path: Path) -> int:
+        """The turn of an evaluator result path (``turn_003.json`` -> 3)."""
+        return int(path.stem.removeprefix("turn_"))
+
     @property
     def success_dir(self) -> Path:
         """``success/exp_000/``: every correct version."""
         return self.root / "success" / self.trajectory_id
+
+    def version_path(self, turn: int, extension: str) -> Path:
+        """A correct version: ``success/exp_000/kernel_v<turn>.cu|.py`` (``extension`` with its dot)."""
+        return self.success_dir / f"kernel_v{turn}{extension}"
+
+    def version_paths(self) -> list[Path]:
+        """The correct versions that exist, in turn order."""
+        return sorted(self.success_dir.glob("kernel_v*"), key=lambda p: int(p.stem.removeprefix("kernel_v")))
 
     @property
     def ncu_cache_dir(self) -> Path:
@@ -91,17 +137,42 @@ class RunLayout:
         return self.trajectory_dir / "ncu"
 
     @property
+    def logs_dir(self) -> Path:
+        """``logs/``: the service's log and the quickstart's context."""
+        return self.root / "logs"
+
+    def log_paths(self) -> list[Path]:
+        """The files in ``logs/``, sorted."""
+        return sorted(p for p in self.logs_dir.glob("*") if p.is_file())
+
+    @property
     def service_log_path(self) -> Path:
         """``logs/fibserve.log``: the embedded FIBServe's log."""
-        return self.root / "logs" / "fibserve.log"
+        return self.logs_dir / "fibserve.log"
+
+    @property
+    def quickstart_context_path(self) -> Path:
+        """``logs/quickstart-context.json``: what the quickstart knew at start (the service, demo, a refusal)."""
+        return self.logs_dir / "quickstart-context.json"
+
+    @property
+    def quickstart_result_path(self) -> Path:
+        """``quickstart-result.json``: the quickstart's result, rebuilt from the other files."""
+        return self.root / "quickstart-result.json"
+
+    def demo_trajectory_path(self, language: str) -> Path:
+        """``demo/trajectory_<language>.json``: the bundled demo trajectory a quickstart in demo mode replays."""
+        return self.root / "demo" / f"trajectory_{language}.json"
+
+    def relative(self, path: Path) -> str:
+        """``path`` relative to the run directory, with forward slashes (how results name files)."""
+        return Path(path).relative_to(self.root).as_posix()
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class RunPlan(_Model):
+class RunPlan(BaseModel):
     """What a run was asked to do (``plan.json``); a resumed run reads it back."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     schema_version: Literal["ptxbench.run/1"] = RUN_SCHEMA
     run_id: str
@@ -141,42 +212,6 @@ class RunPlan(_Model):
         return self
 
 
-class RunSummary(_Model):
-    """What happened (``summary.json``)."""
-
-    schema_version: Literal["ptxbench.run/3"] = SUMMARY_SCHEMA
-    run_id: str
-    exit_status: str
-    """Submitted, LimitsExceeded, TimeExceeded, RepeatedFormatError, InfrastructureError, or an exception name."""
-    exit_message: str = ""
-    runner_completed: bool
-    """The loop ended by its own rules (not by an infrastructure failure or a crash)."""
-    kernel_correct: bool | None
-    """True: at least one version passed every workload. None (unknown): none passed and at least one kernel was
-    built but not executed (``NOT_EXECUTED``: CUDA without a GPU lane), or no kernel was evaluated and the runner
-    did not complete (service or model API down). False: none passed otherwise (each evaluated kernel failed, or
-    the runner completed without a kernel, e.g. only format errors)."""
-    target_met: bool
-    """A version passed every workload on a GPU at or above the target speedup."""
-    turns: int
-    """Model calls made."""
-    num_turns: int | None = None
-    """The run's turn limit when it ended (None: a summary written before this was recorded). ``LimitsExceeded``
-    with fewer ``turns`` is a replay that ran out of recorded replies: the run ended by its rule all the same;
-    an experiment extended past ``num_turns`` continues it."""
-    correct_versions: list[int] = Field(default_factory=list)
-    """Turns whose kernel passed every workload (``success/exp_000/kernel_v<turn>``)."""
-    best: dict[str, Any] | None = None
-    """``{turn, min_speedup, executed_on_gpu}`` of the fastest correct version."""
-    infrastructure_error: str | None = None
-    elapsed_s: float
-    trajectory: str = f"trajectories/{TRAJECTORY_ID}{TRAJECTORY_SUFFIX}"
-    resumed: bool = False
-    demo: bool = False
-    """A demo replay, not a model's output (as ``plan.json`` and the trajectory's ``info.ptxbench.demo`` say):
-    never count it as a model's result, never use it as training data."""
-
-
 def utc_stamp() -> str:
     """``20260130T071500Z``: a sortable UTC timestamp for directory names."""
     return _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -194,86 +229,13 @@ def default_output_root(environ: Mapping[str, str] | None = None) -> Path:
     return DEFAULT_OUTPUT_ROOT
 
 
-def kernel_correctness(
-    versions: Sequence[int], statuses: Sequence[str], *, runner_completed: bool
-) -> bool | None:
-    """Whether a kernel was correct: True when ``versions`` (correct turns) is not empty; None (unknown) when some
-    evaluated kernel has status ``NOT_EXECUTED``, or when no kernel was evaluated and the runner did not complete
-    (an outage says nothing about the model); else False. ``statuses``: evaluator status per evaluated turn."""
-    if versions:
-        return True
-    if NotEvaluated.NOT_EXECUTED in statuses or (not statuses and not runner_completed):
+def read_evaluation(path: Path) -> KernelReport | None:
+    """One turn's evaluator result (a :class:`RunLayout.evaluation_path`); None when it is missing or does not
+    validate (a run killed while writing it)."""
+    try:
+        return KernelReport.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
         return None
-    return False
-
-
-def evaluation_statuses(layout: RunLayout) -> list[str]:
-    """The evaluator status of each evaluated turn (``exp_000/evaluations/turn_NNN.json``), in turn order."""
-    statuses = []
-    for path in sorted((layout.trajectory_dir / "evaluations").glob("turn_*.json")):
-        try:
-            statuses.append(str(json.loads(path.read_text(encoding="utf-8")).get("status")))
-        except (OSError, ValueError, AttributeError):
-            continue
-    return statuses
-
-
-def summarize(
-    run_id: str,
-    result: dict[str, Any],
-    trajectory: dict[str, Any],
-    *,
-    resumed: bool,
-    statuses: Sequence[str] = (),
-    num_turns: int | None = None,
-    trajectory_file: str | None = None,
-) -> RunSummary:
-    """Build the summary from the agent's final message and the saved trajectory's ``info.ptxbench``.
-
-    ``statuses``: the evaluator status of each evaluated turn (:func:`evaluation_statuses`); they decide whether
-    "no correct version" means False or unknown (:func:`kernel_correctness`). ``demo`` comes from the
-    trajectory's ``info.ptxbench.demo``. ``num_turns``: the run's turn limit; ``trajectory_file``: the
-    trajectory's path relative to the run directory (default: the current name).
-    """
-    state = trajectory.get("info", {}).get("ptxbench", {})
-    last = trajectory["messages"][-1] if trajectory.get("messages") else {}
-    status = str(result.get("exit_status") or "")
-    infra = status == "InfrastructureError"
-    best = state.get("best")
-    completed = status in ("Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError")
-    return RunSummary(
-        run_id=run_id,
-        exit_status=status,
-        exit_message=str(last.get("content", "")) if last.get("role") == "exit" else "",
-        runner_completed=completed,
-        kernel_correct=kernel_correctness(
-            list(state.get("versions", [])), statuses, runner_completed=completed
-        ),
-        target_met=status == "Submitted",
-        turns=int(state.get("turns", 0)),
-        num_turns=num_turns,
-        correct_versions=list(state.get("versions", [])),
-        best=best,
-        infrastructure_error=str(last.get("content", "")) if infra else None,
-        elapsed_s=float(state.get("elapsed_s", 0.0)),
-        resumed=resumed,
-        demo=state.get("demo") is True,
-        **({"trajectory": trajectory_file} if trajectory_file else {}),
-    )
-
-
-def failed_summary(
-    plan: RunPlan, status: str, message: str, started: float, *, resumed: bool = False
-) -> RunSummary:
-    """The summary of a run of ``plan`` that ended before its first turn: ``status`` ``InfrastructureError``
-    (the service or the model API was down) or ``Refused``; ``started`` is ``time.time()`` at its start. Nothing
-    was evaluated, so ``kernel_correct`` is None (unknown)."""
-    return RunSummary(
-        run_id=plan.run_id, exit_status=status, exit_message=message, runner_completed=False, kernel_correct=None,
-        target_met=False, turns=0, num_turns=plan.num_turns,
-        infrastructure_error=message if status == "InfrastructureError" else None,
-        elapsed_s=round(time.time() - started, 3), resumed=resumed, demo=plan.demo,
-    )  # fmt: skip
 
 
 def load_plan(run_dir: Path) -> RunPlan:
@@ -281,6 +243,7 @@ def load_plan(run_dir: Path) -> RunPlan:
 
     Raises:
         FileNotFoundError: the directory does not exist, or it is not a run directory (no plan.json).
+        ValueError: plan.json is not JSON or does not validate as a run plan.
     """
     if not Path(run_dir).is_dir():
         raise FileNotFoundError(f"run directory {run_dir} does not exist")
@@ -290,12 +253,46 @@ def load_plan(run_dir: Path) -> RunPlan:
     return RunPlan.model_validate(json.loads(path.read_text(encoding="utf-8")))
 
 
-def new_run_dir(output_root: Path, task: TaskConfig, name: str | None = None) -> Path:
-    """Create ``<output_root>/<name or run-<UTC>-<language>-<definition>>`` (a new, empty directory).
+def plan_schema(directory: Path) -> Any:
+    """The ``schema_version`` of ``directory``'s plan.json: :data:`RUN_SCHEMA` for a run directory,
+    ``ptxbench.experiment/1`` for an experiment directory; None when the plan has none.
 
     Raises:
-        FileExistsError: the directory exists already.
+        OSError: there is no readable plan.json (FileNotFoundError when there is none).
+        ValueError: plan.json is not JSON.
     """
-    run_dir = Path(output_root) / (name or f"run-{utc_stamp()}-{task.language}-{task.definition}")
-    run_dir.mkdir(parents=True, exist_ok=False)
-    return run_dir
+    data = json.loads((Path(directory) / PLAN_FILE).read_text(encoding="utf-8"))
+    return data.get("schema_version") if isinstance(data, dict) else None
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is one trajectory's run directory (its plan.json is a ``ptxbench.run/1`` plan)."""
+    try:
+        return plan_schema(path) == RUN_SCHEMA
+    except (OSError, ValueError):
+        return False
+
+
+def run_name(task: TaskConfig, *, kind: str = "run", label: str | None = None) -> str:
+    """``<kind>-<UTC>-<language>-<label>``: the name (and run id) of a new run directory, e.g.
+    ``run-20260130T071500Z-triton-vector_add_f32``; ``label`` defaults to the definition (the quickstart's
+    runs are ``quickstart-...-gemm``)."""
+    return f"{kind}-{utc_stamp()}-{task.language}-{label or task.definition}"
+
+
+def new_run_dir(output_root: Path, name: str, *, attempts: int = 1) -> Path:
+    """Create ``<output_root>/<name>`` (a new, empty directory) and return it. With ``attempts`` > 1 a name that
+    is taken is tried again as ``<name>-1``, ``<name>-2``, ... (a name from the clock is taken by a run started
+    in the same second).
+
+    Raises:
+        FileExistsError: the directory exists already (each of the ``attempts`` names).
+    """
+    for attempt in range(attempts):
+        run_dir = Path(output_root) / (name if attempt == 0 else f"{name}-{attempt}")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=False)
+            return run_dir
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{Path(output_root) / name} exists already")

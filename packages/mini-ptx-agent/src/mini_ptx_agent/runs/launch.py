@@ -14,17 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..trajectory import load_trajectory, write_json
-from .directory import (
-    RunLayout,
-    RunPlan,
-    RunSummary,
-    default_output_root,
-    evaluation_statuses,
-    failed_summary,
-    new_run_dir,
-    summarize,
-)
+from .directory import RunLayout, RunPlan, default_output_root, new_run_dir
 from .options import RunOptionError, RunOptions, plan_for
+from .summary import RunSummary, evaluation_statuses, failed_summary, summarize
 
 INTERRUPTED = "interrupted (Ctrl-C): the complete turns are kept; resuming asks the interrupted turn again"
 """The exit message of a run stopped by Ctrl-C (exit status ``Interrupted``; the runner did not complete)."""
@@ -73,12 +65,12 @@ def run_agent(
     """
     from rich.console import Console
 
-    from ..evaluation import EvaluationInfrastructureError
-    from ..fibserve_backend import FIBServeBackend
+    from ..environment import EvaluationInfrastructureError
+    from ..environment.embedded import ServiceStartError
+    from ..environment.embedded import service_url as resolve_service
+    from ..environment.fibserve import FIBServeBackend
     from ..models import ModelConfigError, ModelUnavailableError, make_model
     from ..models.base import is_demo_model
-    from ..service import ServiceStartError
-    from ..service import service_url as resolve_service
     from .progress import RunProgress
 
     started = time.time()
@@ -98,7 +90,7 @@ def run_agent(
         failure = f"model API unavailable: {exc}"
     run_dir = Path(resume_dir) if resume_dir is not None else None
     if run_dir is None:
-        run_dir = new_run_dir(output_root or default_output_root(), plan.task, plan.run_id)
+        run_dir = new_run_dir(output_root or default_output_root(), plan.run_id)
     layout = RunLayout(run_dir)
     # plan.json first, so that a run stopped before its first turn resumes too; the directory is printed
     # before anything else (inside the try: a Ctrl-C during the print still says how to continue).
@@ -151,8 +143,9 @@ def run_trajectory(
         KeyboardInterrupt: Ctrl-C, re-raised once the trajectory and a summary (exit status ``Interrupted``)
             are written.
     """
-    from ..agent import EvaluationEnvironment, KernelAgent, TrajectoryFiles, literal_template
-    from ..evaluation import EvaluationInfrastructureError
+    from ..agent import KernelAgent, literal_template
+    from ..environment import EvaluationInfrastructureError
+    from ..environment.evaluation import EvaluationEnvironment
     from ..models.base import is_demo_model
     from ..models.bounded import exit_message
     from ..prompts import compose_system_prompt, first_user_message
@@ -163,9 +156,6 @@ def run_trajectory(
     write_json(layout.plan_path, plan.model_dump(mode="json"))
     saved = load_trajectory(layout.trajectory_path) if resume and layout.trajectory_path.is_file() else None
     started = time.time()
-    files = TrajectoryFiles(
-        layout.trajectory_dir, layout.success_dir, layout.trajectory_path, Path(task.entry_file).suffix
-    )
     try:
         definition = backend.definition(task.definition)
         workloads = backend.workloads(task.definition)
@@ -179,7 +169,7 @@ def run_trajectory(
     agent = KernelAgent(
         model,
         EvaluationEnvironment(backend, task, plan.feedback, ncu_cache_dir=layout.ncu_cache_dir),
-        files=files,
+        files=layout,
         on_turn=on_turn,
         task=task,
         system_template=literal_template(compose_system_prompt(plan.prompt_tag)),
@@ -205,7 +195,7 @@ def run_trajectory(
         trajectory = agent.save(layout.trajectory_path)
         summary = summarize(
             plan.run_id, result, trajectory, resumed=resume, statuses=evaluation_statuses(layout),
-            num_turns=plan.num_turns, trajectory_file=layout.trajectory_path.relative_to(layout.root).as_posix(),
+            num_turns=plan.num_turns, trajectory_file=layout.relative(layout.trajectory_path),
         )  # fmt: skip
         write_json(layout.summary_path, summary.model_dump(mode="json"))
         return summary

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..feedback_options import BUNDLED_NOTES, ContextPolicy, FeedbackOptions, SanitizerTool
 from ..task import Arch, TaskConfig, TaskLanguage
 from ..trajectory import load_trajectory
-from .directory import RunLayout, RunPlan, load_plan, utc_stamp
+from .directory import RunLayout, RunPlan, load_plan, run_name
 
 
 class RunOptionError(ValueError):
@@ -168,7 +168,7 @@ def notes_dir_option(notes_dir: str | None) -> str | None:
     """
     if notes_dir is None or notes_dir == BUNDLED_NOTES:
         return notes_dir
-    from ..notes import FixNotesError, note_files
+    from ..environment.fix_notes import FixNotesError, note_files
 
     try:
         return str(note_files(notes_dir)[0].parent.resolve())
@@ -208,9 +208,8 @@ def new_plan(options: RunOptions, service_url: str | None) -> RunPlan:
     prompt_tag = values.get("prompt_tag") or default_prompt_tag(task)
     check_prompt_tag(prompt_tag, task)
     feedback = feedback_options(options)
-    run_id = f"run-{utc_stamp()}-{task.language}-{task.definition}"
     return RunPlan(
-        run_id=run_id, created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), task=task,
+        run_id=run_name(task), created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), task=task,
         model=values.get("model") or os.environ.get("MODEL_NAME") or "", prompt_tag=prompt_tag,
         num_turns=values["num_turns"], wall_time_limit_s=values["wall_time_limit_s"],
         turn_timeout_s=values["turn_timeout_s"], service=service_url or "embedded", feedback=feedback,

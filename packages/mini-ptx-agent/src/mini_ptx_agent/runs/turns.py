@@ -17,7 +17,7 @@ from typing import Any, Literal
 from fibserve.trace import EvaluationStatus
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..evaluation import KernelReport, NotEvaluated
+from ..environment.report import KernelReport, NotEvaluated
 from ..trajectory import load_trajectory
 from .directory import RunLayout, load_plan
 
@@ -218,7 +218,7 @@ def turn_report(layout: RunLayout, answered: AnsweredTurn) -> KernelReport:
     Raises:
         ValueError: the report does not validate.
     """
-    path = layout.trajectory_dir / "evaluations" / f"turn_{answered.turn:03d}.json"
+    path = layout.evaluation_path(answered.turn)
     state = (answered.following.get("extra") or {}).get("ptxbench") or {}
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else state.get("report")

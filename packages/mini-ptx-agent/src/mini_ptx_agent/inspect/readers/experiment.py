@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...experiments.directory import ExperimentLayout, TrajectoryState, read_summary, trajectory_state
+from ...experiments.directory import ExperimentLayout, TrajectoryState, trajectory_state
 from ...experiments.plan import PLAN_SCHEMA, ExperimentPlan, PlannedTrajectory
 from ...experiments.table import experiment_rows
 from ...reports.inputs import ReportError, read_turns_csv
+from ...runs.summary import read_summary
 from ...runs.turns import TurnRow
 from . import InspectError
 

@@ -14,9 +14,8 @@ that says what was found and what is read.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from . import InspectError
 
@@ -34,14 +33,6 @@ KINDS = (
 )
 
 
-def _schema(plan: Path) -> Any:
-    try:
-        data = json.loads(plan.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InspectError(f"{plan} cannot be read as JSON: {exc}") from None
-    return data.get("schema_version") if isinstance(data, dict) else None
-
-
 def open_directory(path: Path) -> TrajectoryData | ExperimentData:
     """A run or experiment directory, told apart by its ``plan.json``.
 
@@ -49,23 +40,25 @@ def open_directory(path: Path) -> TrajectoryData | ExperimentData:
         InspectError: no plan.json, a plan of an unknown format version, or a file inside that cannot be read.
     """
     from ...experiments.plan import PLAN_SCHEMA
-    from ...runs.directory import RUN_SCHEMA
+    from ...runs.directory import RUN_SCHEMA, RunLayout, plan_schema
 
-    plan = path / "plan.json"
+    layout = RunLayout(path)
+    plan = layout.plan_path  # an experiment's plan has the same name
     if not plan.is_file():
         raise InspectError(
             f"{path} has no plan.json: it is neither a run nor an experiment directory (give {KINDS})"
         )
-    schema = _schema(plan)
+    try:
+        schema = plan_schema(path)
+    except (OSError, ValueError) as exc:
+        raise InspectError(f"{plan} cannot be read as JSON: {exc}") from None
     if schema == PLAN_SCHEMA:
         from .experiment import ExperimentData
 
         return ExperimentData.load(path)
     if schema == RUN_SCHEMA:
-        from ...runs.directory import RunLayout
         from .trajectory import TrajectoryData
 
-        layout = RunLayout(path)
         if not layout.trajectory_path.is_file():
             raise InspectError(
                 f"{path} is a run directory without a trajectory yet ({layout.trajectory_path.relative_to(path)} "
@@ -76,6 +69,18 @@ def open_directory(path: Path) -> TrajectoryData | ExperimentData:
         f"{plan} has format version {schema!r}; this inspector reads {RUN_SCHEMA!r} (a run) and "
         f"{PLAN_SCHEMA!r} (an experiment)"
     )
+
+
+def _names_its_directory(path: Path) -> bool:
+    """Whether ``path`` is an experiment's turns table or a run's plan or summary (beside a plan.json)."""
+    from ...experiments.directory import ExperimentLayout
+    from ...runs.directory import RunLayout
+
+    run, experiment = RunLayout(path.parent), ExperimentLayout(path.parent)
+    names = {
+        p.name for p in (run.plan_path, run.summary_path, experiment.turns_csv, experiment.turns_parquet)
+    }
+    return path.name in names and run.plan_path.is_file()
 
 
 def open_path(path: Path) -> Opened:
@@ -89,10 +94,7 @@ def open_path(path: Path) -> Opened:
         return open_directory(path)
     if not path.exists():
         raise InspectError(f"{path} does not exist")
-    if (
-        path.name in ("turns.csv", "turns.parquet", "plan.json", "summary.json")
-        and (path.parent / "plan.json").is_file()
-    ):
+    if _names_its_directory(path):
         return open_directory(path.parent)
     if path.suffix == ".json":
         from .trajectory import TrajectoryData

@@ -4,7 +4,7 @@ A trajectory (``mini-swe-agent-1.1`` JSON, :mod:`mini_ptx_agent.trajectory`) is 
 is one assistant reply and what followed it: the evaluation feedback (a user message whose
 ``extra.ptxbench.kind`` is ``evaluation``), a format error (``format_error``), or the exit message of a run
 that ended during its evaluation. Opening reads the JSON once and walks the messages once; the kernel, the
-diff against the previous kernel and the :class:`~mini_ptx_agent.evaluation.KernelReport` of a turn are
+diff against the previous kernel and the :class:`~mini_ptx_agent.environment.report.KernelReport` of a turn are
 computed when asked for and kept. So a 50 MB trajectory opens in the time ``json.loads`` takes.
 
 The report of a turn comes from the run directory's ``exp_000/evaluations/turn_NNN.json`` when the trajectory
@@ -23,9 +23,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ...evaluation import KernelReport, NotEvaluated
+from ...environment.report import KernelReport, NotEvaluated
 from ...extraction import extract_kernel
-from ...runs.directory import RunLayout, RunPlan, RunSummary
+from ...runs.directory import RunLayout, RunPlan
+from ...runs.summary import RunSummary
 from ...runs.turns import FORMAT_ERROR
 from ...task import TaskConfig
 from ...trajectory import TrajectoryError, load_trajectory
@@ -311,7 +312,7 @@ class TrajectoryData:
     def _read_report(self, turn: Turn) -> KernelReport | str:
         path = None
         if self.run_dir is not None:
-            path = RunLayout(self.run_dir).trajectory_dir / "evaluations" / f"turn_{turn.number:03d}.json"
+            path = RunLayout(self.run_dir).evaluation_path(turn.number)
         try:
             if path is not None and path.is_file():
                 data = json.loads(path.read_text(encoding="utf-8"))

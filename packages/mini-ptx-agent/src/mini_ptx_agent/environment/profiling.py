@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .evaluation import KernelReport, NcuResult
-from .task import TaskConfig
-from .trajectory import write_json
+from ..task import TaskConfig
+from ..trajectory import write_json
+from .report import KernelReport, NcuResult
 
 
 def kernel_hash(solution: Any, task: TaskConfig, workload: str) -> str:
@@ -79,7 +79,7 @@ def checked(result: NcuResult, report: KernelReport, target: str) -> NcuResult:
     recomputed for ``target``): an instruction that is not in the binary cannot have run, whatever the
     profiler's output (which the candidate shares) says. Unchanged when the service read no SASS (Triton, whose
     SASS is compiled at run time, or no cuobjdump)."""
-    from .architecture import executed_families
+    from ..architecture import executed_families
 
     analysis = report.static_analysis
     if analysis is None or not analysis.raw.get("sass_tool") or not analysis.raw.get("kernels"):

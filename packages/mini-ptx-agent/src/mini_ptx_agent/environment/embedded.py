@@ -213,7 +213,7 @@ class EmbeddedService:
         self.url = None
         if self.log_path is not None and self.log_path.is_file():
             # The log is a file the run keeps: no secret from this environment may stay in it.
-            from .trajectory import redact_text, write_text_atomic
+            from ..trajectory import redact_text, write_text_atomic
 
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
             if redact_text(text) != text:

@@ -1,9 +1,9 @@
 """The real evaluation backend: FIBServe over HTTP, and `ptxbench eval` (one kernel file, one task).
 
-:class:`FIBServeBackend` implements :class:`~mini_ptx_agent.evaluation.EvaluationBackend` with
-:class:`fibserve.client.FIBServeClient` and turns each answer into a :class:`~mini_ptx_agent.evaluation.KernelReport`
-(:func:`~mini_ptx_agent.evaluation.build_report`); a failing service raises
-:class:`~mini_ptx_agent.evaluation.EvaluationInfrastructureError`, never a kernel status.
+:class:`FIBServeBackend` implements :class:`~mini_ptx_agent.environment.EvaluationBackend` with
+:class:`fibserve.client.FIBServeClient` and turns each answer into a :class:`~.report.KernelReport`
+(:func:`~.verdict.build_report`); a failing service raises
+:class:`~mini_ptx_agent.environment.EvaluationInfrastructureError`, never a kernel status.
 """
 
 from __future__ import annotations
@@ -16,18 +16,11 @@ from typing import Any
 from fibserve.trace import Definition, Solution
 from pydantic import ValidationError
 
-from .evaluation import (
-    EvaluationInfrastructureError,
-    KernelReport,
-    NcuResult,
-    SanitizerVerdict,
-    build_report,
-    infrastructure_report,
-    ncu_result_from,
-    sanitizer_verdict_from,
-    static_analysis_from,
-)
-from .task import TaskConfig
+from ..task import TaskConfig
+from . import EvaluationInfrastructureError
+from .answers import ncu_result_from, sanitizer_verdict_from, static_analysis_from
+from .report import KernelReport, NcuResult, SanitizerVerdict
+from .verdict import build_report, infrastructure_report
 
 
 class UnknownDefinition(LookupError):
@@ -203,10 +196,10 @@ def evaluate_kernel(
         OSError: the kernel file cannot be read.
         TaskConfigError: the file's suffix does not fit the task's language (a ``.py`` file for a CUDA task).
     """
+    from ..task import KERNEL_SUFFIXES, TaskConfigError
+    from .embedded import ServiceStartError
+    from .embedded import service_url as resolve_service
     from .profiling import profile_correct_kernel
-    from .service import ServiceStartError
-    from .service import service_url as resolve_service
-    from .task import KERNEL_SUFFIXES, TaskConfigError
 
     suffixes = KERNEL_SUFFIXES[task.language]
     if Path(kernel_path).suffix not in suffixes:

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .evaluation import FixNote, KernelReport
-from .feedback_options import BUNDLED_NOTES
+from ..feedback_options import BUNDLED_NOTES
+from .report import FixNote, KernelReport
 
-BUNDLED_DIR = Path(__file__).parent / "fix_notes"
+BUNDLED_DIR = Path(__file__).parents[1] / "fix_notes"
 """The fix notes shipped with mini-ptx-agent."""
 TOP_HITS = 2
 """Notes added to one failure's feedback at most."""
