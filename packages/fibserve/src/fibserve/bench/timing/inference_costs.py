@@ -105,10 +105,14 @@ def _attention_cost(
     causal = "causal" in definition.tags or "causal" in definition.name
     pairs = sum(visible_pairs(q, k, causal) for q, k in zip(q_lens, kv_lens, strict=True))
     flops = 2.0 * heads * sum(sizes) * pairs
-    caches = {n: v for n, v in inputs.items() if "cache" in n and isinstance(v, torch.Tensor) and v.dim() >= 2}
+    caches = {
+        n: v for n, v in inputs.items() if "cache" in n and isinstance(v, torch.Tensor) and v.dim() >= 2
+    }
     token_bytes = sum(nbytes(v) // max(1, v.shape[0] * v.shape[1]) for v in caches.values())
     small = sum(nbytes(v) for n, v in inputs.items() if n not in caches)
-    family = "fp8" if any(v.dtype.itemsize == 1 and v.is_floating_point() for v in caches.values()) else "bf16"
+    family = (
+        "fp8" if any(v.dtype.itemsize == 1 and v.is_floating_point() for v in caches.values()) else "bf16"
+    )
     return flops, float(small + out_bytes + token_bytes * sum(kv_lens)), family
 
 
