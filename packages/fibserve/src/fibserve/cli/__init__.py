@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from fibserve.cli.datasets import datasets_app
+
 app = typer.Typer(
     name="fibserve",
     help=(
@@ -56,6 +58,9 @@ def _allow_unsafe(unsafe: bool) -> None:
 @app.callback()
 def _root() -> None:
     """FIBServe command group (the help text above describes it)."""
+
+
+app.add_typer(datasets_app, name="datasets")
 
 
 @app.command("serve")
