@@ -155,7 +155,9 @@ def test_the_inference_suites_select_their_definitions_and_plan(catalog: LocalCa
     # Each prompt tag applies to its own language: 2 CUDA cells and 1 Triton cell per definition
     plan = expand(load_config("gqa"), catalog)
     assert len(plan.trajectories) == 29 * 3 * 4
-    assert {t.prompt_tag for t in plan.trajectories if t.language == "triton"} == {"triton-hopper-paged-attention"}
+    assert {t.prompt_tag for t in plan.trajectories if t.language == "triton"} == {
+        "triton-hopper-paged-attention"
+    }
     assert load_config("gdn").target_speedup == 10.0  # against the reference: GDN's baseline
 
 

@@ -64,8 +64,8 @@ class DefinitionSelection(_Model):
     """Every definition of these operator families (``gemm``, ``mha``, ``mha_bwd``...)."""
     tags: list[str] = Field(default_factory=list)
     """Every definition carrying one of these tags (e.g. ``head_dim:128``, ``causal``)."""
-    suites: list[Literal["gemm", "mha-fwd", "mha-bwd", "fp8-mha", "gqa", "mla", "gdn", "fp8-gemm", "ci"]] = Field(
-        default_factory=list
+    suites: list[Literal["gemm", "mha-fwd", "mha-bwd", "fp8-mha", "gqa", "mla", "gdn", "fp8-gemm", "ci"]] = (
+        Field(default_factory=list)
     )
     """Named suites: ``gemm``, ``mha-fwd``, ``mha-bwd``, ``fp8-mha``, ``gqa`` (paged decode, paged and ragged
     causal prefill), ``mla``, ``gdn`` (gated delta net decode, mtp, prefill), ``fp8-gemm`` (block-scaled FP8
