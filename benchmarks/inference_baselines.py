@@ -32,7 +32,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attention_baselines import check, load_baseline, time_ms  # the same timing and check
+from attention_baselines import (  # the same timing, check and table pieces
+    check,
+    check_cell,
+    first_call,
+    fmt,
+    run_rows,
+    save,
+    table_head,
+    time_ms,
+)
 
 OP_TYPES = ("gqa_paged", "gqa_ragged", "mla_paged", "mla_ragged", "gdn", "fp8_gemm")
 SHOWN_AXES = (
@@ -62,19 +71,15 @@ def workload_label(axes: dict[str, int]) -> str:
 
 def measure_row(ts: Any, definition: Any, workload: Any, args: argparse.Namespace, env: dict) -> dict:
     """One table row (the caller turns an exception into an error row)."""
-    import torch
-    from fibserve.bench.data.inputs import generate_inputs
     from fibserve.bench.data.reference import call_reference, normalize_outputs
     from fibserve.bench.timing.roofline import check_plausibility
 
     device, flush = env["device"], env["flush"]
     axes = definition.axis_values(workload.axes)
-    inputs = generate_inputs(definition, workload, 0, secret=b"inference-baselines", device=device)
+    inputs, baseline, namespace, outputs = first_call(
+        ts, definition, workload, device, b"inference-baselines"
+    )
     args_in = list(inputs.values())
-    baseline = ts.baseline_for(definition.name)
-    namespace = load_baseline(baseline)
-    outputs = namespace["run"](*args_in)  # the first call also picks the path
-    torch.cuda.synchronize(device)
     row: dict[str, Any] = {
         "definition": definition.name,
         "op_type": definition.op_type,
@@ -103,33 +108,20 @@ def measure_row(ts: Any, definition: Any, workload: Any, args: argparse.Namespac
 
 def markdown(rows: list[dict], header: str) -> list[str]:
     """The table, one line per row."""
-    lines = [
-        header,
-        "",
-        "| definition | workload | path | ms (p10-p90) | ref ms | TFLOP/s | TB/s | roofline | check (max abs / rel err, matched) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-
-    def num(value: Any, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
-
+    columns = ["definition", "workload", "path", "ms (p10-p90)", "ref ms", "TFLOP/s", "TB/s", "roofline"]
+    lines = table_head(header, [*columns, "check (max abs / rel err, matched)"])
     for r in rows:
         if "error" in r:
             lines.append(
                 f"| {r['definition']} | {r.get('workload', '')} | error: {r['error'][:120]} | | | | | | |"
             )
             continue
-        ms, c = r["ms"], r["check"]
-        verdict = (
-            f"{'PASS' if c['passed'] else 'FAIL'} {c['max_abs_error']:.3g} / {c['max_rel_error']:.3g}, "
-            f"{c['matched_ratio']:.4f}; rtol needed "
-            + ", ".join(f"{k} {v:.3g}" for k, v in c["rtol_needed"].items())
-        )
+        ms = r["ms"]
         roofline = "-" if r.get("roofline_fraction") is None else f"{r['roofline_fraction']:.0%} {r['bound']}"
         lines.append(
             f"| {r['definition']} | {r['workload']} | {r['path']} | {ms['median']:.4f} ({ms['p10']:.4f}-{ms['p90']:.4f}) "
-            f"| {num(r.get('ref_ms'), '.3f')} | {num(r.get('tflops'), '.1f')} | {num(r.get('tb_s'), '.2f')} | {roofline} "
-            f"| {verdict} |"
+            f"| {fmt(r.get('ref_ms'), '.3f')} | {fmt(r.get('tflops'), '.1f')} | {fmt(r.get('tb_s'), '.2f')} | {roofline} "
+            f"| {check_cell(r['check'])} |"
         )
     return lines
 
@@ -172,36 +164,21 @@ def main(argv: list[str] | None = None) -> int:
     env = {"device": device, "flush": ColdL2(device), "name": torch.cuda.get_device_name(device)}
     ts = TraceSet.load([default_root()])
     names = sorted(n for n, d in ts.definitions.items() if d.op_type in OP_TYPES and re.search(args.only, n))
-    started, rows, skipped = time.monotonic(), [], []
-    for name in names:
-        definition = ts.definition(name)
-        for workload in ts.workloads_for(name):
-            if time.monotonic() - started > args.max_wall_s:
-                skipped.append(f"{name} {workload_label(workload.axes)}")
-                continue
-            try:
-                row = measure_row(ts, definition, workload, args, env)
-            except Exception as exc:  # one broken row must not lose the others
-                row = {"definition": name, "workload": workload_label(workload.axes), "error": repr(exc)}
-            torch.cuda.empty_cache()
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    started = time.monotonic()
+    items = [(ts.definition(name), w) for name in names for w in ts.workloads_for(name)]
+    rows, skipped = run_rows(
+        items,
+        lambda d, w: measure_row(ts, d, w, args, env),
+        "workload",
+        lambda w: workload_label(w.axes),
+        args.max_wall_s,
+    )
     header = (
         f"Inference-suite baselines on {env['name']} (torch {torch.__version__}), {args.warmup} warmup + "
         f"{args.iterations} timed calls, cold L2; {time.monotonic() - started:.0f} s"
     )
-    lines = markdown(rows, header)
-    if skipped:
-        lines += ["", f"Not run (over --max-wall-s {args.max_wall_s:g} s): " + ", ".join(skipped)]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "inference_baselines.json").write_text(
-        json.dumps({"header": header, "rows": rows, "skipped": skipped}, indent=2)
-    )
-    (out / "inference_baselines.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    failed = [r for r in rows if "error" in r or not r["check"]["passed"]]
-    return 1 if failed or skipped else 0
+    run = {"header": header, "rows": rows, "skipped": skipped}
+    return save(Path(args.out), "inference_baselines", run, markdown(rows, header), args.max_wall_s)
 
 
 if __name__ == "__main__":

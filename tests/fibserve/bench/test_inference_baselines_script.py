@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "inference_baselines.py"
-
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("inference_baselines", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_benchmark):
+    return load_benchmark("inference_baselines.py")
 
 
 ROW = {

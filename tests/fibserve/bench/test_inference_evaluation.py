@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 from fibserve.bench import Evaluator
-from fibserve.trace import EvaluationStatus, Solution
+from fibserve.datasets.baselines import baseline_solution
+from fibserve.trace import EvaluationStatus
 
 pytestmark = pytest.mark.slow
 
@@ -24,44 +25,17 @@ def run(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len,
 """
 
 
-@pytest.fixture(scope="module")
-def evaluator():
-    with Evaluator("cpu") as ev:
-        yield ev
-
-
-@pytest.fixture(scope="module")
-def task(trace_set):
+def test_the_baseline_passes_and_a_kernel_ignoring_the_page_table_fails(trace_set) -> None:
     definition = trace_set.definition(NAME)
-    workload = trace_set.workloads_for(NAME)[0]
-    return definition, workload.model_copy(update={"uuid": "small-" + workload.uuid, "axes": SMALL})
-
-
-def _candidate(definition, source: str, name: str) -> Solution:
-    return Solution.model_validate(
-        {
-            "name": name,
-            "definition": definition.name,
-            "author": "fibserve tests",
-            "spec": {
-                "language": "python",
-                "target_hardware": ["any"],
-                "entry_point": "kernel.py::run",
-                "destination_passing_style": False,
-            },
-            "sources": [{"path": "kernel.py", "content": source}],
-        }
-    )
-
-
-def test_the_baseline_passes_and_a_kernel_ignoring_the_page_table_fails(evaluator, task, trace_set) -> None:
-    definition, workload = task
-    baseline = trace_set.baseline_for(NAME)
-    report = evaluator.evaluate(definition, baseline, [workload])
-    assert report.task_error is None, report.task_error
-    evaluation = report.traces[0].evaluation
+    public = trace_set.workloads_for(NAME)[0]
+    workload = public.model_copy(update={"uuid": "small-" + public.uuid, "axes": SMALL})
+    source = definition.reference + SORTED_PAGES  # a value-returning Python candidate, built like a baseline
+    wrong = baseline_solution(definition, "pages_in_id_order", source, "reads the pages in id order")
+    with Evaluator("cpu") as evaluator:
+        passed = evaluator.evaluate(definition, trace_set.baseline_for(NAME), [workload])
+        failed = evaluator.evaluate(definition, wrong, [workload])
+    assert passed.task_error is None, passed.task_error
+    evaluation = passed.traces[0].evaluation
     assert evaluation.status is EvaluationStatus.PASSED, evaluation.log
     assert evaluation.correctness.max_absolute_error == 0.0  # on CPU the baseline is the reference itself
-    wrong = _candidate(definition, definition.reference + SORTED_PAGES, "pages_in_id_order")
-    report = evaluator.evaluate(definition, wrong, [workload])
-    assert report.traces[0].evaluation.status is EvaluationStatus.INCORRECT_NUMERICAL
+    assert failed.traces[0].evaluation.status is EvaluationStatus.INCORRECT_NUMERICAL

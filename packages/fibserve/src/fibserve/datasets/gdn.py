@@ -189,10 +189,7 @@ def decode(heads: int, value_heads: int) -> Definition:
             **_axes(heads, value_heads),
         },
         inputs,
-        {
-            "output": _t([*tokens, "num_v_heads", "head_size"], "bfloat16", "Output per value head."),
-            "new_state": _t(["batch_size", *STATE], "float32", "State after the token [B, HV, V, K]."),
-        },
+        (tokens, "new_state", "batch_size", "State after the token [B, HV, V, K]."),
         _DECODE_RUN,
         heads,
     )
@@ -220,12 +217,7 @@ def mtp(heads: int, value_heads: int) -> Definition:
             **_axes(heads, value_heads),
         },
         inputs,
-        {
-            "output": _t(
-                [*tokens, "num_v_heads", "head_size"], "bfloat16", "Output per token and value head."
-            ),
-            "final_state": _t(["batch_size", *STATE], "float32", "Each sequence's state after its tokens."),
-        },
+        (tokens, "final_state", "batch_size", "Each sequence's state after its tokens."),
         _MTP_RUN,
         heads,
     )
@@ -252,12 +244,7 @@ def prefill(heads: int, value_heads: int) -> Definition:
             "len_cu_seqlens": AxisVar(description="num_seqs + 1."),
         },
         inputs,
-        {
-            "output": _t(
-                [*tokens, "num_v_heads", "head_size"], "bfloat16", "Output per token and value head."
-            ),
-            "new_state": _t(["num_seqs", *STATE], "float32", "Final state of each sequence [N, HV, V, K]."),
-        },
+        (tokens, "new_state", "num_seqs", "Final state of each sequence [N, HV, V, K]."),
         _PREFILL_RUN,
         heads,
         constraints=["len_cu_seqlens == num_seqs + 1", "total_seq_len == cu_seqlens[-1].item()"],
@@ -270,11 +257,14 @@ def _definition(
     stage: str,
     axes: dict,
     inputs: dict,
-    outputs: dict,
+    outputs: tuple[list[str], str, str, str],
     run: str,
     heads: int,
     constraints: list[str] | None = None,
 ) -> Definition:
+    """One GDN definition; ``outputs`` is (token axes, state output name, its batch axis, its description):
+    the bf16 output per token and value head, then the fp32 state."""
+    tokens, state, rows, note = outputs
     tp = 16 // heads
     return Definition(
         name=name,
@@ -290,7 +280,12 @@ def _definition(
         axes=axes,
         constraints=constraints or [],
         inputs=inputs,
-        outputs=outputs,
+        outputs={
+            "output": _t(
+                [*tokens, "num_v_heads", "head_size"], "bfloat16", "Output per token and value head."
+            ),
+            state: _t([rows, *STATE], "float32", note),
+        },
         reference=GDN_CORE + run,
     )
 

@@ -175,6 +175,13 @@ CAUSAL = (
 )
 
 
+def _paged_reference(run: str, page_size: int) -> str:
+    """The reference source of a paged definition: the core, the page-table fetch and ``run`` for the page size
+    (a ``kv_last_page_len`` input above page size 1)."""
+    last = "kv_last_page_len, " if page_size > 1 else ""
+    return ATTENTION_CORE + PAGED_FETCH + run.format(last=last, kv_len=_KV_LEN[page_size > 1])
+
+
 def paged_decode(heads: tuple[int, int, int], page_size: int) -> Definition:
     """``gqa_paged_decode_h{H}_kv{KV}_d{D}_ps{P}``."""
     last = LAST_PAGE if page_size > 1 else ""
@@ -196,11 +203,7 @@ def paged_decode(heads: tuple[int, int, int], page_size: int) -> Definition:
         constraints=["len_indptr == batch_size + 1", "num_kv_indices == kv_indptr[-1].item()"],
         inputs=_paged_inputs("batch_size", page_size, prefill=False),
         outputs=_outputs("batch_size"),
-        reference=ATTENTION_CORE
-        + PAGED_FETCH
-        + _PAGED_DECODE_RUN.format(
-            last="kv_last_page_len, " if page_size > 1 else "", kv_len=_KV_LEN[page_size > 1]
-        ),
+        reference=_paged_reference(_PAGED_DECODE_RUN, page_size),
     )
 
 
@@ -229,11 +232,7 @@ def paged_prefill(heads: tuple[int, int, int], page_size: int) -> Definition:
         constraints=constraints,
         inputs=_paged_inputs("total_q", page_size, prefill=True),
         outputs=_outputs("total_q"),
-        reference=ATTENTION_CORE
-        + PAGED_FETCH
-        + _PAGED_PREFILL_RUN.format(
-            last="kv_last_page_len, " if page_size > 1 else "", kv_len=_KV_LEN[page_size > 1]
-        ),
+        reference=_paged_reference(_PAGED_PREFILL_RUN, page_size),
     )
 
 
