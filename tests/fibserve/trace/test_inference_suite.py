@@ -269,9 +269,8 @@ PEAK_SCRIPT = textwrap.dedent(
 def test_the_attention_reference_is_memory_bounded_measured_on_a_long_sequence() -> None:
     """One causal sequence of 2048 tokens with the reference's blocks scaled down (256 keys, 65536 scores):
     its peak memory grows by a few MiB (4 MiB measured), while the dense score matrix of the same sequence and
-    its softmax take 128 MiB. At
-    full size the same bound is 2 * 2^26 fp32 scores and probabilities plus one KV block: about 0.6 GiB
-    for the largest workload (docs/inference-suite.md), whatever the sequence lengths."""
+    its softmax take 128 MiB. At full size the same bound is one block of 2^26 fp32 scores, its mask and one KV
+    block: under 0.5 GiB (docs/inference-suite.md), whatever the sequence lengths."""
     result = subprocess.run([sys.executable, "-c", PEAK_SCRIPT], capture_output=True, text=True, check=True)
     peak = json.loads(result.stdout)
     assert peak["scores"] == 4 * 2048 * 2048 * 4

@@ -15,8 +15,9 @@ A query that sees no key gets ``lse = -inf`` and a zero output. Query head ``h``
 Memory: the KV tokens are read in blocks of :data:`KV_BLOCK` and merged with the usual running maximum and
 sum (the online softmax, exact arithmetic in fp32, rounding aside), and queries in blocks sized so that a
 block of scores holds at most ``SCORE_ELEMENTS`` fp32 values; so a call needs, besides its inputs and
-outputs, about ``2 * SCORE_ELEMENTS * 4`` bytes of scores and probabilities (512 MiB), one fp32 block of
-keys and values, and a query block's fp32 accumulator, whatever the sequence lengths.
+outputs, one block of scores turned into probabilities in place (``SCORE_ELEMENTS * 4`` bytes, 256 MiB) and
+its causal mask (a byte per score, twice), one fp32 block of keys and values, and a query block's fp32
+accumulator, whatever the sequence lengths.
 """
 
 from __future__ import annotations
