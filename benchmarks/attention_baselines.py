@@ -136,21 +136,31 @@ def check(definition: Any, inputs: dict[str, Any], actual: dict, axes: dict[str,
     }
 
 
-def measure_row(ts: Any, definition: Any, workload: Any, args: argparse.Namespace, env: dict) -> dict:
-    """One table row (the caller turns an exception into an error row)."""
+def first_call(ts: Any, definition: Any, workload: Any, device: Any, secret: bytes) -> tuple:
+    """(inputs of input set 0 on ``device``, the baseline Solution, its module, its first call's outputs): the
+    first call also picks the baseline's kernel; synchronised."""
     import torch
     from fibserve.bench.data.inputs import generate_inputs
+
+    inputs = generate_inputs(definition, workload, 0, secret=secret, device=device)
+    baseline = ts.baseline_for(definition.name)
+    namespace = load_baseline(baseline)
+    outputs = namespace["run"](*inputs.values())
+    torch.cuda.synchronize(device)
+    return inputs, baseline, namespace, outputs
+
+
+def measure_row(ts: Any, definition: Any, workload: Any, args: argparse.Namespace, env: dict) -> dict:
+    """One table row (the caller turns an exception into an error row)."""
     from fibserve.bench.data.reference import normalize_outputs
     from fibserve.bench.timing.roofline import check_plausibility
 
     device, flush = env["device"], env["flush"]
     axes = definition.axis_values(workload.axes)
-    inputs = generate_inputs(definition, workload, 0, secret=b"attention-baselines", device=device)
+    inputs, baseline, namespace, outputs = first_call(
+        ts, definition, workload, device, b"attention-baselines"
+    )
     args_in = list(inputs.values())
-    baseline = ts.baseline_for(definition.name)
-    namespace = load_baseline(baseline)
-    outputs = namespace["run"](*args_in)  # the first call also picks the kernel
-    torch.cuda.synchronize(device)
     row: dict[str, Any] = {
         "definition": definition.name,
         "seq_len": workload.axes["seq_len"],
@@ -171,33 +181,87 @@ def measure_row(ts: Any, definition: Any, workload: Any, args: argparse.Namespac
     return row
 
 
+def fmt(value: Any, spec: str) -> str:
+    """``value`` formatted, or ``-`` for a value not measured."""
+    return "-" if value is None else format(value, spec)
+
+
+def table_head(header: str, columns: list[str]) -> list[str]:
+    """The header line, a blank line, and the markdown column header of a table."""
+    return [header, "", "| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+
+
+def check_cell(c: dict | None) -> str:
+    """A check's verdict: PASS/FAIL, max abs / rel error, matched ratio and the rtol each output needs."""
+    if c is None:
+        return "not checked"
+    return (
+        f"{'PASS' if c['passed'] else 'FAIL'} {c['max_abs_error']:.3g} / {c['max_rel_error']:.3g}, {c['matched_ratio']:.4f}; "
+        + "rtol needed "
+        + ", ".join(f"{k} {v:.3g}" for k, v in c.get("rtol_needed", {}).items())
+    )
+
+
 def markdown(rows: list[dict], header: str) -> list[str]:
     """The table, one line per row."""
-    lines = [
-        header,
-        "",
-        "| definition | seq_len | kernel | ms (p10-p90) | flash ms | TFLOP/s | roofline | H100 ms | ratio to H100 | check (max abs / rel err, matched) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    columns = [
+        "definition",
+        "seq_len",
+        "kernel",
+        "ms (p10-p90)",
+        "flash ms",
+        "TFLOP/s",
+        "roofline",
+        "H100 ms",
     ]
-
-    def num(value: Any, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
-
+    lines = table_head(header, [*columns, "ratio to H100", "check (max abs / rel err, matched)"])
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['definition']} | {r['seq_len']} | error: {r['error'][:120]} | | | | | | | |")
             continue
-        ms, c = r["ms"], r.get("check")
-        verdict = "not checked" if c is None else (
-            f"{'PASS' if c['passed'] else 'FAIL'} {c['max_abs_error']:.3g} / {c['max_rel_error']:.3g}, {c['matched_ratio']:.4f}; "
-            + "rtol needed " + ", ".join(f"{k} {v:.3g}" for k, v in c.get("rtol_needed", {}).items())
-        )  # fmt: skip
+        ms = r["ms"]
         lines.append(
             f"| {r['definition']} | {r['seq_len']} | {r['kernel']} | {ms['median']:.4f} ({ms['p10']:.4f}-{ms['p90']:.4f}) "
-            f"| {num(r['flash_ms'], '.4f')} | {num(r.get('tflops'), '.0f')} | {num(r.get('roofline_fraction'), '.0%')} "
-            f"| {num(r['h100_ms'], '.4f')} | {num(r['ratio_to_h100'], '.3f')} | {verdict} |"
+            f"| {fmt(r['flash_ms'], '.4f')} | {fmt(r.get('tflops'), '.0f')} | {fmt(r.get('roofline_fraction'), '.0%')} "
+            f"| {fmt(r['h100_ms'], '.4f')} | {fmt(r['ratio_to_h100'], '.3f')} | {check_cell(r.get('check'))} |"
         )
     return lines
+
+
+def run_rows(
+    items: list[tuple[Any, Any]], measure: Any, key: str, value: Any, max_wall_s: float
+) -> tuple[list, list]:
+    """Measure each (definition, workload) with ``measure`` until ``max_wall_s`` has passed; an exception is an
+    error row (one broken row must not lose the others) named by ``key``: ``value(workload)``. Returns (rows,
+    the rows left out)."""
+    import torch
+
+    started, rows, skipped = time.monotonic(), [], []
+    for definition, workload in items:
+        if time.monotonic() - started > max_wall_s:
+            skipped.append(f"{definition.name} {key}={value(workload)}")
+            continue
+        try:
+            row = measure(definition, workload)
+        except Exception as exc:
+            row = {"definition": definition.name, key: value(workload), "error": repr(exc)}
+        torch.cuda.empty_cache()  # the row's tensors are gone with measure's frame
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows, skipped
+
+
+def save(out: Path, stem: str, run: dict[str, Any], lines: list[str], max_wall_s: float) -> int:
+    """Write ``<stem>.json`` (``run``: header, rows, skipped) and ``<stem>.md`` (``lines``) under ``out`` and
+    print the table; exit code 1 when a row failed or was left out."""
+    if run["skipped"]:
+        lines += ["", f"Not run (over --max-wall-s {max_wall_s:g} s): " + ", ".join(run["skipped"])]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(run, indent=2))
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    failed = [r for r in run["rows"] if "error" in r or not r.get("check", {"passed": True})["passed"]]
+    return 1 if failed or run["skipped"] else 0
 
 
 def with_h100(rows: list[dict], h100: dict[str, float]) -> list[dict]:
@@ -261,38 +325,27 @@ def main(argv: list[str] | None = None) -> int:
         )
     ts = TraceSet.load([default_root()])
     names = sorted(n for n in ts.definitions if FAMILIES.match(n) and re.search(args.only, n))
-    started, rows, skipped = time.monotonic(), [], []
-    for name in names:
-        definition = ts.definition(name)
-        for workload in sorted(ts.workloads_for(name), key=lambda w: w.axes["seq_len"]):
-            if workload.axes["seq_len"] > args.max_seq_len:
-                continue
-            if time.monotonic() - started > args.max_wall_s:
-                skipped.append(f"{name} seq_len={workload.axes['seq_len']}")
-                continue
-            try:
-                row = measure_row(ts, definition, workload, args, env)
-            except Exception as exc:  # one broken row must not lose the others
-                row = {"definition": name, "seq_len": workload.axes["seq_len"], "error": repr(exc)}
-            torch.cuda.empty_cache()  # the row's tensors are gone with measure_row's frame
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    started = time.monotonic()
+    items = [
+        (ts.definition(name), w)
+        for name in names
+        for w in sorted(ts.workloads_for(name), key=lambda w: w.axes["seq_len"])
+        if w.axes["seq_len"] <= args.max_seq_len
+    ]
+    rows, skipped = run_rows(
+        items,
+        lambda d, w: measure_row(ts, d, w, args, env),
+        "seq_len",
+        lambda w: w.axes["seq_len"],
+        args.max_wall_s,
+    )
     header = (
         f"Attention baselines on {env['name']} (torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}), "
         f"{'quick' if args.quick else 'full'} run: {args.warmup} warmup + {args.iterations} timed calls, cold L2; "
         f"{time.monotonic() - started:.0f} s"
     )
-    lines = markdown(rows, header)
-    if skipped:
-        lines += ["", f"Not run (over --max-wall-s {args.max_wall_s:g} s): " + ", ".join(skipped)]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    saved = {"header": header, "rows": rows, "skipped": skipped}
-    (out / "attention_baselines.json").write_text(json.dumps(saved, indent=2))
-    (out / "attention_baselines.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    failed = [r for r in rows if "error" in r or not r.get("check", {"passed": True})["passed"]]
-    return 1 if failed or skipped else 0
+    run = {"header": header, "rows": rows, "skipped": skipped}
+    return save(Path(args.out), "attention_baselines", run, markdown(rows, header), args.max_wall_s)
 
 
 if __name__ == "__main__":

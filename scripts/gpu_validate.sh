@@ -24,6 +24,11 @@
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
 #   attnstab    benchmarks/eval_stability.py on mha_with_lse_d128 at seq_len 4096: cuDNN SDPA against itself
 #   attnbase    benchmarks/attention_baselines.py: every attention baseline on every workload (ATTN_FLAGS, e.g. --quick)
+#   inferbase   benchmarks/inference_baselines.py: every GQA, MLA, GDN and FP8-GEMM baseline on every workload, with
+#               the path it took and its check against the packaged tolerances (INFER_FLAGS, e.g. --time-reference)
+#   publicsol   a public FlashInfer Trace solution evaluated unchanged (`fibserve evaluate --legacy`): the JSON at
+#               $PUBLIC_SOLUTION (carried; e.g. from `fibserve datasets pull flashinfer-ai/flashinfer-trace` on a
+#               machine with Hub access) for the definition $PUBLIC_DEFINITION (default: its own `definition`)
 #   overhead    benchmarks/eval_overhead.py: overhead, and memory over $OVERHEAD_EVALUATIONS (200) evaluations
 #   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
 #   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
@@ -151,6 +156,24 @@ PY
     kill $server
 }
 
+public_solution() {
+    [ -f "${PUBLIC_SOLUTION:-}" ] || { echo "set PUBLIC_SOLUTION to a carried public solution JSON"; exit 2; }
+    local name=${PUBLIC_DEFINITION:-$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['definition'])" "$PUBLIC_SOLUTION")}
+    python3 -m fibserve evaluate --definition "$name" --solution "$PUBLIC_SOLUTION" --legacy --device cuda:0 --json \
+        >"$OUT/public_solution.json"
+    local rc=$?
+    python3 - "$OUT/public_solution.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+for trace in report.get("traces", []):
+    evaluation, workload = trace.get("evaluation") or {}, trace.get("workload") or {}
+    performance = evaluation.get("performance") or {}
+    print(workload.get("uuid"), evaluation.get("status"), "speedup", performance.get("speedup_factor"),
+          "ms", performance.get("latency_ms"), "baseline ms", performance.get("reference_latency_ms"))
+PY
+    exit $rc
+}
+
 hardening() {
     python3 -m pytest -o addopts="-ra --strict-markers" -m gpu -q -s -p no:cacheprovider \
         tests/fibserve/bench/test_gpu_hardening.py || echo "hardening tests exit $?"
@@ -186,6 +209,9 @@ for item in "${steps[@]}"; do
         attnstab) run_step attnstab "$limit" python3 benchmarks/eval_stability.py --repeats "${STABILITY_REPEATS:-10}" \
             --definition mha_with_lse_d128 --axis seq_len=4096 ;;
         attnbase) run_step attnbase "$limit" python3 benchmarks/attention_baselines.py --max-wall-s "$((limit - 30))" ${ATTN_FLAGS:-} ;;
+        inferbase) run_step inferbase "$limit" python3 benchmarks/inference_baselines.py --max-wall-s "$((limit - 30))" \
+            ${INFER_FLAGS:-} ;;
+        publicsol) run_step publicsol "$limit" public_solution ;;
         overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations "${OVERHEAD_EVALUATIONS:-200}" \
             --max-wall-s "$((limit - 60))" ;;
         serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py --devices cuda:0 --settle-s 3 \

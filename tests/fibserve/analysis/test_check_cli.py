@@ -40,7 +40,7 @@ def test_misspelled_definition_suggests_the_close_name(tmp_path: Path, build_cac
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "fibserve check: unknown definition 'rmsnorm_f3'; did you mean 'rmsnorm_f32'? "
-        "(42 definitions; list them with `fibserve definitions`)"
+        "(86 definitions; list them with `fibserve definitions`)"
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from fibserve.trace import Solution
 from fibserve.trace.trace_set import TraceSet
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
+BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +48,20 @@ def build_solution_json(
 def make_solution():
     """:func:`build_solution_json` as a fixture (test modules here are not a package)."""
     return build_solution_json
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+    """A function: a script of ``benchmarks/`` (a path below it) as a module, so tests call its functions."""
+
+    def load(relative: str):
+        path = BENCHMARKS / relative
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 def has_nvcc() -> bool:

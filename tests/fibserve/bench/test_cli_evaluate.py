@@ -45,7 +45,7 @@ def test_unknown_definition_is_a_usage_error_naming_it():
     result = _run(str(KERNELS / "add_correct.py"), "--definition", "no_such_definition", timeout=120)
     assert result.returncode == 2
     assert (
-        "unknown definition 'no_such_definition' (42 definitions; list them with `fibserve definitions`)"
+        "unknown definition 'no_such_definition' (86 definitions; list them with `fibserve definitions`)"
         in (result.stderr)
     )
 

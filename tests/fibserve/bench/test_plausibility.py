@@ -93,7 +93,7 @@ def test_attention_decode_floor_uses_kv_lengths():
     flops, _, _ = workload_cost(
         attn, {"batch": 2, "num_qo_heads": 32, "head_dim": 128}, inputs, {"o": inputs["q"]}
     )
-    assert flops == 2 * 32 * 128 * 300
+    assert flops == 2 * 32 * (128 + 128) * 300  # QK^T and PV of 300 (query, key) pairs, no causal tag
 
 
 def test_dense_mha_of_the_bundled_set_has_a_compute_floor(trace_set):

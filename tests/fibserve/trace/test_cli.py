@@ -73,7 +73,7 @@ def test_validate_bundled_default_set() -> None:
 
     result = fibserve("validate", "--json", str(default_root()))
     assert result.returncode == 0
-    assert json.loads(result.stdout)["counts"]["definitions"] == 42
+    assert json.loads(result.stdout)["counts"]["definitions"] == 86
 
 
 def test_schema_prints_json_schema_per_kind() -> None:
@@ -142,7 +142,7 @@ def test_definitions_lists_names_and_the_run_signature() -> None:
     result = fibserve("definitions", "--json", str(default_root()))
     assert result.returncode == 0, result.stderr
     listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    assert len(listed) == 42
+    assert len(listed) == 86
     assert listed["mha_bwd_d64_causal"]["baseline"] == "mha_bwd_d64_causal_baseline_cudnn_sdpa_backward"
     assert "Not an FP8 kernel" in listed["fp8_mha_with_lse_d128"]["baseline_description"]
     rmsnorm = listed["rmsnorm_f32"]

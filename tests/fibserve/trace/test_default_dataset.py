@@ -28,9 +28,9 @@ def _run(definition: Definition, *args):
 
 def test_bundled_set_loads_without_problems(bundled: TraceSet) -> None:
     assert bundled.counts() == {
-        "definitions": 42,
-        "solutions": 44,
-        "workloads": 223,
+        "definitions": 86,
+        "solutions": 88,
+        "workloads": 309,
         "traces": 0,
         "errors": 0,
         "warnings": 0,

@@ -30,6 +30,6 @@ def test_wheel_contains_every_bundled_trace_file(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("fibserve-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     bundled = sorted(p for p in default_root().rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl"))
-    assert len(bundled) == 128  # 42 definitions, 42 workload files, 44 solutions
+    assert len(bundled) == 260  # 86 definitions, 86 workload files, 88 solutions
     for path in bundled:
         assert f"fibserve/datasets/default/{path.relative_to(default_root()).as_posix()}" in names

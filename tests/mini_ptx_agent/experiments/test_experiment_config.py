@@ -130,9 +130,8 @@ def test_config_files_hash_and_errors(tmp_path: Path) -> None:
 
 def test_shipped_configs_expand(catalog: LocalCatalog) -> None:
     shipped = shipped_configs()
-    assert set(shipped) == {
-        "gemm", "mha-fwd", "mha-bwd", "gemm-smoke", "mha-fwd-smoke", "mha-bwd-smoke", "ci-smoke",
-    }  # fmt: skip
+    studies = ("gemm", "mha-fwd", "mha-bwd", "gqa", "mla", "gdn", "fp8-gemm")
+    assert set(shipped) == {*studies, *(f"{name}-smoke" for name in studies), "ci-smoke"}
     ci = expand(load_config("ci-smoke"), catalog)  # the demo on a CPU: no key to set, no model to edit
     assert [(t.model, t.definition, t.language) for t in ci.trajectories] == [
         ("demo", "vector_add_f32", "triton")
@@ -143,13 +142,28 @@ def test_shipped_configs_expand(catalog: LocalCatalog) -> None:
         plan = expand(cfg, catalog)
         assert (len(cfg.prompt_tags), cfg.replicas, cfg.num_turns, cfg.target_speedup) == (3, 4, 8, 1.2)
         assert len(plan.trajectories) == len({t.definition for t in plan.trajectories}) * 3 * 4
-    for name in ("gemm-smoke", "mha-fwd-smoke", "mha-bwd-smoke"):
+    for name in (f"{study}-smoke" for study in studies):
         plan = expand(load_config(name), catalog)
         assert (
             len(plan.trajectories) == 1
             and plan.expected_model_calls == 1
             and len(plan.trajectories[0].workloads) == 1
         )
+
+
+def test_the_inference_suites_select_their_definitions_and_plan(catalog: LocalCatalog) -> None:
+    sizes = {"gqa": 29, "mla": 3, "gdn": 6, "fp8-gemm": 6}
+    for suite, size in sizes.items():
+        names = select_definitions(config(definitions=suite), catalog)
+        assert len(names) == size, suite
+    assert all(n.startswith("gqa_") for n in select_definitions(config(definitions="gqa"), catalog))
+    # Each prompt tag applies to its own language: 2 CUDA cells and 1 Triton cell per definition
+    plan = expand(load_config("gqa"), catalog)
+    assert len(plan.trajectories) == 29 * 3 * 4
+    assert {t.prompt_tag for t in plan.trajectories if t.language == "triton"} == {
+        "triton-hopper-paged-attention"
+    }
+    assert load_config("gdn").target_speedup == 10.0  # against the reference: GDN's baseline
 
 
 def test_schema_and_plan_commands() -> None:

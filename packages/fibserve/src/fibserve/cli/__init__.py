@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from fibserve.cli.datasets import datasets_app
+
 app = typer.Typer(
     name="fibserve",
     help=(
@@ -75,6 +77,9 @@ def _plain_migration_notes() -> None:
             shown(message, category, filename, lineno, file, line)
 
     warnings.showwarning = show
+
+
+app.add_typer(datasets_app, name="datasets")
 
 
 @app.command("serve")

@@ -6,8 +6,9 @@ Run from the repository root (the problem CSVs are public facts: names, shapes a
 
 The output (``default/definitions``, ``default/workloads`` and the baseline Solutions under
 ``default/solutions``) is committed; this script only makes it reproducible. Every reference and baseline is
-PTXBench's own PyTorch code (the attention families in :mod:`fibserve.datasets.attention`, the baselines in
-:mod:`fibserve.datasets.baselines`).
+PTXBench's own PyTorch code (the attention families in :mod:`fibserve.datasets.attention`, the inference ops
+in :mod:`fibserve.datasets.inference_suite`, the baselines in :mod:`fibserve.datasets.baselines` and
+:mod:`fibserve.datasets.inference_baselines`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from fibserve.trace import (
 
 from .attention import attention_definitions
 from .baselines import baseline_for, with_baseline_tag
+from .inference_baselines import inference_baseline
+from .inference_suite import inference_definitions
 
 OUR_WORKLOAD_NAMESPACE = uuid.UUID("8b0a4f7e-6d0c-4d5e-9a57-0c2f3e1d6b21")
 """Namespace of the uuid5 of workloads PTXBench defines itself (not from a public list)."""
@@ -190,7 +193,10 @@ def our_workload_uuid(definition: str, axes: dict[str, int]) -> str:
 def _workload_line(
     definition: Definition, uuid_: str, axes: dict[str, int], scalars: dict | None = None
 ) -> str:
-    inputs = {name: (scalars or {}).get(name, RandomInput()) for name in definition.inputs}
+    given = {
+        name: v if isinstance(v, ScalarInput) else ScalarInput(value=v) for name, v in (scalars or {}).items()
+    }
+    inputs = {name: given.get(name, RandomInput()) for name in definition.inputs}
     trace = Trace(definition=definition.name, workload=Workload(uuid=uuid_, axes=axes, inputs=inputs))
     return trace.model_dump_json()
 
@@ -210,7 +216,7 @@ def write_default(problems: Path, out: Path) -> list[Path]:
     written: list[Path] = []
 
     def emit(subdir: str, definition: Definition, lines: list[str]) -> None:
-        baseline = baseline_for(definition)
+        baseline = inference_baseline(definition) or baseline_for(definition)
         definition = with_baseline_tag(definition, baseline)
         dpath = out / "definitions" / subdir / f"{definition.name}.json"
         wpath = out / "workloads" / subdir / f"{definition.name}.jsonl"
@@ -237,6 +243,9 @@ def write_default(problems: Path, out: Path) -> list[Path]:
     for folder, definition, workloads in attention_definitions(_attention_rows(problems)):
         lines = [_workload_line(definition, u, {"seq_len": s}) for s, u in workloads.items()]
         emit(folder, definition, lines)
+
+    for folder, definition, workloads in inference_definitions(problems, our_workload_uuid):
+        emit(folder, definition, [_workload_line(definition, u, a, scalars) for u, a, scalars in workloads])
 
     for definition, axes_list, scalars in small_definitions():
         lines = [

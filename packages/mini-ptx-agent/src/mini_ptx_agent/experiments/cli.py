@@ -14,7 +14,7 @@ app = typer.Typer(
         "Many trajectories: definitions x languages x prompt tags x models x replicas, run concurrently into one "
         "directory (a run directory per trajectory, plan.json, manifest.json, turns.csv and turns.parquet), "
         "resumable after a crash or Ctrl-C. CONFIG is a YAML/JSON file or a shipped config's name "
-        "(gemm, mha-fwd, mha-bwd, gemm-smoke, mha-fwd-smoke, mha-bwd-smoke); docs/experiments.md explains."
+        "(gemm, mha-fwd, mha-bwd, gqa, mla, gdn, fp8-gemm, each also as NAME-smoke); docs/experiments.md explains."
     ),
     no_args_is_help=True,
     add_completion=False,

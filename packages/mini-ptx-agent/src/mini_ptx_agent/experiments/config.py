@@ -36,6 +36,10 @@ SUITES: dict[str, str] = {
     "mha-fwd": "suite:ptxbench-mha-with-lse",
     "mha-bwd": "suite:ptxbench-mha-bwd",
     "fp8-mha": "suite:ptxbench-fp8-mha-with-lse",
+    "gqa": "suite:ptxbench-gqa",
+    "mla": "suite:ptxbench-mla",
+    "gdn": "suite:ptxbench-gdn",
+    "fp8-gemm": "suite:ptxbench-fp8-gemm",
     "ci": "suite:ptxbench-ci",
 }
 """Named suites and the definition tag that puts a definition in each (the bundled trace set tags them)."""
@@ -60,8 +64,12 @@ class DefinitionSelection(_Model):
     """Every definition of these operator families (``gemm``, ``mha``, ``mha_bwd``...)."""
     tags: list[str] = Field(default_factory=list)
     """Every definition carrying one of these tags (e.g. ``head_dim:128``, ``causal``)."""
-    suites: list[Literal["gemm", "mha-fwd", "mha-bwd", "fp8-mha", "ci"]] = Field(default_factory=list)
-    """Named suites: ``gemm``, ``mha-fwd``, ``mha-bwd``, ``fp8-mha``, ``ci`` (the float32 CI definitions)."""
+    suites: list[Literal["gemm", "mha-fwd", "mha-bwd", "fp8-mha", "gqa", "mla", "gdn", "fp8-gemm", "ci"]] = (
+        Field(default_factory=list)
+    )
+    """Named suites: ``gemm``, ``mha-fwd``, ``mha-bwd``, ``fp8-mha``, ``gqa`` (paged decode, paged and ragged
+    causal prefill), ``mla``, ``gdn`` (gated delta net decode, mtp, prefill), ``fp8-gemm`` (block-scaled FP8
+    GEMMs), ``ci`` (the float32 CI definitions)."""
     exclude: list[str] = Field(default_factory=list)
     """Definition names to leave out of what the other fields select."""
 

@@ -61,7 +61,10 @@ def export_command(
     ] = None,
     suite: Annotated[
         str | None,
-        typer.Option("--suite", help="Every definition of a suite: gemm, mha-fwd, mha-bwd, fp8-mha, ci."),
+        typer.Option(
+            "--suite",
+            help="Every definition of a suite: gemm, mha-fwd, mha-bwd, fp8-mha, gqa, mla, gdn, fp8-gemm, ci.",
+        ),
     ] = None,
     language: Annotated[
         Literal["cuda", "triton"], typer.Option("--language", help="Kernel language.")

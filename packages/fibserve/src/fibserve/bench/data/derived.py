@@ -30,6 +30,9 @@ from fibserve.bench.data.reference import ReferenceError, reference_namespace
 
 SCALE_SUFFIX = "_scale"
 
+FP8_BLOCK = 128
+"""Elements along a blocked dimension that share one FP8 scale (1x128 and 128x128 blocks, DeepSeek-V3)."""
+
 
 class DerivedInputError(ValueError):
     """An input cannot be derived (a bad definition or reference: a task-level problem)."""
@@ -45,27 +48,79 @@ def scale_partner(definition: Definition, name: str) -> str | None:
 def quantize_fp8(
     values: torch.Tensor, dtype: torch.dtype, scale_shape: tuple[int, ...]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(q, scale)`` with ``q * scale ~= values``: one fp32 scale per leading index ``scale_shape`` of
-    ``values`` (``()`` for one scale), ``scale = amax / finfo(dtype).max`` (1 where a block is all zero).
+    """``(q, scale)`` with ``q * scale ~= values``, ``scale = amax / finfo(dtype).max`` over the elements that
+    share a scale (1 where they are all zero), in fp32. Two layouts of ``scale_shape``:
+
+    * a prefix of ``values.shape`` (``()`` for one scale): one scale per leading index, e.g. ``[B, H]`` per
+      (batch, head) of ``[B, H, S, D]``;
+    * the same rank as ``values``: blocks, ``ceil(dim / scale_dim)`` elements along each dimension, the last
+      block of a dimension possibly shorter; e.g. ``[M, K / 128]`` for 1x128 activation blocks of ``[M, K]``
+      and ``[N / 128, K / 128]`` for 128x128 weight blocks of ``[N, K]`` (the DeepSeek-V3 convention).
 
     Args:
         values: the high-precision tensor (e.g. bf16 normals), any float dtype.
         dtype: ``torch.float8_e4m3fn`` or ``torch.float8_e5m2``.
-        scale_shape: leading dims of ``values`` that each have their own scale.
+        scale_shape: the scale's shape.
 
     Raises:
-        DerivedInputError: ``scale_shape`` is not a prefix of ``values.shape``.
+        DerivedInputError: ``scale_shape`` is neither a prefix of ``values.shape`` nor a block grid of it.
     """
+    if len(scale_shape) == values.dim() and tuple(scale_shape) != tuple(values.shape):
+        return _quantize_blocks(values, dtype, tuple(scale_shape))
     if tuple(values.shape[: len(scale_shape)]) != tuple(scale_shape):
         raise DerivedInputError(
-            f"a scale of shape {tuple(scale_shape)} must be a prefix of its tensor's shape {tuple(values.shape)}"
+            f"a scale of shape {tuple(scale_shape)} must be a prefix of its tensor's shape {tuple(values.shape)} "
+            "or a grid of blocks of it (same rank)"
         )
     wide = values.float()
     reduce_dims = tuple(range(len(scale_shape), wide.dim()))
     amax = wide.abs().amax(dim=reduce_dims) if reduce_dims else wide.abs()
-    scale = torch.where(amax > 0, amax / torch.finfo(dtype).max, torch.ones_like(amax))
+    scale = _scale_of(amax, dtype)
     expand = scale.reshape(*scale.shape, *([1] * len(reduce_dims)))
     return (wide / expand).to(dtype), scale.reshape(scale_shape)
+
+
+def block_sizes(shape: tuple[int, ...], scale_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Elements per block along each dimension when ``scale_shape`` is a block grid of ``shape``: 1 where
+    the scale has the tensor's extent (one scale per row), else :data:`FP8_BLOCK` (``ceil(dim / 128)``
+    scales, the last block of the dimension possibly shorter).
+
+    Raises:
+        DerivedInputError: a scale dimension is neither the tensor's extent nor ``ceil(dim / 128)``.
+    """
+    sizes = []
+    for dim, blocks in zip(shape, scale_shape, strict=True):
+        if blocks == dim:
+            sizes.append(1)
+        elif blocks == -(-dim // FP8_BLOCK):
+            sizes.append(FP8_BLOCK)
+        else:
+            raise DerivedInputError(
+                f"a scale of shape {scale_shape} does not block a tensor of shape {shape}: each scale dimension "
+                f"must be the tensor's extent or ceil(extent / {FP8_BLOCK})"
+            )
+    return tuple(sizes)
+
+
+def _quantize_blocks(
+    values: torch.Tensor, dtype: torch.dtype, scale_shape: tuple[int, ...]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Block quantization (see :func:`quantize_fp8`): pad to whole blocks, one amax per block, unpad."""
+    sizes = block_sizes(tuple(values.shape), scale_shape)
+    wide = values.float()
+    pad = [(0, s * n - d) for d, s, n in zip(wide.shape, sizes, scale_shape, strict=True)]
+    padded = torch.nn.functional.pad(wide, [p for pair in reversed(pad) for p in pair])
+    split_shape = [x for n, s in zip(scale_shape, sizes, strict=True) for x in (n, s)]
+    blocks = padded.reshape(split_shape)
+    inner = tuple(range(1, 2 * len(sizes), 2))
+    scale = _scale_of(blocks.abs().amax(dim=inner), dtype)
+    expanded = scale.reshape([x for n in scale_shape for x in (n, 1)])
+    quantized = (blocks / expanded).reshape(padded.shape)
+    return quantized[tuple(slice(0, d) for d in wide.shape)].to(dtype), scale
+
+
+def _scale_of(amax: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return torch.where(amax > 0, amax / torch.finfo(dtype).max, torch.ones_like(amax))
 
 
 def derive_inputs_(definition: Definition, workload: Workload, inputs: dict[str, Any]) -> None:

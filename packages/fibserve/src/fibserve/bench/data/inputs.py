@@ -6,12 +6,22 @@ same (secret, uuid, k) always gives the same inputs on the same device type. Set
 "trial": each input set is one seeded draw.
 
 Random inputs by dtype: float32/float16/bfloat16 standard normal; float8 normal clamped to the format's finite
-range, or, next to a floating input ``NAME_scale``, quantized from bf16 normals with that scale
+range, or, next to a floating input ``NAME_scale``, quantized from bf16 normals with that scale, per tensor,
+per leading index or per block such as the 1x128 and 128x128 blocks of FP8 GEMMs
 (:mod:`fibserve.bench.data.derived`); integers uniform in ``[0, 64)`` (int8 ``[-64, 64)``); bool fair coin.
 float4 needs safetensors. A reference that defines ``derive_inputs`` computes some inputs from the others
 (the attention backward's ``o`` and ``lse`` are the forward of ``q``, ``k``, ``v``; same module).
 
-Index-like inputs get *definition-aware* generators, chosen by name (first match wins, see ``INDEX_RULES``):
+Definitions of a known family get *definition-aware* generators, which make several inputs at once:
+
+* paged and ragged attention (:mod:`fibserve.bench.data.paged`): ``qo_indptr``, ``kv_indptr``,
+  ``kv_indices``, ``kv_last_page_len``, ``seq_indptr``, ``cu_seqlens``... describing one batch whose lengths
+  add up to the workload's totals (the lengths from the workload uuid alone, the page ids per input set);
+  used when the workload draws every one of them at random;
+* gated delta net (:mod:`fibserve.bench.data.gdn`): unit-norm ``q`` and ``k``, gates ``A_log``, ``a``,
+  ``dt_bias``, ``b`` in their ranges, a recurrent state, distinct state-pool slots.
+
+Other index-like inputs get generic rules, chosen by name (first match wins, see ``INDEX_RULES``):
 
 * ``*_indptr`` (1-D): monotone offsets from 0 whose last value is the length of the matching ``*_indices``
   input (same prefix) or the axis named by a constraint ``AXIS == NAME[-1].item()``;
@@ -42,6 +52,8 @@ from fibserve.trace import Definition, DType, Workload
 
 from fibserve.bench.dtypes import TORCH_DTYPES
 from fibserve.bench.data.derived import DerivedInputError, derive_inputs_, quantize_fp8, scale_partner
+from fibserve.bench.data.gdn import GdnInputError, gdn_inputs
+from fibserve.bench.data.paged import LAYOUT_NAMES, LayoutError, layout_inputs, layout_seed
 
 Value = torch.Tensor | int | float | bool
 
@@ -265,6 +277,7 @@ def generate_inputs(
         raise InputError(str(exc)) from None
     ctx = _Context(definition, axes, device)
     ctx.random = {name: workload.inputs[name].type == "random" for name in definition.inputs}
+    ctx.values.update(_family_inputs(ctx, workload.uuid, input_set, secret))
     for pass_no in (0, 1):
         for name, spec in definition.inputs.items():
             if name in ctx.values:
@@ -303,10 +316,30 @@ def generate_inputs(
     return ordered
 
 
+<<<<<<< HEAD
 def has_index_rule(name: str, dtype: DType) -> bool:
     """Whether a random input ``name`` of ``dtype`` is drawn by a definition-aware rule (page tables, indptr,
     indices, lengths, scales: values that are structure) rather than as plain random values."""
     return _find_rule(name, dtype)[0] is not None
+=======
+def _family_inputs(ctx: _Context, uuid: str, input_set: int, secret: bytes) -> dict[str, Value]:
+    """The inputs the definition-aware generators make (module docstring), for the inputs drawn at random."""
+    wanted = {name for name, drawn in ctx.random.items() if drawn}
+    layout_names = LAYOUT_NAMES & set(ctx.definition.inputs)
+    if layout_names - wanted:  # the workload gives some of them: the generic rules keep to those
+        wanted -= layout_names
+
+    def generator_for(name: str) -> torch.Generator:
+        return _generator(ctx.device, derive_seed(secret, uuid, input_set, name))
+
+    layout_gen = torch.Generator().manual_seed(layout_seed(uuid))
+    try:
+        out: dict[str, Value] = dict(layout_inputs(ctx, wanted, generator_for, layout_gen, ctx.device))
+        out.update(gdn_inputs(ctx.definition, ctx.shape, wanted - set(out), generator_for, ctx.device))
+    except (LayoutError, GdnInputError) as exc:
+        raise InputError(f"{ctx.definition.name}: {exc}") from None
+    return out
+>>>>>>> issue-31
 
 
 def _find_rule(name: str, dtype: DType) -> tuple[Rule | None, int]:

@@ -16,16 +16,15 @@ Unknown devices are never flagged. FLOPs: GEMM ``2*M*N*K`` (axes M, N, K); dense
 (op types ``mha``, ``fp8_mha``: forward; ``mha_bwd``: backward) the usual counts, ``4*B*H*Sq*Skv*D`` for
 the forward (QK^T and PV), 2.5 times that for the backward (five products instead of two), half of either
 for a definition tagged ``causal`` (the convention of PTXBench's h100_reference_latency.csv, whose TFLOP/s
-they reproduce); other attention a floor of
-``2 * heads * head_dim * sum_i(q_len_i * kv_len_i)`` (half the non-causal ``4*H*D*...``, so it also bounds
-causal masks), with the lengths from ``kv_indptr``/``qo_indptr`` (paged or ragged) or from the shapes of
-``q`` and ``k`` (dense, axes ``batch_size``, ``num_heads``, ``head_dim``). Bytes: all input and output tensors (read once, written once); for attention the KV caches are
-left out (only the pages referenced need reading).
+they reproduce); paged and ragged attention (GQA, MLA), gated delta nets and FP8 GEMMs with block scales as
+:mod:`fibserve.bench.timing.inference_costs` counts them (from every sequence's length); other dense
+attention a floor of ``2 * heads * head_dim * Sq * Skv`` per batch from the shapes of ``q`` and ``k`` (axes
+``batch_size``, ``num_heads``, ``head_dim``). Bytes: all input and output tensors (read once, written once),
+of a paged KV cache only the tokens the batch uses.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from typing import Any
 
 import torch
 
+from fibserve.bench.timing.inference_costs import inference_cost, nbytes
 from fibserve.trace import Definition, Plausibility
 
 TFLOP = 1e12
@@ -101,43 +101,29 @@ def _family(dtype: torch.dtype) -> str:
     return "fp32"
 
 
-def _nbytes(value: Any) -> int:
-    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
-
-
-def _segments(indptr: torch.Tensor) -> list[int]:
-    values = indptr.detach().to("cpu", torch.int64).tolist()
-    return [b - a for a, b in itertools.pairwise(values)]
-
-
 def workload_cost(
     definition: Definition, axes: Mapping[str, int], inputs: Mapping[str, Any], outputs: Mapping[str, Any]
 ) -> tuple[float, float, str] | None:
-    """``(flops, bytes, dtype family)`` for GEMM and attention definitions; None for other op types."""
+    """``(flops, bytes, dtype family)`` for GEMM, attention, GDN and FP8 GEMM definitions (module docstring);
+    None for other op types."""
     op = definition.op_type.lower()
     tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
     family = _family(max(tensors, key=lambda t: t.numel()).dtype) if tensors else "fp32"
-    out_bytes = sum(_nbytes(v) for v in outputs.values())
+    out_bytes = sum(nbytes(v) for v in outputs.values())
     if op == "gemm" and all(k in axes for k in ("M", "N", "K")):
         flops = 2.0 * axes["M"] * axes["N"] * axes["K"]
-        return flops, float(sum(_nbytes(v) for v in inputs.values()) + out_bytes), family
+        return flops, float(sum(nbytes(v) for v in inputs.values()) + out_bytes), family
     if op in DENSE_MHA and all(k in axes for k in ("batch_size", "num_heads", "head_dim")):
         return _mha_cost(definition, axes, inputs, family, out_bytes)
+    cost = inference_cost(definition, axes, inputs, outputs)
+    if cost is not None:
+        return cost
     if op in ("gqa", "mha", "mla", "attention") or "attention" in op:
         heads = next((axes[k] for k in ("num_qo_heads", "num_heads", "num_q_heads") if k in axes), None)
         dims = [v for k, v in axes.items() if "head_dim" in k and "vo" not in k]
         if heads is None or not dims:
             return None
-        head_dim = sum(dims) if any("kpe" in k for k in axes) else max(dims)
-        kv = _segments(inputs["kv_indptr"]) if isinstance(inputs.get("kv_indptr"), torch.Tensor) else None
-        qo = _segments(inputs["qo_indptr"]) if isinstance(inputs.get("qo_indptr"), torch.Tensor) else None
-        if kv is None:
-            return _dense_attention(axes, inputs, heads, head_dim, family, out_bytes)
-        page = axes.get("page_size", 1)
-        q_lens = qo if qo is not None and len(qo) == len(kv) else [1] * len(kv)
-        flops = 2.0 * heads * head_dim * sum(q * k * page for q, k in zip(q_lens, kv, strict=True))
-        small = sum(_nbytes(v) for name, v in inputs.items() if "cache" not in name)
-        return flops, float(small + out_bytes), family
+        return _dense_attention(axes, inputs, heads, max(dims), family, out_bytes)
     return None
 
 
@@ -155,8 +141,8 @@ def _mha_cost(
         return None
     forward = 4.0 * axes["batch_size"] * axes["num_heads"] * q.shape[2] * k.shape[2] * axes["head_dim"]
     flops = forward * DENSE_MHA[definition.op_type.lower()] * (0.5 if "causal" in definition.tags else 1.0)
-    nbytes = sum(_nbytes(v) for v in inputs.values()) + out_bytes
-    return flops, float(nbytes), family
+    total = sum(nbytes(v) for v in inputs.values()) + out_bytes
+    return flops, float(total), family
 
 
 def _dense_attention(
@@ -172,8 +158,8 @@ def _dense_attention(
     seq_q = q.numel() // max(batch * heads * head_dim, 1)
     seq_kv = k.numel() // max(batch * kv_heads * head_dim, 1)
     flops = 2.0 * batch * heads * head_dim * seq_q * seq_kv
-    nbytes = sum(_nbytes(v) for v in inputs.values()) + out_bytes
-    return flops, float(nbytes), family
+    total = sum(nbytes(v) for v in inputs.values()) + out_bytes
+    return flops, float(total), family
 
 
 def check_plausibility(
