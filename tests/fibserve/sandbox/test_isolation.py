@@ -42,7 +42,9 @@ def test_it_runs_as_nobody_without_capabilities(findings: dict) -> None:
 def test_its_proc_shows_only_its_own_processes(findings: dict) -> None:
     """A fresh PID namespace: bubblewrap's init and the probe, none of the host's (the bait's token holder)."""
     commands = findings["processes"]
-    assert commands and all(c.split()[0].endswith(("bwrap", Path(sys.executable).name)) for c in commands), commands
+    assert commands and all(c.split()[0].endswith(("bwrap", Path(sys.executable).name)) for c in commands), (
+        commands
+    )
 
 
 def test_no_token_or_key_of_another_process_is_readable(findings: dict) -> None:
