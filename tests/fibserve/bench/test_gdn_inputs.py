@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from fibserve.bench.data.gdn import STATE_STD
 from fibserve.bench.data.inputs import InputError, generate_inputs
+from fibserve.bench.data.variation import variable_inputs
 from fibserve.datasets import default_root
 from fibserve.trace.trace_set import TraceSet
 
@@ -71,3 +72,13 @@ def test_more_rows_than_pool_slots_is_a_clear_input_error(bundled: TraceSet) -> 
     crowded = workload.model_copy(update={"axes": {**workload.axes, "batch_size": 9, "pool_size": 8}})
     with pytest.raises(InputError, match="9 batch rows need distinct state slots but the pool holds 8"):
         generate_inputs(definition, crowded, 0, secret=b"gdn", device="cpu")
+
+
+@pytest.mark.parametrize("name", ["gdn_decode_qk4_v8_d128_k_last", "gdn_prefill_qk4_v8_d128_k_last"])
+def test_timed_calls_keep_the_unit_keys_and_vary_the_rest(bundled: TraceSet, name: str) -> None:
+    """A roll of the flattened k splices two rows (norm up to sqrt(2)): the recurrence may then grow instead of
+    forgetting, so the timed calls' fresh content comes from v and the gates only."""
+    definition = bundled.definition(name)
+    varied = variable_inputs(definition, bundled.workloads_for(name)[-1])
+    assert "q" not in varied and "k" not in varied
+    assert "v" in varied

@@ -316,12 +316,12 @@ def generate_inputs(
     return ordered
 
 
-<<<<<<< HEAD
 def has_index_rule(name: str, dtype: DType) -> bool:
     """Whether a random input ``name`` of ``dtype`` is drawn by a definition-aware rule (page tables, indptr,
     indices, lengths, scales: values that are structure) rather than as plain random values."""
     return _find_rule(name, dtype)[0] is not None
-=======
+
+
 def _family_inputs(ctx: _Context, uuid: str, input_set: int, secret: bytes) -> dict[str, Value]:
     """The inputs the definition-aware generators make (module docstring), for the inputs drawn at random."""
     wanted = {name for name, drawn in ctx.random.items() if drawn}
@@ -339,7 +339,6 @@ def _family_inputs(ctx: _Context, uuid: str, input_set: int, secret: bytes) -> d
     except (LayoutError, GdnInputError) as exc:
         raise InputError(f"{ctx.definition.name}: {exc}") from None
     return out
->>>>>>> issue-31
 
 
 def _find_rule(name: str, dtype: DType) -> tuple[Rule | None, int]:

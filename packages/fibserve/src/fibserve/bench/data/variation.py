@@ -10,7 +10,9 @@ draws of the same distribution at the same shapes.
 
 Which inputs are variable (:func:`variable_inputs`): floating tensors (fp32, fp16, bf16) that the workload
 draws at random and that nothing else depends on. Kept as they are: index-like inputs (page tables, indptr,
-lengths: their values are structure), FP8 tensors and their scales (quantized together), scalars, inputs
+lengths: their values are structure), FP8 tensors and their scales (quantized together), a gated delta net's
+unit-norm ``q`` and ``k`` (a roll over the flattened tensor splices two rows, whose norm is then up to
+sqrt(2): the delta rule's ``I - beta k k^T`` stops being a contraction, :mod:`fibserve.bench.data.gdn`), scalars, inputs
 from safetensors or given as scalars, and both the inputs a reference's ``derive_inputs`` reads and those it
 returns (the attention backward's ``o`` and ``lse`` are the forward of ``q``, ``k``, ``v``; its ``do`` is
 still varied). A kernel can then cache on a kept input alone only by returning outputs that are wrong for the
@@ -32,6 +34,7 @@ from typing import Any
 import torch
 
 from fibserve.bench.data.derived import scale_partner
+from fibserve.bench.data.gdn import UNIT, is_gdn
 from fibserve.bench.data.inputs import has_index_rule
 from fibserve.trace import Definition, DType, Workload
 
@@ -95,6 +98,7 @@ def variable_inputs(definition: Definition, workload: Workload) -> list[str]:
             and spec.dtype in VARIABLE_DTYPES
             and not has_index_rule(name, spec.dtype)
             and not _is_scale(definition, name)
+            and not (is_gdn(definition) and name in UNIT)
             and name not in kept
         ):
             variable.append(name)
