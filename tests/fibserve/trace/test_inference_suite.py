@@ -271,8 +271,9 @@ PEAK_SCRIPT = textwrap.dedent(
 @pytest.mark.slow
 def test_the_attention_reference_is_memory_bounded_measured_on_a_long_sequence() -> None:
     """One causal sequence of 2048 tokens with the reference's blocks scaled down (256 keys, 65536 scores):
-    its peak memory grows by a few MiB (2.2 MiB measured; the peak is reset through /proc/self/clear_refs, since the process's own high-water mark from importing torch hid the dense matrix once), while the dense score matrix of the same sequence and
-    its softmax take 128 MiB. At full size the same bound is one block of 2^26 fp32 scores, its mask and one KV
+    its peak memory grows by a few MiB (2.2 MiB measured), while the dense score matrix of the same sequence and
+    its softmax take 128 MiB (each peak measured from a reset of VmHWM through /proc/self/clear_refs: the
+    process's high-water mark from importing torch once hid the dense matrix). At full size the same bound is one block of 2^26 fp32 scores, its mask and one KV
     block: under 0.5 GiB (docs/inference-suite.md), whatever the sequence lengths."""
     result = subprocess.run([sys.executable, "-c", PEAK_SCRIPT], capture_output=True, text=True, check=True)
     peak = json.loads(result.stdout)
