@@ -76,13 +76,26 @@ def test_speedups_against_the_baseline_and_the_sampled_reference_are_both_labell
     assert seen.baseline.solution == baseline.name and seen.baseline.description == baseline.description
     assert seen.baseline.pairs == 12  # every candidate call: 6 iterations x 2 trials
     # FlashInfer's three numbers are against the baseline: latency_ms * speedup ~ reference_latency_ms
-    assert performance.speedup_factor == seen.baseline.speedup > 0
-    assert performance.reference_latency_ms == seen.baseline.latency_ms
+    assert _reported(performance, seen.baseline.latency_ms, seen.baseline.speedup) == (
+        performance.reference_latency_ms,
+        performance.speedup_factor,
+    )
+    assert seen.baseline.speedup > 0
     reference = seen.vs_reference
     assert reference.timed and reference.every == 2 and reference.pairs == 6 and reference.speedup > 0
     assert reference.reason.startswith("sampled")
     assert "baseline_ms / candidate_ms" in performance.extra["method"]
     assert seen.no_baseline is None
+
+
+def _reported(performance, latency_ms: float, speedup: float) -> tuple[float, float]:
+    """The primary comparator's latency and speedup the Performance should report: those of the pairs, unless the
+    neighbour-bias check re-timed the comparator after itself (seen on a loaded 2-core machine, where the CPU
+    clock of a call after the candidate's ran slow), then those after itself."""
+    bias = performance.extra.get("neighbour_bias")
+    if bias and bias["applied"]:
+        return bias["after_itself_ms"], bias["speedup_after_itself"]
+    return latency_ms, speedup
 
 
 @slow
@@ -96,7 +109,9 @@ def test_without_a_baseline_the_speedup_is_against_the_reference_and_says_so(
         "names no baseline Solution" in seen.no_baseline and "not a vendor-quality kernel" in seen.no_baseline
     )
     assert seen.vs_reference.timed and seen.vs_reference.pairs == 12
-    assert seen.vs_reference.speedup == performance.speedup_factor
+    assert _reported(performance, seen.vs_reference.latency_ms, seen.vs_reference.speedup)[1] == (
+        performance.speedup_factor
+    )
 
 
 def test_a_reference_over_its_budget_is_not_timed_and_the_result_says_why() -> None:
