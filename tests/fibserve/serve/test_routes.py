@@ -113,3 +113,23 @@ def test_a_batch_with_a_refused_candidate_queues_nothing_and_names_it(state: Ser
         )
     assert caught.value.code == "too_many_sources" and caught.value.message.startswith("solutions[1]: ")
     assert state.store.counts()[TaskStatus.PENDING] == 0
+
+
+def test_a_stored_result_field_the_answer_lacks_is_logged_not_dropped_silently(
+    state: ServerState, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A result stored by another version of FIBServe may hold a field this server does not answer: it is left
+    out of the answer, and the log names it (issue 28: the answer used to drop unknown keys without a word)."""
+    request = EvaluateRequest.model_validate(
+        {"solution": triton_add_solution("kept"), "workload_uuids": [VECTOR_ADD_SMALL]}
+    )
+    record = state.store.get(routes.evaluate(request, state, _from("10.1.2.3")).task_id)
+    stored = record.model_copy(update={"result": {"logs": "kept", "speedup_v9": 2.0}})
+    with caplog.at_level("WARNING", logger="fibserve.serve.routes"):
+        answer = routes.task_answer(stored)
+    assert answer.logs == "kept" and "speedup_v9" not in answer.model_dump()
+    assert any("speedup_v9" in r.getMessage() and record.id in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="fibserve.serve.routes"):
+        routes.task_answer(record)
+    assert caplog.records == []

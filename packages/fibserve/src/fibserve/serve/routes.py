@@ -9,6 +9,7 @@ OpenAPI document.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Annotated, Any
 
@@ -43,6 +44,8 @@ from .errors import ApiError
 from .state import ServerState
 from .store import Submission, TaskRecord
 
+log = logging.getLogger(__name__)
+
 router = APIRouter()
 """Every endpoint except the docs (FastAPI serves ``/docs`` and ``/openapi.json`` itself)."""
 
@@ -62,8 +65,21 @@ def client_of(http: Request) -> str:
 
 
 def task_answer(record: TaskRecord) -> TaskAnswer:
-    """The public answer for a stored task."""
+    """The public answer for a stored task.
+
+    The stored result holds :class:`fibserve.api.TaskAnswer` fields by their own names
+    (:func:`fibserve.serve.work.evaluation_result`); a field this server does not answer (a result stored by
+    another version of FIBServe) is left out of the answer and logged once per read, naming the fields.
+    """
     result = record.result or {}
+    unknown = sorted(set(result) - set(TaskAnswer.model_fields))
+    if unknown:
+        log.warning(
+            "task %s: its stored result has fields this server does not answer, left out: %s (written by "
+            "another version of FIBServe?)",
+            record.id,
+            ", ".join(unknown),
+        )
     return TaskAnswer(
         task_id=record.id,
         kind=record.kind,
