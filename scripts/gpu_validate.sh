@@ -41,7 +41,7 @@
 #   workers     benchmarks/worker_start.py --device cuda:0: a GPU worker's start, forked from the zygote
 #   peer        benchmarks/peer_flashinfer_bench.py: the same solutions through FlashInfer-Bench 0.1.2 and FIBServe,
 #               back to back (needs .whl/peer/ from scripts/device_wheels.sh --peer, installed into
-#               /tmp/peer-site for this step only; written to fit peer:200, not run yet)
+#               /tmp/peer-site for this step only; it ran within peer:60 on the H200)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

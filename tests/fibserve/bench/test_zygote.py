@@ -71,15 +71,25 @@ for name in os.listdir("/proc"):
         continue
     try:
         with open(f"/proc/{name}/cmdline", "rb") as handle:
-            seen.append(handle.read(80).replace(b"\\0", b" ").decode(errors="replace"))
+            command = handle.read(80).replace(b"\\0", b" ").decode(errors="replace")
+        with open(f"/proc/{name}/stat") as handle:
+            parent = handle.read().rsplit(")", 1)[1].split()[1]
     except OSError:
         continue
+    seen.append(command)
     for what in ("mem", "environ", "maps"):
         try:
-            os.close(os.open(f"/proc/{name}/{what}", os.O_RDONLY))
-            reached.append(f"{name}/{what}")
+            handle = os.open(f"/proc/{name}/{what}", os.O_RDONLY)
         except OSError:
-            pass
+            continue
+        try:  # a process that exited meanwhile has no memory: its files open (the kernel checks nothing) and read
+            reached_it = bool(os.read(handle, 64))  # empty; a live one's maps and environ have lines, its mem
+        except OSError:  # fails at address 0 (EIO)
+            reached_it = True
+        finally:
+            os.close(handle)
+        if reached_it:
+            reached.append(f"{name}/{what} ({command!r}, parent {parent})")
     try:
         if int(name) != os.getpid():  # in a PID namespace of its own, its own number there is not this one
             os.kill(int(name), 0)
