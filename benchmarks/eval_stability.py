@@ -6,15 +6,19 @@ in its timing twin) ``--repeats`` times (default 10) with the default configurat
 iterations 50, trials 3, interleaved pairs). A trustworthy harness reports every speedup within
 [0.99, 1.01]. Default: torch.matmul in bfloat16 at M=8192, N=7168, K=5120 (workload 94920358 of
 gemm_n7168_k5120); ``--definition mha_with_lse_d128 --axis seq_len=4096`` proves it on attention (cuDNN
-SDPA). For contrast it also reports the ratio of the two medians (what a cached or separately timed baseline
-would give), the speedup against the definition's reference (timed within its budget), the latency spread
-and the SM clock, power and temperature at the start and end of each measurement.
+SDPA); ``--axis all`` runs every workload of the definition in turn (issue 35's goal: every workload of
+gemm_n7168_k5120, M=70 to 8192, and of one attention definition). For contrast it also reports the ratio of
+the two medians (what a cached or separately timed baseline would give), the speedup against the definition's
+reference (timed within its budget), the latency spread and the SM clock, power and temperature at the start
+and end of each measurement.
 
     OUT=./bench-results python3 benchmarks/eval_stability.py
+    OUT=./bench-results python3 benchmarks/eval_stability.py --axis all
     OUT=./bench-results python3 benchmarks/eval_stability.py --definition mha_with_lse_d128 --axis seq_len=4096
 
-Writes ``$OUT/eval_stability.json`` and ``$OUT/eval_stability.md``; exit code 0 when every speedup is within
-the band, 1 otherwise, 2 without a GPU.
+Writes ``$OUT/eval_stability.json`` and ``$OUT/eval_stability.md`` (one summary line per workload, then each
+workload's runs); exit code 0 when every speedup is within the band, 1 otherwise, 2 without a GPU or for an
+axis that names no workload.
 """
 
 from __future__ import annotations
@@ -28,15 +32,34 @@ from pathlib import Path
 DEFINITION = "gemm_n7168_k5120"
 
 
+def select_workloads(workloads: list, axis: str) -> list:
+    """The workloads ``axis`` names: ``all``, or ``NAME=VALUE`` of a var axis (every workload with that value).
+
+    Raises:
+        ValueError: ``axis`` is neither, or names no workload (the message lists the values there are).
+    """
+    if axis == "all":
+        return list(workloads)
+    name, sep, value = axis.partition("=")
+    if not sep or not value.lstrip("-").isdigit():
+        raise ValueError(f"--axis {axis!r}: give NAME=VALUE (e.g. M=8192) or all")
+    chosen = [w for w in workloads if w.axes.get(name) == int(value)]
+    if not chosen:
+        values = sorted({w.axes[name] for w in workloads if name in w.axes})
+        raise ValueError(f"--axis {axis!r} names no workload; {name} takes {values or 'no value'} here")
+    return chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="speedup stability of a baseline Solution against itself")
     parser.add_argument("--out", default=os.environ.get("OUT", "./bench-results"))
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--band", type=float, default=0.01, help="allowed |speedup - 1|")
     parser.add_argument("--definition", default=DEFINITION, help="a bundled definition with a baseline")
-    parser.add_argument("--axis", default="M=8192", help="the workload: NAME=VALUE of its var axis")
+    parser.add_argument(
+        "--axis", default="M=8192", help="the workload: NAME=VALUE of its var axis, or all (every workload)"
+    )
     args = parser.parse_args()
-    axis, _, value = args.axis.partition("=")
 
     import torch
 
@@ -45,99 +68,139 @@ def main() -> int:
         return 2
     from fibserve.bench import Evaluator
     from fibserve.datasets import default_root
-    from fibserve.trace import Comparisons
     from fibserve.trace.trace_set import TraceSet
 
     ts = TraceSet.load([default_root()])
     definition = ts.definition(args.definition)
-    workload = next(w for w in ts.workloads_for(args.definition) if w.axes.get(axis) == int(value))
+    try:
+        workloads = select_workloads(ts.workloads_for(args.definition), args.axis)
+    except ValueError as exc:
+        print(f"eval_stability: {exc}", file=sys.stderr)
+        return 2
     baseline = ts.baseline_for(args.definition)
     if baseline is None:
         print(f"eval_stability: {args.definition} names no baseline Solution", file=sys.stderr)
         return 2
     solution = baseline.model_copy(update={"name": "baseline_as_candidate", "author": "eval_stability"})
-    rows = []
+    results = []
     with Evaluator("cuda:0") as evaluator:
-        for i in range(args.repeats):
-            report = evaluator.evaluate(definition, solution, [workload], baseline=baseline)
-            ev = report.traces[0].evaluation if report.traces else None
-            if ev is None or ev.performance is None:
-                rows.append(
-                    {"run": i, "error": report.task_error or (ev.log[-500:] if ev else "no evaluation")}
-                )
-                print(f"run {i}: FAILED {rows[-1]['error']}", flush=True)
-                continue
-            extra = ev.performance.extra or {}
-            cand, ref = extra["candidate_ms"], extra["reference_ms"]
-            seen = Comparisons.of(ev.performance)
-            row = {
-                "run": i,
-                "speedup": ev.performance.speedup_factor,
-                "speedup_basis": seen.basis_label,
-                "vs_reference": seen.vs_reference.speedup if seen.vs_reference else None,
-                "roofline_fraction": seen.roofline.fraction if seen.roofline else None,
-                "speedup_p10": extra["speedup_p10"],
-                "speedup_p90": extra["speedup_p90"],
-                "ratio_of_medians": ref["median"] / cand["median"],
-                "candidate_ms": cand,
-                "reference_ms": ref,
-                "timing_basis": extra.get("timing_basis"),
-                "unexplained_round_trip_ms": extra.get("unexplained_round_trip_ms"),
-                "sm_clock_start": extra["device_start"].get("sm_clock_mhz"),
-                "sm_clock_end": extra["device_end"].get("sm_clock_mhz"),
-                "power_start_w": extra["device_start"].get("power_w"),
-                "power_end_w": extra["device_end"].get("power_w"),
-                "temp_start_c": extra["device_start"].get("temperature_c"),
-                "temp_end_c": extra["device_end"].get("temperature_c"),
-            }
-            rows.append(row)
-            print(
-                f"run {i}: speedup {row['speedup']:.4f} (pairs p10 {row['speedup_p10']:.4f} p90 "
-                f"{row['speedup_p90']:.4f}), ratio of medians {row['ratio_of_medians']:.4f}, candidate "
-                f"{cand['median']:.4f} ms [{cand['p10']:.4f}, {cand['p90']:.4f}], reference {ref['median']:.4f} ms, "
-                f"SM clock {row['sm_clock_start']} -> {row['sm_clock_end']} MHz, unexplained round trip "
-                f"{row['unexplained_round_trip_ms']} ms, against {row['speedup_basis']}, vs reference "
-                f"{row['vs_reference']}, roofline {row['roofline_fraction']}",
-                flush=True,
+        for workload in workloads:
+            print(f"workload {workload.uuid} {dict(workload.axes)}", flush=True)
+            rows = [
+                _measured(evaluator, definition, solution, baseline, workload, i) for i in range(args.repeats)
+            ]
+            speedups = [r["speedup"] for r in rows if "speedup" in r]
+            results.append(
+                {
+                    "workload": workload.uuid,
+                    "axes": dict(workload.axes),
+                    "speedup_min": min(speedups, default=None),
+                    "speedup_max": max(speedups, default=None),
+                    "all_within_band": len(speedups) == args.repeats
+                    and all(abs(x - 1.0) <= args.band for x in speedups),
+                    "runs": rows,
+                }
             )
-    speedups = [r["speedup"] for r in rows if "speedup" in r]
-    ok = len(speedups) == args.repeats and all(abs(s - 1.0) <= args.band for s in speedups)
+    ok = all(r["all_within_band"] for r in results)
     result = {
         "definition": args.definition,
-        "workload": workload.uuid,
-        "axes": dict(workload.axes),
+        "axis": args.axis,
         "baseline": baseline.name,
         "band": [1 - args.band, 1 + args.band],
-        "speedup_min": min(speedups, default=None),
-        "speedup_max": max(speedups, default=None),
         "all_within_band": ok,
-        "runs": rows,
+        "workloads": results,
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval_stability.json").write_text(json.dumps(result, indent=2))
-    lines = [
-        f"{baseline.name} vs itself as the baseline, {args.definition} {args.axis}: speedups "
-        f"{result['speedup_min']} .. "
-        f"{result['speedup_max']} (band {result['band']}): {'PASS' if ok else 'FAIL'}",
-        "",
-        "| run | speedup | pairs p10 | pairs p90 | ratio of medians | candidate ms (p10-p90) | baseline ms | vs reference | roofline | SM MHz start/end | W start/end | C start/end |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in rows:
-        if "speedup" not in r:
-            lines.append(f"| {r['run']} | error: {r['error'][:80]} | | | | | | | | | | |")
-            continue
-        c, f = r["candidate_ms"], r["reference_ms"]
-        lines.append(
-            f"| {r['run']} | {r['speedup']:.4f} | {r['speedup_p10']:.4f} | {r['speedup_p90']:.4f} | "
-            f"{r['ratio_of_medians']:.4f} | {c['median']:.4f} ({c['p10']:.4f}-{c['p90']:.4f}) | {f['median']:.4f} | "
-            f"{r['vs_reference']} | {r['roofline_fraction']} | {r['sm_clock_start']}/{r['sm_clock_end']} | {r['power_start_w']}/{r['power_end_w']} | "
-            f"{r['temp_start_c']}/{r['temp_end_c']} |"
-        )
+    lines = _table(result)
     (out / "eval_stability.md").write_text("\n".join(lines) + "\n")
-    print(lines[0])
+    print("\n".join(lines[: 4 + len(results)]))
     return 0 if ok else 1
+
+
+def _measured(evaluator, definition, solution, baseline, workload, i: int) -> dict:
+    """Run ``i`` of one workload: the speedup of the baseline against itself and what surrounds it."""
+    from fibserve.trace import Comparisons
+
+    report = evaluator.evaluate(definition, solution, [workload], baseline=baseline)
+    ev = report.traces[0].evaluation if report.traces else None
+    if ev is None or ev.performance is None:
+        row = {"run": i, "error": report.task_error or (ev.log[-500:] if ev else "no evaluation")}
+        print(f"run {i}: FAILED {row['error']}", flush=True)
+        return row
+    extra = ev.performance.extra or {}
+    cand, ref = extra["candidate_ms"], extra["reference_ms"]
+    seen = Comparisons.of(ev.performance)
+    row = {
+        "run": i,
+        "speedup": ev.performance.speedup_factor,
+        "speedup_basis": seen.basis_label,
+        "vs_reference": seen.vs_reference.speedup if seen.vs_reference else None,
+        "roofline_fraction": seen.roofline.fraction if seen.roofline else None,
+        "speedup_p10": extra["speedup_p10"],
+        "speedup_p90": extra["speedup_p90"],
+        "ratio_of_medians": ref["median"] / cand["median"],
+        "candidate_ms": cand,
+        "reference_ms": ref,
+        "timing_basis": extra.get("timing_basis"),
+        "unexplained_round_trip_ms": extra.get("unexplained_round_trip_ms"),
+        "sm_clock_start": extra["device_start"].get("sm_clock_mhz"),
+        "sm_clock_end": extra["device_end"].get("sm_clock_mhz"),
+        "power_start_w": extra["device_start"].get("power_w"),
+        "power_end_w": extra["device_end"].get("power_w"),
+        "temp_start_c": extra["device_start"].get("temperature_c"),
+        "temp_end_c": extra["device_end"].get("temperature_c"),
+    }
+    print(
+        f"run {i}: speedup {row['speedup']:.4f} (pairs p10 {row['speedup_p10']:.4f} p90 "
+        f"{row['speedup_p90']:.4f}), ratio of medians {row['ratio_of_medians']:.4f}, candidate "
+        f"{cand['median']:.4f} ms [{cand['p10']:.4f}, {cand['p90']:.4f}], reference {ref['median']:.4f} ms, "
+        f"SM clock {row['sm_clock_start']} -> {row['sm_clock_end']} MHz, unexplained round trip "
+        f"{row['unexplained_round_trip_ms']} ms, against {row['speedup_basis']}, vs reference "
+        f"{row['vs_reference']}, roofline {row['roofline_fraction']}",
+        flush=True,
+    )
+    return row
+
+
+def _table(result: dict) -> list[str]:
+    """The Markdown of a result: the verdict, one line per workload, then each workload's runs."""
+    verdict = "PASS" if result["all_within_band"] else "FAIL"
+    lines = [
+        f"{result['baseline']} vs itself as the baseline, {result['definition']} ({result['axis']}), band "
+        f"{result['band']}: {verdict}",
+        "",
+        "| workload | axes | speedup min | speedup max | within band |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for w in result["workloads"]:
+        axes = " ".join(f"{k}={v}" for k, v in w["axes"].items())
+        lines.append(
+            f"| {w['workload'][:8]} | {axes} | {w['speedup_min']} | {w['speedup_max']} | "
+            f"{'yes' if w['all_within_band'] else 'no'} |"
+        )
+    for w in result["workloads"]:
+        axes = " ".join(f"{k}={v}" for k, v in w["axes"].items())
+        lines += [
+            "",
+            f"### {axes}",
+            "",
+            "| run | speedup | pairs p10 | pairs p90 | ratio of medians | candidate ms (p10-p90) | baseline ms | vs reference | roofline | SM MHz start/end | W start/end | C start/end |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in w["runs"]:
+            if "speedup" not in r:
+                lines.append(f"| {r['run']} | error: {r['error'][:80]} | | | | | | | | | | |")
+                continue
+            c, f = r["candidate_ms"], r["reference_ms"]
+            lines.append(
+                f"| {r['run']} | {r['speedup']:.4f} | {r['speedup_p10']:.4f} | {r['speedup_p90']:.4f} | "
+                f"{r['ratio_of_medians']:.4f} | {c['median']:.4f} ({c['p10']:.4f}-{c['p90']:.4f}) | {f['median']:.4f} | "
+                f"{r['vs_reference']} | {r['roofline_fraction']} | {r['sm_clock_start']}/{r['sm_clock_end']} | {r['power_start_w']}/{r['power_end_w']} | "
+                f"{r['temp_start_c']}/{r['temp_end_c']} |"
+            )
+    return lines
 
 
 if __name__ == "__main__":

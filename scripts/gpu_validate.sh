@@ -21,8 +21,10 @@
 #   latency     benchmarks/launch_latency.py: host launch latency in a timed call, two orderings
 #   symmetry    benchmarks/timing_symmetry.py: where the torch.matmul-vs-itself bias comes from
 #   sandbox     benchmarks/sandbox_gpu_probe.py: CUDA IPC and CUDA candidates inside the product's sandbox
-#   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations
+#   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations at M=8192
+#               (STABILITY_AXIS=all: every workload of gemm_n7168_k5120, M=70 to 8192, issue 35's goal)
 #   attnstab    benchmarks/eval_stability.py on mha_with_lse_d128 at seq_len 4096: cuDNN SDPA against itself
+#               (ATTNSTAB_AXIS=all: every workload, seq_len 512 to 16384)
 #   attnbase    benchmarks/attention_baselines.py: every attention baseline on every workload (ATTN_FLAGS, e.g. --quick)
 #   inferbase   benchmarks/inference_baselines.py: every GQA, MLA, GDN and FP8-GEMM baseline on every workload, with
 #               the path it took and its check against the packaged tolerances (INFER_FLAGS, e.g. --time-reference)
@@ -205,9 +207,10 @@ for item in "${steps[@]}"; do
         latency) run_step latency "$limit" python3 benchmarks/launch_latency.py ;;
         symmetry) run_step symmetry "$limit" python3 benchmarks/timing_symmetry.py ;;
         sandbox) run_step sandbox "$limit" python3 benchmarks/sandbox_gpu_probe.py ;;
-        stability) run_step stability "$limit" python3 benchmarks/eval_stability.py --repeats "${STABILITY_REPEATS:-10}" ;;
+        stability) run_step stability "$limit" python3 benchmarks/eval_stability.py --repeats "${STABILITY_REPEATS:-10}" \
+            --axis "${STABILITY_AXIS:-M=8192}" ;;
         attnstab) run_step attnstab "$limit" python3 benchmarks/eval_stability.py --repeats "${STABILITY_REPEATS:-10}" \
-            --definition mha_with_lse_d128 --axis seq_len=4096 ;;
+            --definition mha_with_lse_d128 --axis "${ATTNSTAB_AXIS:-seq_len=4096}" ;;
         attnbase) run_step attnbase "$limit" python3 benchmarks/attention_baselines.py --max-wall-s "$((limit - 30))" ${ATTN_FLAGS:-} ;;
         inferbase) run_step inferbase "$limit" python3 benchmarks/inference_baselines.py --max-wall-s "$((limit - 30))" \
             ${INFER_FLAGS:-} ;;

@@ -1,0 +1,64 @@
+"""benchmarks/eval_stability.py without a GPU: which workloads an --axis names, and the table of a result."""
+
+from __future__ import annotations
+
+import pytest
+from fibserve.datasets import default_root
+from fibserve.trace.trace_set import TraceSet
+
+
+@pytest.fixture(scope="module")
+def script(load_benchmark):
+    return load_benchmark("eval_stability.py")
+
+
+@pytest.fixture(scope="module")
+def gemm_workloads() -> list:
+    return TraceSet.load([default_root()]).workloads_for("gemm_n7168_k5120")
+
+
+def test_all_names_every_workload_and_a_value_names_its_own(script, gemm_workloads) -> None:
+    assert [w.axes["M"] for w in script.select_workloads(gemm_workloads, "all")] == [70, 232, 972, 2379, 8192]
+    assert [w.axes["M"] for w in script.select_workloads(gemm_workloads, "M=232")] == [232]
+
+
+@pytest.mark.parametrize(
+    ("axis", "message"),
+    [
+        ("M=71", r"names no workload; M takes \[70, 232, 972, 2379, 8192\] here"),
+        ("M", "give NAME=VALUE"),
+        ("seq_len=4096", "seq_len takes no value"),
+    ],
+)
+def test_an_axis_that_names_no_workload_says_what_there_is(script, gemm_workloads, axis, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        script.select_workloads(gemm_workloads, axis)
+
+
+def test_the_table_gives_one_verdict_line_per_workload_then_its_runs(script) -> None:
+    run = {
+        "run": 0, "speedup": 1.004, "speedup_p10": 0.99, "speedup_p90": 1.01, "ratio_of_medians": 1.003,
+        "candidate_ms": {"median": 0.03, "p10": 0.029, "p90": 0.031}, "reference_ms": {"median": 0.0301},
+        "vs_reference": 40.0, "roofline_fraction": 0.4, "sm_clock_start": 1980, "sm_clock_end": 1980,
+        "power_start_w": 120, "power_end_w": 300, "temp_start_c": 40, "temp_end_c": 45,
+    }  # fmt: skip
+    result = {
+        "definition": "gemm_n7168_k5120",
+        "axis": "all",
+        "baseline": "torch_matmul",
+        "band": [0.99, 1.01],
+        "all_within_band": False,
+        "workloads": [
+            {"workload": "a" * 36, "axes": {"M": 70}, "speedup_min": 1.004, "speedup_max": 1.004,
+             "all_within_band": True, "runs": [run]},
+            {"workload": "b" * 36, "axes": {"M": 232}, "speedup_min": None, "speedup_max": None,
+             "all_within_band": False, "runs": [{"run": 0, "error": "RUNTIME_ERROR"}]},
+        ],
+    }  # fmt: skip
+    lines = script._table(result)
+    assert lines[0].endswith(": FAIL") and "(all)" in lines[0]
+    assert lines[4] == "| aaaaaaaa | M=70 | 1.004 | 1.004 | yes |"
+    assert lines[5] == "| bbbbbbbb | M=232 | None | None | no |"
+    assert "### M=70" in lines and "### M=232" in lines
+    assert any(line.startswith("| 0 | 1.0040 |") for line in lines)
+    assert any(line.startswith("| 0 | error: RUNTIME_ERROR |") for line in lines)
