@@ -93,6 +93,7 @@ def test_per_model_and_total_bounds_hold(tmp_path: Path) -> None:
         evaluations=evaluations, on_done=lambda t, summary: done.append(summary.exit_status),
     )  # fmt: skip
     assert runner.run() == 8
+    assert runner.errors == {}  # no trajectory raised
     assert done == ["LimitsExceeded"] * 8
     assert state["max"]["m/limited"] == 1  # its concurrency
     assert state["max"]["m/free"] >= 2  # trajectories of the other model did overlap

@@ -33,8 +33,10 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # mini-swe-agent prints a ba
 from minisweagent.exceptions import InterruptAgentFlow
 
 from ..environment.fibserve import FIBServeBackend
+from ..models import ModelUnavailableError
 from ..models.bounded import exit_message
 from ..runs.directory import RunLayout, RunPlan, load_plan
+from ..runs.launch import run_trajectory
 from ..runs.summary import RunSummary, failed_summary
 from ..task import TaskConfig
 from ..trajectory import write_json
@@ -259,9 +261,6 @@ class ExperimentRunner:
 
     def run_one(self, t: PlannedTrajectory) -> RunSummary:
         """Run or resume trajectory ``t`` in ``runs/<id>/``; returns its summary (also in summary.json)."""
-        from ..models import ModelUnavailableError
-        from ..runs.launch import run_trajectory
-
         run_dir = self.layout.run_dir(t.id)
         resume = trajectory_state(run_dir, self.plan.num_turns) == "unfinished"
         layout = RunLayout(run_dir)

@@ -13,6 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..agent import KernelAgent, literal_template
+from ..environment import EvaluationInfrastructureError
+from ..environment.evaluation import EvaluationEnvironment
+from ..models.base import is_demo_model
+from ..models.bounded import exit_message
+from ..prompts import compose_system_prompt, first_user_message
 from ..trajectory import load_trajectory, write_json
 from .directory import RunLayout, RunPlan, default_output_root, new_run_dir
 from .options import RunOptionError, RunOptions, plan_for
@@ -65,12 +71,10 @@ def run_agent(
     """
     from rich.console import Console
 
-    from ..environment import EvaluationInfrastructureError
     from ..environment.embedded import ServiceStartError
     from ..environment.embedded import service_url as resolve_service
     from ..environment.fibserve import FIBServeBackend
     from ..models import ModelConfigError, ModelUnavailableError, make_model
-    from ..models.base import is_demo_model
     from .progress import RunProgress
 
     started = time.time()
@@ -143,13 +147,6 @@ def run_trajectory(
         KeyboardInterrupt: Ctrl-C, re-raised once the trajectory and a summary (exit status ``Interrupted``)
             are written.
     """
-    from ..agent import KernelAgent, literal_template
-    from ..environment import EvaluationInfrastructureError
-    from ..environment.evaluation import EvaluationEnvironment
-    from ..models.base import is_demo_model
-    from ..models.bounded import exit_message
-    from ..prompts import compose_system_prompt, first_user_message
-
     layout = RunLayout(run_dir)
     plan = plan.model_copy(update={"demo": plan.demo or is_demo_model(model)})
     task = plan.task.model_copy(update={"timeout_s": min(plan.task.timeout_s, plan.turn_timeout_s)})
