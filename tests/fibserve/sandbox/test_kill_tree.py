@@ -30,6 +30,18 @@ ROOT = textwrap.dedent(
             os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", sys.argv[1]])
         os._exit(0)
     os.wait()
+
+    def command(pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                return handle.read()
+        except OSError:
+            return b""
+
+    # ready once the orphan has exec'd: mid-exec its command line can read empty
+    while not any(b"time.sleep(300)" in command(p) and sys.argv[1].encode() in command(p)
+                  for p in os.listdir("/proc") if p.isdigit()):
+        time.sleep(0.01)
     print("ready", flush=True)
     time.sleep(300)
     """
