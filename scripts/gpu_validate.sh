@@ -40,6 +40,8 @@
 #   raylane     benchmarks/ray_lanes.py --gpu: a Ray lane owning the GPU evaluates $RAY_REQUESTS (50) CUDA candidates,
 #               against a plain lane (needs Ray's wheels: scripts/device_wheels.sh --ray)
 #   shortk      benchmarks/short_kernels.py --evaluations: short kernels' measured latency against CUPTI's
+#   buildahead  benchmarks/build_ahead.py on cuda:0: $BUILD_AHEAD_CUDA (30) CUDA candidates with distinct sources through
+#               one GPU lane, without and with 8 build-ahead workers (issue 29's evaluations per minute)
 #   workers     benchmarks/worker_start.py --device cuda:0: a GPU worker's start, forked from the zygote
 #   peer        benchmarks/peer_flashinfer_bench.py: the same solutions through FlashInfer-Bench 0.1.2 and FIBServe,
 #               back to back (needs .whl/peer/ from scripts/device_wheels.sh --peer, installed into
@@ -224,6 +226,8 @@ for item in "${steps[@]}"; do
         experiment) run_step experiment "$limit" experiment ;;
         shortk) run_step shortk "$limit" python3 benchmarks/short_kernels.py --evaluations ;;
         peer) run_step peer "$limit" peer ;;
+        buildahead) run_step buildahead "$limit" python3 benchmarks/build_ahead.py --devices cuda:0 \
+            --cuda "${BUILD_AHEAD_CUDA:-30}" --other 0 --build-workers 0,8 --max-wall-s "$(((limit - 20) / 2))" ;;
         workers) run_step workers "$limit" python3 benchmarks/worker_start.py --device cuda:0 --evaluations 0 \
             --workers "${WORKER_STARTS:-10}" --fresh 2 ;;
         raylane) run_step raylane "$limit" python3 benchmarks/ray_lanes.py --gpu --lanes 1 --language cuda \
