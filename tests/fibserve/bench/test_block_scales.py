@@ -3,11 +3,15 @@ of the FP8 GEMMs are positive, use the whole e4m3 range per block, and dequantiz
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+from fibserve.bench.config import resolve_config
+from fibserve.bench.correctness.compare import compare_outputs
 from fibserve.bench.data.derived import DerivedInputError, quantize_fp8
 from fibserve.bench.data.inputs import generate_inputs
-from fibserve.datasets.fp8_gemm import fp8_gemm_definition
+from fibserve.datasets.fp8_gemm import fp8_gemm_definition, fp8_gemm_definitions
 from fibserve.trace import RandomInput, Workload
 
 
@@ -47,3 +51,27 @@ def test_block_quantization_is_within_e4m3_rounding_of_the_values() -> None:
 def test_a_scale_that_is_no_block_grid_is_refused() -> None:
     with pytest.raises(DerivedInputError, match="ceil"):
         quantize_fp8(torch.randn(300, 384), torch.float8_e4m3fn, (3, 4))
+
+
+@pytest.mark.parametrize("definition", [d for d, _ in fp8_gemm_definitions()], ids=lambda d: d.name)
+def test_each_fp8_gemm_bound_passes_the_vendor_error_and_refuses_a_dropped_k_block(definition) -> None:
+    """The per-definition atol is 5% of C's std (sqrt(K) for unit-normal operands): above the error of
+    torch._scaled_mm's blockwise kernel measured on the H200 (3.1% of C's std at most), below what a kernel
+    that drops one 128-wide K block gets wrong (a K block's sum has std sqrt(128) = 11.3)."""
+    k = int(definition.name.rsplit("_k", 1)[1])
+    config = resolve_config(definition)
+    assert config.rtol == 0.01 and math.isclose(config.atol, math.ceil(0.5 * math.sqrt(k)) / 10)
+    g = torch.Generator().manual_seed(k)
+    a, b = torch.randn(64, k, generator=g), torch.randn(256, k, generator=g)
+    exact = a @ b.t()
+    tolerances = {
+        "atol": config.atol,
+        "rtol": config.rtol,
+        "required_matched_ratio": config.required_matched_ratio,
+    }
+    vendor = exact + 0.031 * math.sqrt(k) * torch.sign(torch.randn(exact.shape, generator=g))
+    assert compare_outputs({"C": vendor}, {"C": exact}, {"C": torch.float32}, **tolerances).status == "PASSED"
+    dropped = exact - a[:, :128] @ b[:, :128].t()
+    assert (
+        compare_outputs({"C": dropped}, {"C": exact}, {"C": torch.float32}, **tolerances).status != "PASSED"
+    )
