@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fibserve.analysis.report import Analysis
-from fibserve.client import FIBServeClient
+from fibserve.client import BatchWaitTimeout, FIBServeClient
 from serve_throughput import WORKLOAD, percentiles, solution, start_server, status_counts, stop_server
 
 
@@ -64,16 +64,19 @@ def run_once(workers: int, args: argparse.Namespace) -> dict:
         proc, url = start_server(Path(tmp) / "state", args.devices, ["--build-workers", str(workers)])
         try:
             batch = candidates(args.cuda, args.other, f"{workers}-{time.time_ns()}")
+            answers, unfinished = [], 0
             with FIBServeClient(url, timeout=120) as client:
-                answers = [
-                    r.answer for r in client.evaluate_many(batch, [WORKLOAD], wait_timeout=args.max_wall_s)
-                ]
+                try:
+                    for result in client.evaluate_many(batch, [WORKLOAD], wait_timeout=args.max_wall_s):
+                        answers.append(result.answer)
+                except BatchWaitTimeout as timeout:  # the numbers of what finished, and how many did not
+                    unfinished = len(timeout.task_ids)
                 lanes = [w.device for w in client.health().workers]
         finally:
             stop_server(proc)
     cuda = [a for a in answers if a.solution.startswith("cuda_")]
     service = [(a.finished_at or 0.0) - (a.started_at or 0.0) for a in answers]
-    wall = max(a.finished_at or 0.0 for a in answers) - min(a.created_at for a in answers)
+    wall = max(a.finished_at or 0.0 for a in answers) - min(a.created_at for a in answers) if answers else 0.0
     return {
         "benchmark": "build_ahead",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -81,6 +84,8 @@ def run_once(workers: int, args: argparse.Namespace) -> dict:
         "lanes": lanes,
         "cuda": args.cuda,
         "other": args.other,
+        "finished": len(answers),
+        "unfinished_at_max_wall": unfinished,
         "lane_build_wait_s": round(
             sum(
                 (a.timings_s or {}).get("analysis", 0.0) + (a.timings_s or {}).get("build", 0.0) for a in cuda
@@ -92,7 +97,7 @@ def run_once(workers: int, args: argparse.Namespace) -> dict:
         else None,
         "lane_busy_s": round(sum(service), 2),
         "wall_s": round(wall, 2),
-        "evaluations_per_minute": round(len(answers) / wall * 60, 2),
+        "evaluations_per_minute": round(len(answers) / wall * 60, 2) if wall else 0.0,
         "built_cached": sum(
             1
             for a in cuda

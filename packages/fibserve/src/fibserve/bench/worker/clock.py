@@ -6,7 +6,10 @@ details, and the upper bound that catches work on other streams). On CPU the sam
 ``time.perf_counter`` (and is never reported as a GPU speedup).
 
 Before every timed call the overwrite also clears the persisting-L2 carve-out and lines, and where it can it
-is the gate kernel that holds every SM until it ends (:mod:`fibserve.bench.worker.l2_state`).
+is the gate kernel that holds every SM until it ends (:mod:`fibserve.bench.worker.l2_state`). The gate's last
+pass also waits until the host has queued the whole call behind it and *releases* it, so the call runs from a
+full queue: host launch latency is never timed, however slow or loaded the host (a worker that slept through
+a long neighbour wakes slowly: docs/gpu-results.md, seventh session).
 
 This module imports only torch, the standard library and :mod:`fibserve.bench.worker.l2_state` (Triton only
 where a gate is built): the worker imports it. The trusted side's statistics over these times are in
@@ -39,10 +42,20 @@ def cold_l2_bytes(device: torch.device) -> int:
 
 
 PRE_CALL_MS = 0.1
-"""Least GPU time (ms) of the cold-L2 overwrite queued ahead of a timed call. The host reaches the call's
-launch while the overwrite runs, so host launch latency up to about this long (less the host's own time to
-queue the overwrite) is not timed as GPU work. On the H200 a torch.matmul reference once timed 2% slow for a
-whole evaluation with a single 2 x L2 pass (docs/gpu-results.md, third session)."""
+"""Least GPU time (ms) of the cold-L2 overwrite queued ahead of a timed call. Without the gate's release (no
+Triton, or a call that waits on the GPU from the host) the host reaches the call's launch while the overwrite
+runs, so host launch latency up to about this long (less the host's own time to queue the overwrite) is not
+timed as GPU work. On the H200 a torch.matmul reference once timed 2% slow for a whole evaluation with a
+single 2 x L2 pass (docs/gpu-results.md, third session)."""
+
+RELEASE_WAIT_MS = 50.0
+"""Longest time (ms) the gate waits for the host's release after its hold. A call that waits on the GPU
+from the host (a synchronize, ``.item()``, more launches than the queue holds) cannot be queued behind a gate
+that waits for it: the gate gives up after this long, that call is timed again without the release, and the
+release is not used again by that :class:`ColdL2`."""
+
+RELEASE_ENV = "FIBSERVE_L2_RELEASE"
+"""``0`` in the evaluating process's environment turns the release off (the gate only holds for its time)."""
 
 
 GATE_HOLD_MS = 1.05 * PRE_CALL_MS
@@ -56,12 +69,14 @@ GATE_ENV = "FIBSERVE_L2_GATE"
 
 class OverwritePlan(NamedTuple):
     """How the cold-L2 overwrite runs on one device: ``passes`` over the buffer, ``solo_ms``, the fastest
-    whole overwrite (all passes) timed alone on an otherwise idle device (ms), and whether each pass is the
-    gate kernel (``gate``) rather than a plain fill."""
+    whole overwrite (all passes) timed alone on an otherwise idle device (ms), whether each pass is the
+    gate kernel (``gate``) rather than a plain fill, and whether the last pass waits for the host's release
+    (``release``, with the gate only)."""
 
     passes: int
     solo_ms: float
     gate: bool = False
+    release: bool = False
 
 
 class ColdL2:
@@ -87,13 +102,16 @@ class ColdL2:
         want_gate = plan.gate if plan is not None else os.environ.get(GATE_ENV, "1") != "0"
         self.gate = self._gate() if want_gate and self.buffer is not None and device.type == "cuda" else None
         """The gate kernel, or None: the plain overwrite (no GPU, turned off, or it could not be built)."""
+        want_release = plan.release if plan is not None else os.environ.get(RELEASE_ENV, "1") != "0"
+        self.waits = bool(want_release and self.gate is not None and self.gate.releasable)
+        """Whether the last pass waits for :meth:`release` (cleared for good when a call stalled it)."""
         if plan is not None:
             self.plan = OverwritePlan(
-                max(1, int(plan.passes)), max(0.0, float(plan.solo_ms)), bool(plan.gate)
+                max(1, int(plan.passes)), max(0.0, float(plan.solo_ms)), bool(plan.gate), self.waits
             )
         elif self.buffer is not None and device.type == "cuda":
             passes = max(1, math.ceil(PRE_CALL_MS / max(self._fastest(1), 1e-3)))
-            self.plan = OverwritePlan(passes, self._fastest(passes), self.gate is not None)
+            self.plan = OverwritePlan(passes, self._fastest(passes), self.gate is not None, self.waits)
 
     def _gate(self) -> Gate | None:
         try:
@@ -110,17 +128,27 @@ class ColdL2:
         """
         reset_persisting_l2(self.device)
 
-    def flush(self) -> None:
+    def flush(self, wait: bool = False) -> None:
         """Overwrite the whole buffer ``plan.passes`` times (a different value each time, so nothing can
-        short-circuit it)."""
-        self._overwrite(self.plan.passes)
+        short-circuit it); with ``wait`` (and :attr:`waits`) the last pass then holds every SM until
+        :meth:`release` or ``RELEASE_WAIT_MS``."""
+        self._overwrite(self.plan.passes, wait and self.waits)
 
-    def _overwrite(self, passes: int) -> None:
+    def release(self) -> None:
+        """Release the last pass of the latest :meth:`flush` (no-op when it does not wait)."""
+        if self.gate is not None:
+            self.gate.release(self._value)
+
+    def waited_ms(self) -> float:
+        """How long (ms) the latest waiting pass held the SMs for the release after its hold (0 without)."""
+        return self.gate.waited_ms() if self.gate is not None else 0.0
+
+    def _overwrite(self, passes: int, wait: bool = False) -> None:
         if self.buffer is not None:
-            for _ in range(passes):
+            for i in range(passes):
                 self._value = (self._value + 1) & 0x7FFFFFFF
                 if self.gate is not None:
-                    self.gate.launch(self._value)
+                    self.gate.launch(self._value, RELEASE_WAIT_MS if wait and i == passes - 1 else 0.0)
                 else:
                     self.buffer.fill_(self._value)
 
@@ -170,24 +198,28 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
     """Run ``fn`` once, timed.
 
     GPU: clear persisting L2 (if ``flush``), device-wide synchronize, record a first event, enqueue the L2
-    overwrite (if ``flush``; the gate kernel where it could be built), record a
-    start event, call ``fn``, record an end event, device-wide synchronize again, record a last event. The
-    overwrite is enqueued *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is
-    still busy: host launch latency shorter than the overwrite is then not timed as GPU work
-    (benchmarks/launch_latency.py measures the difference; longer host work still is).
+    overwrite (if ``flush``; the gate kernel where it could be built), record a start event, call ``fn``,
+    record an end event, *release* the gate, device-wide synchronize again, record a last event. Where the
+    gate waits for its release (:attr:`ColdL2.waits`), every launch of ``fn`` is queued before the GPU leaves
+    the gate, so ``fn`` runs from a full queue and no host launch latency is timed (a short kernel's time
+    is then its GPU time plus the events' own). If the gate gave up waiting before its release (``fn`` waited
+    on the GPU from the host, or took longer than ``RELEASE_WAIT_MS`` to queue), the call is timed again
+    without the release and the release is not used again (:func:`_timed`); without it the overwrite is
+    enqueued *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is still busy:
+    host launch latency shorter than the overwrite is then not timed (benchmarks/launch_latency.py).
 
     - ``ms``: start -> end on the current stream (the latency).
     - ``bound_ms``: an upper bound meant to cover work the call launched on *other* streams too (plus one
       host synchronisation, a few microseconds): the larger of start -> last event and first -> last event
-      minus ``flush.plan.solo_ms``. The second form is needed because side-stream work does not wait for the
-      overwrite: in the H200 suite (docs/gpu-results.md, third session) a naive GEMM on a private stream
-      left a median 32.6 ms per call unexplained by start -> last event, and with the second form it was
-      timed at 35.7 ms (35.6 ms on the main stream).
-    - ``overwrite_ms``: first -> start, the overwrite as it ran in this call (with the host's delay before
-      its first pass, since the first event records on an idle GPU). Side-stream work that runs
-      *during* the overwrite and finishes before it is not in either bound, except as far as it slows the
-      overwrite: the caller compares ``overwrite_ms`` with the reference's (:func:`fibserve.bench.timing.
-      checks.overwrite_excess`).
+      minus ``flush.plan.solo_ms`` and the time the gate waited for its release. The second form is needed
+      because side-stream work does not wait for the overwrite: in the H200 suite (docs/gpu-results.md, third
+      session) a naive GEMM on a private stream left a median 32.6 ms per call unexplained by start -> last
+      event, and with the second form it was timed at 35.7 ms (35.6 ms on the main stream).
+    - ``overwrite_ms``: first -> start less the release wait, the overwrite as it ran in this call (with the
+      host's delay before its first pass, since the first event records on an idle GPU). Side-stream work
+      that runs *during* the overwrite and finishes before it is not in either bound, except as far as it
+      slows the overwrite: the caller compares ``overwrite_ms`` with the reference's
+      (:func:`fibserve.bench.timing.checks.overwrite_excess`).
 
     CPU: ``perf_counter`` around ``fn`` (``ms`` and ``bound_ms`` equal, ``overwrite_ms`` 0).
     """
@@ -196,6 +228,18 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
         fn()
         ms = (time.perf_counter() - start) * 1e3
         return Timed(ms, ms, 0.0)
+    timed, stalled = _timed(fn, device, flush, wait=flush is not None and flush.waits)
+    if stalled:
+        flush.waits = False  # type: ignore[union-attr]
+        timed, _ = _timed(fn, device, flush, wait=False)
+    return timed
+
+
+def _timed(
+    fn: Callable[[], object], device: torch.device, flush: ColdL2 | None, wait: bool
+) -> tuple[Timed, bool]:
+    """One GPU call as :func:`time_call` describes, with the gate waiting for its release or not; also
+    whether the gate let go before it was released (it ran out of ``RELEASE_WAIT_MS``)."""
     if flush is not None:
         flush.clear_persisting()
     torch.cuda.synchronize(device)
@@ -203,13 +247,19 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
     stream = torch.cuda.current_stream(device)
     first.record(stream)
     if flush is not None:
-        flush.flush()
+        flush.flush(wait)
     begin.record(stream)
     fn()
     end.record(stream)
+    stalled = False
+    if wait and flush is not None:
+        stalled = bool(begin.query())  # the gate already ended: it did not wait for this release
+        flush.release()
     torch.cuda.synchronize(device)
     done.record(stream)
     done.synchronize()
+    waited = flush.waited_ms() if wait and flush is not None else 0.0
     solo = flush.plan.solo_ms if flush is not None else 0.0
-    bound = max(float(begin.elapsed_time(done)), float(first.elapsed_time(done)) - solo)
-    return Timed(float(begin.elapsed_time(end)), bound, float(first.elapsed_time(begin)))
+    overwrite = max(0.0, float(first.elapsed_time(begin)) - waited)
+    bound = max(float(begin.elapsed_time(done)), float(first.elapsed_time(done)) - solo - waited)
+    return Timed(float(begin.elapsed_time(end)), bound, overwrite), stalled

@@ -40,6 +40,9 @@ LIMIT_PERSISTING_L2 = 0x06
 """``cudaLimitPersistingL2CacheSize`` in ``enum cudaLimit`` (cuda_runtime_api.h)."""
 WARPS_PER_PROGRAM = 32
 """Warps of one gate program (1024 threads, the most a block may have)."""
+RELEASE_CHECK_MS = 20.0
+"""The wait of the release a new :class:`Gate` checks end to end (ms): a gate whose launch was not released
+well inside it cannot be released, and never waits."""
 MAX_GATE_REGISTERS = 32
 """Registers a thread of the gate may use so that two 32-warp programs fit an SM's 64K registers."""
 
@@ -98,6 +101,14 @@ def reset_persisting_l2(device: torch.device) -> None:
 class Gate:
     """The gated overwrite of ``buffer`` (int32, on a CUDA device): see the module docstring.
 
+    A launch may also *wait for release* (``wait_ms > 0``): after the hold its programs keep every SM until
+    :meth:`release` is called with the launch's value (or ``wait_ms`` after they began). The caller queues the
+    timed call behind the gate and then releases it, so the call runs from a full queue: no host launch
+    latency, however slow the host was, is timed as GPU work. The release goes through a host-mapped pinned
+    ``mailbox`` (``mailbox[0]``: the released value, written here; ``mailbox[1]``: the ns the gate waited
+    after its hold, written by the GPU). ``releasable`` is False where that memory cannot be handed to the
+    kernel; launches then never wait.
+
     Raises:
         RuntimeError: the gate cannot be built here (no Triton, or too many registers); callers fall back to
             the plain overwrite.
@@ -115,7 +126,23 @@ class Gate:
         props = torch.cuda.get_device_properties(buffer.device)
         self.programs = 2 * props.multi_processor_count
         self.kernel = gate
-        compiled = self.launch(0)
+        self.go = torch.zeros(1, dtype=torch.int32, device=buffer.device)
+        self.releasable = True
+        try:
+            self.mailbox = torch.zeros(2, dtype=torch.int64, pin_memory=True)
+            self._mail = self.mailbox.numpy()
+            compiled = self.launch(0)
+            self.launch(1, RELEASE_CHECK_MS)  # one release end to end: the GPU must see the host's write
+            self.release(1)
+            torch.cuda.synchronize(buffer.device)
+            self.releasable = self.waited_ms() < RELEASE_CHECK_MS / 2
+            self._mail[0] = -1  # no launch's value (they are non-negative): nothing is released ahead of time
+            self.go.fill_(-1)
+        except (
+            Exception
+        ):  # no pinned memory, or the kernel cannot be handed it: a device one, never waited on
+            self.mailbox, self.releasable = torch.zeros(2, dtype=torch.int64, device=buffer.device), False
+            compiled = self.launch(0)
         torch.cuda.synchronize(buffer.device)
         registers = getattr(compiled, "n_regs", None)
         if registers is None:
@@ -125,17 +152,35 @@ class Gate:
                 f"the gate kernel needs {registers} registers a thread (at most {MAX_GATE_REGISTERS})"
             )
 
-    def launch(self, value: int) -> Any:
-        """Overwrite the buffer with ``value`` and hold every SM until ``hold_ms`` after each program began;
-        returns Triton's compiled kernel."""
+    def launch(self, value: int, wait_ms: float = 0.0) -> Any:
+        """Overwrite the buffer with ``value`` and hold every SM until ``hold_ms`` after each program began,
+        then, when ``wait_ms > 0`` (and the gate is releasable), until :meth:`release` of ``value`` or
+        ``wait_ms`` after each program began; returns Triton's compiled kernel."""
+        wait_ns = int(wait_ms * 1e6) if self.releasable else 0
+        if wait_ns:
+            self._mail[1] = 0
         return self.kernel[(self.programs,)](
             self.buffer,
             self.buffer.numel(),
             value,
             self.hold_ns,
+            self.mailbox,
+            self.go,
+            wait_ns,
             BLOCK=self.BLOCK,
             num_warps=WARPS_PER_PROGRAM,
         )
+
+    def release(self, value: int) -> None:
+        """Let a launch of ``value`` that waits for release go (a write to host memory the GPU polls)."""
+        if self.releasable:
+            self._mail[0] = value
+
+    def waited_ms(self) -> float:
+        """How long (ms) the last launch that waited for release held the SMs after its hold: the host's time
+        to queue the timed call behind it (read once the launch has finished; its own report, like every
+        time a worker sends)."""
+        return float(self._mail[1]) / 1e6 if self.releasable else 0.0
 
 
 def warm_gate(device: torch.device, hold_ms: float = 0.0) -> bool:

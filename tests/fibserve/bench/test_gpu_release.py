@@ -1,0 +1,74 @@
+"""The cold-L2 gate's release on the GPU (fibserve.bench.worker.clock.time_call): a timed call is queued whole
+behind the gate before the GPU reaches it, so the host's time to launch it is never timed, and a call that waits
+on the GPU from the host falls back to timing without the release instead of hanging."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+import torch
+
+gpu = pytest.mark.gpu
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+
+HOST_DELAY_S = 0.002
+"""A host that takes 2 ms to launch (a worker waking from a long sleep, a loaded CPU): 20x the overwrite."""
+
+
+def _median_ms(fn, flush, calls: int = 20) -> float:
+    from fibserve.bench.worker.clock import time_call
+
+    device = torch.device("cuda:0")
+    return statistics.median(time_call(fn, device, flush).ms for _ in range(calls))
+
+
+@gpu
+@needs_gpu
+def test_a_slow_host_launch_is_not_timed_with_the_release_and_is_without_it():
+    from fibserve.bench.worker.clock import ColdL2
+
+    device = torch.device("cuda:0")
+    released = ColdL2(device)
+    assert released.gate is not None and released.gate.releasable and released.waits
+    unreleased = ColdL2(device, released.plan._replace(release=False))
+    assert not unreleased.waits
+    x, y = (torch.randn(1 << 16, device=device) for _ in range(2))
+    out = torch.empty_like(x)
+
+    def add() -> None:
+        torch.add(x, y, out=out)
+
+    def slow_add() -> None:
+        time.sleep(HOST_DELAY_S)
+        torch.add(x, y, out=out)
+
+    fast = _median_ms(add, released)
+    assert fast < 0.05  # a 65536-element add: a few microseconds
+    assert _median_ms(slow_add, released) < fast + 0.005
+    assert released.waits  # no call stalled the gate
+    # the defence failing: without the release, the host's delay beyond the overwrite is timed as GPU work
+    assert _median_ms(slow_add, unreleased) > 0.5 * HOST_DELAY_S * 1e3
+
+
+@gpu
+@needs_gpu
+def test_a_call_that_waits_on_the_gpu_from_the_host_is_timed_without_the_release():
+    from fibserve.bench.worker.clock import RELEASE_WAIT_MS, ColdL2, time_call
+
+    device = torch.device("cuda:0")
+    flush = ColdL2(device)
+    assert flush.waits
+    x = torch.randn(1 << 20, device=device)
+
+    def syncing() -> None:
+        (x * 2).sum().item()  # the host waits for the GPU, which waits at the gate for the host
+
+    started = time.perf_counter()
+    first = time_call(syncing, device, flush)
+    assert time.perf_counter() - started < 1.0  # the gate gave up after RELEASE_WAIT_MS: no hang
+    assert not flush.waits  # and the release is not used again by this flush
+    assert 0 < first.ms < RELEASE_WAIT_MS  # the call was timed again without the release
+    later = [time_call(syncing, device, flush) for _ in range(5)]
+    assert all(0 < t.ms <= t.bound_ms < 5.0 for t in later)
