@@ -8,14 +8,16 @@ it. For each case this prints, and writes to ``$OUT/short_kernels.json``:
 - ``cupti_us``: the median device time of the call's kernels, from ``torch.profiler`` (CUPTI activity records),
   calls run back to back with the same cold-L2 overwrite before each;
 - ``clock_us``: :func:`fibserve.bench.worker.clock.time_call` in this process (the primitive every worker runs,
-  with this device's overwrite plan), median of 100 calls;
+  with this device's overwrite plan), median of 100 calls; ``unreleased_us`` the same with the gate's release
+  off (``FIBSERVE_L2_RELEASE=0``'s plan), and ``clock_minus_cupti_us``: what the events add to the kernel;
 - ``evaluator_us``: the candidate's ``latency_ms`` from a full :class:`fibserve.bench.Evaluator` evaluation (a
   Python candidate running the same op in its sandboxed worker), and ``evaluator_baseline_us``, the baseline's
   median (the same op in its twin), for the cases that are bundled definitions;
 - the ratios to ``cupti_us``.
 
-Cases: ``torch.add`` of two float32 vectors (N=65536: ``vector_add_f32``; N=2^20), and ``torch.matmul`` of a bf16
-GEMM at M=70 (``gemm_n7168_k5120``, its smallest workload) and at M=128, N=K=1024.
+Cases: ``torch.add`` of two float32 vectors (N=1, the smallest kernel there is: what the events add to any
+kernel; N=65536: ``vector_add_f32``; N=2^20), and ``torch.matmul`` of a bf16 GEMM at M=70 (``gemm_n7168_k5120``,
+its smallest workload) and at M=128, N=K=1024.
 
     python benchmarks/short_kernels.py [--evaluations]     # on the lent H200, through scripts/gpu_validate.sh
 """
@@ -111,8 +113,10 @@ def main() -> None:
     device = torch.device("cuda:0")
     torch.cuda.set_device(device)
     flush = ColdL2(device, overwrite_plan(str(device)))
+    unreleased = ColdL2(device, flush.plan._replace(release=False))
     rows = []
     cases = {
+        "add f32 N=1": lambda: (torch.randn(1, device=device), torch.randn(1, device=device)),
         "add f32 N=65536": lambda: (torch.randn(65536, device=device), torch.randn(65536, device=device)),
         "add f32 N=2^20": lambda: (torch.randn(1 << 20, device=device), torch.randn(1 << 20, device=device)),
         "matmul bf16 M=70 N=7168 K=5120": lambda: (
@@ -140,8 +144,11 @@ def main() -> None:
             "case": name,
             "cupti_us": cupti_us(fn, flush),
             "clock_us": _clock_us(fn, flush, device),
+            "unreleased_us": _clock_us(fn, unreleased, device),
+            "released": flush.waits,
         }
         row["clock_over_cupti"] = row["clock_us"] / row["cupti_us"]
+        row["clock_minus_cupti_us"] = row["clock_us"] - row["cupti_us"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.evaluations:
@@ -160,11 +167,15 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     out_dir = Path(os.environ.get("OUT", "."))
     (out_dir / "short_kernels.json").write_text(json.dumps(rows, indent=2))
-    print("\n| case | CUPTI us | clock us | clock/CUPTI | evaluator us | evaluator/CUPTI | baseline us |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "\n| case | CUPTI us | clock us | clock/CUPTI | clock - CUPTI us | unreleased us | evaluator us | "
+        "evaluator/CUPTI | baseline us |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(
             f"| {r['case']} | {r['cupti_us']:.2f} | {r['clock_us']:.2f} | {r['clock_over_cupti']:.3f} | "
+            f"{r['clock_minus_cupti_us']:.2f} | {r['unreleased_us']:.2f} | "
             f"{r.get('evaluator_us', float('nan')):.2f} | {r.get('evaluator_over_cupti', float('nan')):.3f} | "
             f"{r.get('evaluator_baseline_us', float('nan')):.2f} |"
         )
