@@ -249,12 +249,14 @@ def _timed(
     if flush is not None:
         flush.flush(wait)
     begin.record(stream)
-    fn()
-    end.record(stream)
     stalled = False
-    if wait and flush is not None:
-        stalled = bool(begin.query())  # the gate already ended: it did not wait for this release
-        flush.release()
+    try:
+        fn()
+        end.record(stream)
+        stalled = wait and bool(begin.query())  # the gate already ended: it did not wait for this release
+    finally:  # released even when the call raised, so that the gate does not run out its wait
+        if wait and flush is not None:
+            flush.release()
     torch.cuda.synchronize(device)
     done.record(stream)
     done.synchronize()
