@@ -72,3 +72,33 @@ def test_a_call_that_waits_on_the_gpu_from_the_host_is_timed_without_the_release
     assert 0 < first.ms < RELEASE_WAIT_MS  # the call was timed again without the release
     later = [time_call(syncing, device, flush) for _ in range(5)]
     assert all(0 < t.ms <= t.bound_ms < 5.0 for t in later)
+
+
+@gpu
+@needs_gpu
+def test_an_evaluation_says_which_side_was_timed_behind_the_release(trace_set, make_solution, tmp_path):
+    """A candidate that waits on the GPU from the host in its call (``.item()``) cannot be queued behind the
+    release; its result says so, and the baseline's calls (torch.add, queued whole) were released."""
+    from fibserve.bench import Evaluator
+    from fibserve.trace import EvaluationStatus, TimingFacts
+
+    definition = trace_set.definition("vector_add_f32")
+    workloads = [w for w in trace_set.workloads_for("vector_add_f32") if w.axes["N"] == 65536][:1]
+    syncing = tmp_path / "add_syncing.py"
+    syncing.write_text(
+        "import torch\n\n\ndef run(x, y, z):\n    torch.add(x, y, out=z)\n    z.sum().item()\n"
+    )
+    with Evaluator("cuda:0") as ev:
+        for kernel, language, released in (("add_correct.py", "triton", True), (syncing, "python", False)):
+            report = ev.evaluate(
+                definition,
+                make_solution(kernel, "vector_add_f32", language=language),
+                workloads,
+                baseline=trace_set.baseline_for("vector_add_f32"),
+                overrides={"iterations": 10, "trials": 2},
+            )
+            evaluation = report.traces[0].evaluation
+            assert evaluation.status is EvaluationStatus.PASSED, report.task_error or evaluation
+            overwrite = TimingFacts.of(evaluation.performance).l2_overwrite
+            assert overwrite.release and overwrite.reference_released
+            assert overwrite.candidate_released is released

@@ -55,6 +55,14 @@ class L2Overwrite(_Fact):
     """The excess is large enough to suggest work on another stream ran before the start event."""
     gate: bool = False
     """Each pass was the gate kernel that holds every SM until the overwrite ends (``fibserve.bench.worker.l2_state``)."""
+    release: bool = False
+    """The gate's last pass held every SM until the host had queued the whole timed call, so no host launch
+    time is in either side's latency (``fibserve.bench.worker.clock.time_call``)."""
+    candidate_released: bool | None = None
+    """False when the candidate's calls could not be queued behind the release (they wait on the GPU from the
+    host, e.g. ``.item()`` or a synchronize): its latency then includes host time."""
+    reference_released: bool | None = None
+    """The same for the primary side's calls."""
 
 
 class PersistingL2(_Fact):

@@ -358,7 +358,15 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             "timing_basis": basis,
             "hidden_work_ms": hidden_ms,
             "unexplained_round_trip_ms": unexplained_ms,
-            "l2_overwrite": {"passes": plan.passes, "solo_ms": plan.solo_ms, "gate": plan.gate, **overwrite}
+            "l2_overwrite": {
+                "passes": plan.passes,
+                "solo_ms": plan.solo_ms,
+                "gate": plan.gate,
+                "release": plan.release,
+                "candidate_released": all(c.released for c in calls) if plan.release else None,
+                "reference_released": all(r.released for r in primary.calls) if plan.release else None,
+                **overwrite,
+            }
             if plan
             else None,
             "comparator_overwrite_ungated": any(c.gated is False for side in loop.sides for c in side.calls),

@@ -219,6 +219,7 @@ class Worker:
             "post_ms": post_ms,
             "persisting_l2_bytes": persisting,
             "l2_gate": flush is not None and flush.gate is not None,
+            "l2_release": flush is not None and flush.waits,
             "torch_ops": audit.ops if audit is not None else None,
         }
 

@@ -85,7 +85,8 @@ class Called(_Reply):
     """``call`` succeeded. ``ms``, ``bound_ms`` and ``overwrite_ms`` have one entry per repeat (see
     :func:`fibserve.bench.worker.clock.time_call`); ``post_ms`` is the untimed copy of a returned value into the
     outputs; ``persisting_l2_bytes`` the persisting-L2 carve-out each timed call left; ``l2_gate`` whether the
-    cold-L2 overwrite was the gate kernel; ``torch_ops`` the PyTorch operators the candidate's own code ran,
+    cold-L2 overwrite was the gate kernel, ``l2_release`` whether its calls were queued whole behind the gate's
+    release (no host launch time in them; false once a call waited on the GPU from the host); ``torch_ops`` the PyTorch operators the candidate's own code ran,
     when the request asked for that audit (:mod:`fibserve.bench.worker.torch_audit`)."""
 
     request: ClassVar[str] = "call"
@@ -96,6 +97,7 @@ class Called(_Reply):
     post_ms: NonNegative = 0.0
     persisting_l2_bytes: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
     l2_gate: bool = False
+    l2_release: bool = False
     torch_ops: list[Annotated[str, Field(max_length=200)]] | None = Field(default=None, max_length=1000)
 
 

@@ -100,6 +100,8 @@ class WorkerTimes(NamedTuple):
     """Whether the worker's cold-L2 overwrite was the gate kernel (None: it did not say)."""
     torch_ops: list[str] | None = None
     """The PyTorch operators the candidate's own code ran, when the call asked for that audit."""
+    released: bool | None = None
+    """Whether the calls were queued whole behind the gate's release (:func:`fibserve.bench.worker.clock.time_call`)."""
 
 
 def worker_failure(exc: WorkerError, what: str, timeout: float) -> CandidateFailure:
@@ -183,7 +185,7 @@ def _checked_times(reply: Called, wall_ms: float, what: str, discount_post: bool
         wall_ms = max(sum(bound), wall_ms - reply.post_ms)
     return WorkerTimes(
         list(ms), list(bound), wall_ms, list(overwrite), tuple(reply.persisting_l2_bytes), reply.l2_gate,
-        reply.torch_ops,
+        reply.torch_ops, reply.l2_release,
     )  # fmt: skip
 
 
