@@ -44,7 +44,7 @@ def test_a_slow_host_launch_is_not_timed_with_the_release_and_is_without_it():
         time.sleep(HOST_DELAY_S)
         torch.add(x, y, out=out)
 
-    fast = _median_ms(add, released)
+    fast = _median_ms(add, released)  # its first call may stall the release once (the kernel's lazy loading)
     assert fast < 0.05  # a 65536-element add: a few microseconds
     assert _median_ms(slow_add, released) < fast + 0.005
     assert released.waits  # no call stalled the gate
@@ -55,7 +55,7 @@ def test_a_slow_host_launch_is_not_timed_with_the_release_and_is_without_it():
 @gpu
 @needs_gpu
 def test_a_call_that_waits_on_the_gpu_from_the_host_is_timed_without_the_release():
-    from fibserve.bench.worker.clock import RELEASE_WAIT_MS, ColdL2, time_call
+    from fibserve.bench.worker.clock import RELEASE_WAIT_MS, STALLS_BEFORE_OFF, ColdL2, time_call
 
     device = torch.device("cuda:0")
     flush = ColdL2(device)
@@ -66,10 +66,11 @@ def test_a_call_that_waits_on_the_gpu_from_the_host_is_timed_without_the_release
         (x * 2).sum().item()  # the host waits for the GPU, which waits at the gate for the host
 
     started = time.perf_counter()
-    first = time_call(syncing, device, flush)
-    assert time.perf_counter() - started < 1.0  # the gate gave up after RELEASE_WAIT_MS: no hang
-    assert not flush.waits  # and the release is not used again by this flush
-    assert 0 < first.ms < RELEASE_WAIT_MS  # the call was timed again without the release
+    stalled = [time_call(syncing, device, flush) for _ in range(STALLS_BEFORE_OFF)]
+    # each gave the gate up after RELEASE_WAIT_MS (no hang) and was timed again without the release
+    assert time.perf_counter() - started < 1.0
+    assert all(0 < t.ms < RELEASE_WAIT_MS for t in stalled)
+    assert not flush.waits  # after that many stalls in a row the flush stops using the release
     later = [time_call(syncing, device, flush) for _ in range(5)]
     assert all(0 < t.ms <= t.bound_ms < 5.0 for t in later)
 

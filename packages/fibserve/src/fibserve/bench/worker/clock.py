@@ -50,9 +50,13 @@ single 2 x L2 pass (docs/gpu-results.md, third session)."""
 
 RELEASE_WAIT_MS = 50.0
 """Longest time (ms) the gate waits for the host's release after its hold. A call that waits on the GPU
-from the host (a synchronize, ``.item()``, more launches than the queue holds) cannot be queued behind a gate
-that waits for it: the gate gives up after this long, that call is timed again without the release, and the
-release is not used again by that :class:`ColdL2`."""
+from the host (a synchronize, ``.item()``, more launches than the queue holds, or the first launch of a
+kernel, which CUDA's lazy loading may make wait for the device) cannot be queued behind a gate that waits for
+it: the gate gives up after this long and that call is timed again without the release."""
+
+STALLS_BEFORE_OFF = 2
+"""Calls in a row that stall the gate's release after which a :class:`ColdL2` stops using it: one stall is
+usually a kernel's first launch (lazy loading); a call that waits on the GPU every time stalls every time."""
 
 RELEASE_ENV = "FIBSERVE_L2_RELEASE"
 """``0`` in the evaluating process's environment turns the release off (the gate only holds for its time)."""
@@ -104,7 +108,10 @@ class ColdL2:
         """The gate kernel, or None: the plain overwrite (no GPU, turned off, or it could not be built)."""
         want_release = plan.release if plan is not None else os.environ.get(RELEASE_ENV, "1") != "0"
         self.waits = bool(want_release and self.gate is not None and self.gate.releasable)
-        """Whether the last pass waits for :meth:`release` (cleared for good when a call stalled it)."""
+        """Whether the last pass waits for :meth:`release` (cleared for good after ``STALLS_BEFORE_OFF``
+        calls in a row stalled it)."""
+        self.stalls = 0
+        """Calls in a row whose release stalled."""
         if plan is not None:
             self.plan = OverwritePlan(
                 max(1, int(plan.passes)), max(0.0, float(plan.solo_ms)), bool(plan.gate), self.waits
@@ -204,17 +211,21 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
     the gate, so ``fn`` runs from a full queue and no host launch latency is timed (a short kernel's time
     is then its GPU time plus the events' own). If the gate gave up waiting before its release (``fn`` waited
     on the GPU from the host, or took longer than ``RELEASE_WAIT_MS`` to queue), the call is timed again
-    without the release and the release is not used again (:func:`_timed`); without it the overwrite is
+    without the release (and after ``STALLS_BEFORE_OFF`` such calls in a row the release is not used again);
+    without it the overwrite is
     enqueued *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is still busy:
     host launch latency shorter than the overwrite is then not timed (benchmarks/launch_latency.py).
 
     - ``ms``: start -> end on the current stream (the latency).
     - ``bound_ms``: an upper bound meant to cover work the call launched on *other* streams too (plus one
-      host synchronisation, a few microseconds): the larger of start -> last event and first -> last event
-      minus ``flush.plan.solo_ms`` and the time the gate waited for its release. The second form is needed
-      because side-stream work does not wait for the overwrite: in the H200 suite (docs/gpu-results.md, third
+      host synchronisation, a few microseconds): start -> last event behind the gate kernel, which holds
+      every SM until it ends, so no block of the call's side-stream work starts before the start event;
+      behind the plain overwrite, the larger of that and first -> last event minus ``flush.plan.solo_ms``,
+      because side-stream work does not wait for a plain fill: in the H200 suite (docs/gpu-results.md, third
       session) a naive GEMM on a private stream left a median 32.6 ms per call unexplained by start -> last
-      event, and with the second form it was timed at 35.7 ms (35.6 ms on the main stream).
+      event, and with the second form it was timed at 35.7 ms (35.6 ms on the main stream). (The second form
+      also holds the host's delay before the overwrite's first pass, which differs between released and
+      unreleased calls: behind the gate it would tell them apart as hidden work.)
     - ``overwrite_ms``: first -> start less the release wait, the overwrite as it ran in this call (with the
       host's delay before its first pass, since the first event records on an idle GPU). Side-stream work
       that runs *during* the overwrite and finishes before it is not in either bound, except as far as it
@@ -228,11 +239,15 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
         fn()
         ms = (time.perf_counter() - start) * 1e3
         return Timed(ms, ms, 0.0)
-    timed, stalled = _timed(fn, device, flush, wait=flush is not None and flush.waits)
-    if stalled:
-        flush.waits = False  # type: ignore[union-attr]
-        timed, _ = _timed(fn, device, flush, wait=False)
-    return timed
+    if flush is None:
+        return _timed(fn, device, None, wait=False)[0]
+    timed, stalled = _timed(fn, device, flush, wait=flush.waits)
+    if not stalled:
+        flush.stalls = 0
+        return timed
+    flush.stalls += 1
+    flush.waits = flush.stalls < STALLS_BEFORE_OFF
+    return _timed(fn, device, flush, wait=False)[0]
 
 
 def _timed(
@@ -261,7 +276,8 @@ def _timed(
     done.record(stream)
     done.synchronize()
     waited = flush.waited_ms() if wait and flush is not None else 0.0
-    solo = flush.plan.solo_ms if flush is not None else 0.0
     overwrite = max(0.0, float(first.elapsed_time(begin)) - waited)
-    bound = max(float(begin.elapsed_time(done)), float(first.elapsed_time(done)) - solo - waited)
+    bound = float(begin.elapsed_time(done))
+    if flush is not None and flush.gate is None:
+        bound = max(bound, float(first.elapsed_time(done)) - flush.plan.solo_ms)
     return Timed(float(begin.elapsed_time(end)), bound, overwrite), stalled
