@@ -11,11 +11,12 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from fibserve.bench.report import DeviceSnapshot
+
+if TYPE_CHECKING:
+    import torch
 
 
 class DeviceProblem(ValueError):
@@ -30,6 +31,8 @@ def resolve_device(device: str | None, flag: str = "--device") -> str:
         DeviceProblem: not ``cpu``/``cuda[:N]``, or a CUDA device that torch cannot see (the message says what
             ``cpu`` still does).
     """
+    import torch  # here, not at the top: a command that stops at a usage error before this loads no torch
+
     if device is None:
         return "cuda:0" if torch.cuda.is_available() else "cpu"
     try:
@@ -99,6 +102,8 @@ def device_uuid(index: int) -> str | None:
     CUDA numbers devices after ``CUDA_VISIBLE_DEVICES`` (a Ray lane on the host's GPU 3 sees it as cuda:0);
     NVML and ``nvidia-smi -i`` number all of the host's GPUs, so every lookup there goes by this UUID.
     """
+    import torch
+
     try:
         raw = getattr(torch.cuda.get_device_properties(index), "uuid", None)
     except Exception:
@@ -144,6 +149,8 @@ def _pynvml(index: int) -> DeviceSnapshot | None:
 
 
 def _torch(device: torch.device) -> DeviceSnapshot:
+    import torch
+
     snap = DeviceSnapshot(name=torch.cuda.get_device_name(device), source="torch")
     for field, helper in (
         ("sm_clock_mhz", "clock_rate"),
@@ -162,6 +169,8 @@ def _torch(device: torch.device) -> DeviceSnapshot:
 
 def snapshot(device: str | torch.device) -> DeviceSnapshot:
     """Read the device state now (CPU: ``name="cpu"`` plus the processor name)."""
+    import torch
+
     device = torch.device(device)
     if device.type != "cuda":
         return DeviceSnapshot(name="cpu", driver=platform.processor() or platform.machine(), source="none")
@@ -172,6 +181,8 @@ def snapshot(device: str | torch.device) -> DeviceSnapshot:
 
 def library_versions() -> dict[str, str]:
     """Versions of torch, CUDA (as torch sees it), triton and tvm-ffi where importable."""
+    import torch
+
     libs: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version()}
     if torch.version.cuda:
         libs["cuda"] = torch.version.cuda
