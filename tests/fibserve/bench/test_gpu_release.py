@@ -13,8 +13,9 @@ import torch
 gpu = pytest.mark.gpu
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 
-HOST_DELAY_S = 0.002
-"""A host that takes 2 ms to launch (a worker waking from a long sleep, a loaded CPU): 20x the overwrite."""
+HOST_DELAY_S = 0.00018
+"""A host that takes 0.18 ms to launch (a worker waking from a long sleep, a loaded CPU): beyond the 0.1 ms
+overwrite, within what the release absorbs (``RELEASE_HOST_MS``)."""
 
 
 def _median_ms(fn, flush, calls: int = 20) -> float:
@@ -22,6 +23,12 @@ def _median_ms(fn, flush, calls: int = 20) -> float:
 
     device = torch.device("cuda:0")
     return statistics.median(time_call(fn, device, flush).ms for _ in range(calls))
+
+
+def _spin(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
 
 
 @gpu
@@ -41,15 +48,34 @@ def test_a_slow_host_launch_is_not_timed_with_the_release_and_is_without_it():
         torch.add(x, y, out=out)
 
     def slow_add() -> None:
-        time.sleep(HOST_DELAY_S)
+        _spin(HOST_DELAY_S)
         torch.add(x, y, out=out)
 
     fast = _median_ms(add, released)  # its first call may stall the release once (the kernel's lazy loading)
     assert fast < 0.05  # a 65536-element add: a few microseconds
     assert _median_ms(slow_add, released) < fast + 0.005
-    assert released.waits  # no call stalled the gate
+    assert released.waits and released.released  # no call stalled the gate or kept it waiting too long
     # the defence failing: without the release, the host's delay beyond the overwrite is timed as GPU work
-    assert _median_ms(slow_add, unreleased) > 0.5 * HOST_DELAY_S * 1e3
+    assert _median_ms(slow_add, unreleased) > fast + 0.03
+
+
+@gpu
+@needs_gpu
+def test_a_host_too_slow_for_the_release_is_timed_as_before():
+    """A call that keeps the gate waiting longer than RELEASE_HOST_MS (2 ms of host time here) on two calls in
+    a row turns the release off: its host time is then in its latency, so the trusted side's round-trip check
+    (which cannot see time spent waiting in the gate) does not refuse an honest but host-bound candidate."""
+    from fibserve.bench.worker.clock import STALLS_BEFORE_OFF, ColdL2, time_call
+
+    device = torch.device("cuda:0")
+    flush = ColdL2(device)
+    x = torch.randn(1 << 16, device=device)
+    time_call(lambda: x.add_(1), device, flush)  # the kernel's first launch
+    assert flush.waits
+    for _ in range(STALLS_BEFORE_OFF):
+        time_call(lambda: (_spin(0.002), x.add_(1)), device, flush)
+    assert not flush.waits
+    assert time_call(lambda: (_spin(0.002), x.add_(1)), device, flush).ms > 1.5
 
 
 @gpu

@@ -35,7 +35,7 @@ def test_cpu_time_call_and_cold_l2_is_inert_on_cpu():
     flush.flush()
     ms, bound, overwrite = time_call(lambda: sum(range(1000)), torch.device("cpu"), flush)
     assert 0 <= ms < 1000 and bound == ms and overwrite == 0.0
-    assert flush.plan == (1, 0.0, False)
+    assert flush.plan == (1, 0.0, False, False)
 
 
 def test_an_overwrite_plan_given_to_cold_l2_is_used_as_is():

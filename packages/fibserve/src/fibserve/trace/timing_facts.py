@@ -56,11 +56,12 @@ class L2Overwrite(_Fact):
     gate: bool = False
     """Each pass was the gate kernel that holds every SM until the overwrite ends (``fibserve.bench.worker.l2_state``)."""
     release: bool = False
-    """The gate's last pass held every SM until the host had queued the whole timed call, so no host launch
-    time is in either side's latency (``fibserve.bench.worker.clock.time_call``)."""
+    """The gate's last pass was to hold every SM until the host had queued the whole timed call, so that no
+    host launch time is in either side's latency (``fibserve.bench.worker.clock.time_call``)."""
     candidate_released: bool | None = None
-    """False when the candidate's calls could not be queued behind the release (they wait on the GPU from the
-    host, e.g. ``.item()`` or a synchronize): its latency then includes host time."""
+    """False when some of the candidate's timed calls were not queued behind the release (they wait on the GPU
+    from the host, e.g. ``.item()`` or a synchronize, or take longer than 0.25 ms to queue): those calls'
+    latency includes host time beyond the overwrite."""
     reference_released: bool | None = None
     """The same for the primary side's calls."""
 

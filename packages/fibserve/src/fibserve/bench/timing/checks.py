@@ -38,7 +38,9 @@ def unexplained_round_trip(
 
     Stops: a candidate that reports less than its calls took (writes its own reply line, or patches the
     worker's timer). The round trip ends when the reply arrives, and for two workers built alike it exceeds
-    the reported time by the same overhead, so time the candidate's worker spends *before replying* but does
+    the reported time by the same overhead (plus each side's host time to queue its call behind the gate's
+    release, at most :data:`fibserve.bench.worker.clock.RELEASE_HOST_MS` before that side stops using the
+    release), so time the candidate's worker spends *before replying* but does
     not report reappears here. Pairs are compared within themselves (the two calls are adjacent in time, so
     machine load hits both). The allowance, ``UNEXPLAINED_MS`` for the device type or
     ``UNEXPLAINED_FRACTION`` of the reference's median, catches gross under-reporting, not a few percent:

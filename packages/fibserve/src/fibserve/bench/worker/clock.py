@@ -54,9 +54,17 @@ from the host (a synchronize, ``.item()``, more launches than the queue holds, o
 kernel, which CUDA's lazy loading may make wait for the device) cannot be queued behind a gate that waits for
 it: the gate gives up after this long and that call is timed again without the release."""
 
+RELEASE_HOST_MS = 0.25
+"""Most host time (ms) to queue a call that the release should absorb. The trusted side checks each worker's
+round trip against the times it reports (:func:`fibserve.bench.timing.checks.unexplained_round_trip`, 0.5 ms of
+allowance), and time the gate waited for the host is in the round trip but in no reported time: a call that
+keeps the gate waiting longer than this counts like a stall, so a candidate that is slow to queue every call
+(many launches from Python) is timed as before the release (its host time in its latency), not refused."""
+
 STALLS_BEFORE_OFF = 2
-"""Calls in a row that stall the gate's release after which a :class:`ColdL2` stops using it: one stall is
-usually a kernel's first launch (lazy loading); a call that waits on the GPU every time stalls every time."""
+"""Calls in a row that stall the gate's release (or keep it waiting longer than ``RELEASE_HOST_MS``) after
+which a :class:`ColdL2` stops using it: one stall is usually a kernel's first launch (lazy loading); a call that
+waits on the GPU every time stalls every time."""
 
 RELEASE_ENV = "FIBSERVE_L2_RELEASE"
 """``0`` in the evaluating process's environment turns the release off (the gate only holds for its time)."""
@@ -111,7 +119,9 @@ class ColdL2:
         """Whether the last pass waits for :meth:`release` (cleared for good after ``STALLS_BEFORE_OFF``
         calls in a row stalled it)."""
         self.stalls = 0
-        """Calls in a row whose release stalled."""
+        """Calls in a row whose release stalled or waited longer than ``RELEASE_HOST_MS``."""
+        self.released = False
+        """Whether the latest timed call was queued whole behind the release (and timed so)."""
         if plan is not None:
             self.plan = OverwritePlan(
                 max(1, int(plan.passes)), max(0.0, float(plan.solo_ms)), bool(plan.gate), self.waits
@@ -211,16 +221,19 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
     the gate, so ``fn`` runs from a full queue and no host launch latency is timed (a short kernel's time
     is then its GPU time plus the events' own). If the gate gave up waiting before its release (``fn`` waited
     on the GPU from the host, or took longer than ``RELEASE_WAIT_MS`` to queue), the call is timed again
-    without the release (and after ``STALLS_BEFORE_OFF`` such calls in a row the release is not used again);
+    without the release (after ``STALLS_BEFORE_OFF`` such calls in a row, or calls that kept the gate waiting
+    longer than ``RELEASE_HOST_MS``, the release is not used again; :attr:`ColdL2.released` says whether the
+    latest call was released);
     without it the overwrite is
     enqueued *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is still busy:
     host launch latency shorter than the overwrite is then not timed (benchmarks/launch_latency.py).
 
     - ``ms``: start -> end on the current stream (the latency).
     - ``bound_ms``: an upper bound meant to cover work the call launched on *other* streams too (plus one
-      host synchronisation, a few microseconds): start -> last event behind the gate kernel, which holds
-      every SM until it ends, so no block of the call's side-stream work starts before the start event;
-      behind the plain overwrite, the larger of that and first -> last event minus ``flush.plan.solo_ms``,
+      host synchronisation, a few microseconds): start -> last event behind a gate kernel that fills every SM
+      until it ends (:attr:`~fibserve.bench.worker.l2_state.Gate.fills`), so no block of the call's
+      side-stream work starts before the start event; behind the plain overwrite (or a gate that leaves warp
+      slots free), the larger of that and first -> last event minus ``flush.plan.solo_ms``,
       because side-stream work does not wait for a plain fill: in the H200 suite (docs/gpu-results.md, third
       session) a naive GEMM on a private stream left a median 32.6 ms per call unexplained by start -> last
       event, and with the second form it was timed at 35.7 ms (35.6 ms on the main stream). (The second form
@@ -241,13 +254,15 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
         return Timed(ms, ms, 0.0)
     if flush is None:
         return _timed(fn, device, None, wait=False)[0]
-    timed, stalled = _timed(fn, device, flush, wait=flush.waits)
-    if not stalled:
-        flush.stalls = 0
-        return timed
-    flush.stalls += 1
-    flush.waits = flush.stalls < STALLS_BEFORE_OFF
-    return _timed(fn, device, flush, wait=False)[0]
+    wait = flush.waits
+    timed, stalled = _timed(fn, device, flush, wait=wait)
+    slow = wait and (stalled or flush.waited_ms() > RELEASE_HOST_MS)
+    flush.stalls = flush.stalls + 1 if slow else 0
+    flush.waits = wait and flush.stalls < STALLS_BEFORE_OFF
+    flush.released = wait and not stalled
+    if stalled:
+        timed = _timed(fn, device, flush, wait=False)[0]
+    return timed
 
 
 def _timed(
@@ -278,6 +293,6 @@ def _timed(
     waited = flush.waited_ms() if wait and flush is not None else 0.0
     overwrite = max(0.0, float(first.elapsed_time(begin)) - waited)
     bound = float(begin.elapsed_time(done))
-    if flush is not None and flush.gate is None:
+    if flush is not None and (flush.gate is None or not flush.gate.fills):
         bound = max(bound, float(first.elapsed_time(done)) - flush.plan.solo_ms)
     return Timed(float(begin.elapsed_time(end)), bound, overwrite), stalled

@@ -28,7 +28,7 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   the failure, else null); ``persisting_l2_bytes`` is the persisting-L2 carve-out each timed call left (reset
   before the next, :mod:`fibserve.bench.worker.l2_state`), ``l2_gate`` whether the overwrite was the gate kernel.
   ``audit_torch`` runs the candidate under :class:`fibserve.bench.worker.torch_audit.TorchAudit` and adds the
-  ``torch_ops`` its own code ran to the reply. ``l2_plan`` is the trusted side's ``[passes, solo_ms, gate]``
+  ``torch_ops`` its own code ran to the reply. ``l2_plan`` is the trusted side's ``[passes, solo_ms, gate, release]``
   (:class:`fibserve.bench.worker.clock.OverwritePlan`); for the three lists see
   :func:`fibserve.bench.worker.clock.time_call`; ``post_ms`` is the untimed copy of a returned value into the
   outputs, which the trusted side discounts for the reference's twin only;
@@ -196,8 +196,10 @@ class Worker:
             self.flush = self.flush or ColdL2(self.device, OverwritePlan(*plan) if plan else None)
             flush = self.flush
         persisting: list[int] = []
+        released: list[bool] = []
         for _ in range(int(req.get("repeat", 1))):
             timed = time_call(once, self.device, flush)
+            released.append(flush is not None and flush.released)
             times.append(timed.ms)
             bounds.append(timed.bound_ms)
             overwrites.append(timed.overwrite_ms)
@@ -219,7 +221,7 @@ class Worker:
             "post_ms": post_ms,
             "persisting_l2_bytes": persisting,
             "l2_gate": flush is not None and flush.gate is not None,
-            "l2_release": flush is not None and flush.waits,
+            "l2_release": bool(released) and all(released),
             "torch_ops": audit.ops if audit is not None else None,
         }
 

@@ -6,8 +6,8 @@ write ``value`` into ``buf[0:n]`` (int32) in a grid-stride loop, then each spins
 then keep spinning until the host *releases* them or ``wait_ns`` after they began, whichever comes first:
 program 0 polls ``mailbox[0]`` (host-mapped pinned memory, which the host sets to ``value`` once it has queued
 the whole timed call) with a short ``nanosleep`` between reads, stores ``value`` into ``go[0]`` (device memory)
-and the nanoseconds it waited into ``mailbox[1]``; the other programs poll ``go[0]``, so only one program reads
-across the host link. Compiled for sm_90 with Triton 3.6 it must fit in 32 registers a thread (two programs
+and the nanoseconds it waited into ``mailbox[1]``; the other programs poll ``go[0]``, so only one program's
+warps read across the host link. Compiled for sm_90 with Triton 3.6 it must fit in 32 registers a thread (two programs
 fill an SM's 64 warp slots); :class:`~fibserve.bench.worker.l2_state.Gate` checks.
 """
 

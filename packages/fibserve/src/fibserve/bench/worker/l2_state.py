@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,8 @@ class Gate:
     latency, however slow the host was, is timed as GPU work. The release goes through a host-mapped pinned
     ``mailbox`` (``mailbox[0]``: the released value, written here; ``mailbox[1]``: the ns the gate waited
     after its hold, written by the GPU). ``releasable`` is False where that memory cannot be handed to the
-    kernel; launches then never wait.
+    kernel, where a release made while the gate polls did not reach it within ``RELEASE_CHECK_MS / 2``, or where
+    the gate does not fill every SM (:attr:`fills`); launches then never wait.
 
     Raises:
         RuntimeError: the gate cannot be built here (no Triton, or too many registers); callers fall back to
@@ -125,17 +127,23 @@ class Gate:
         self.hold_ns = int(hold_ms * 1e6)
         props = torch.cuda.get_device_properties(buffer.device)
         self.programs = 2 * props.multi_processor_count
+        per_sm = int(getattr(props, "max_threads_per_multi_processor", 0) or 0)
+        self.fills = per_sm == 2 * WARPS_PER_PROGRAM * 32
+        """Whether two programs take every warp slot of an SM (2048 threads: sm_80, sm_90, sm_100), so that no
+        block of another kernel can start while the gate runs. Where not (1536-thread SMs), the gate does not
+        wait for release and the caller keeps the bound that starts before the overwrite."""
         self.kernel = gate
         self.go = torch.zeros(1, dtype=torch.int32, device=buffer.device)
-        self.releasable = True
+        self.releasable = self.fills
         try:
             self.mailbox = torch.zeros(2, dtype=torch.int64, pin_memory=True)
             self._mail = self.mailbox.numpy()
             compiled = self.launch(0)
             self.launch(1, RELEASE_CHECK_MS)  # one release end to end: the GPU must see the host's write
+            time.sleep(0.001)  # made while the gate polls, not before it starts
             self.release(1)
             torch.cuda.synchronize(buffer.device)
-            self.releasable = self.waited_ms() < RELEASE_CHECK_MS / 2
+            self.releasable = self.releasable and self.waited_ms() < RELEASE_CHECK_MS / 2
             self._mail[0] = -1  # no launch's value (they are non-negative): nothing is released ahead of time
             self.go.fill_(-1)
         except (

@@ -65,7 +65,7 @@ class CallRequest(TypedDict):
     timed: bool
     cold_l2: NotRequired[bool]
     l2_plan: NotRequired[list[float | int | bool] | None]
-    """The trusted side's :class:`fibserve.bench.worker.clock.OverwritePlan` (passes, solo ms, gate)."""
+    """The trusted side's :class:`fibserve.bench.worker.clock.OverwritePlan` (passes, solo ms, gate, release)."""
     repeat: NotRequired[int]
     audit_torch: NotRequired[bool]
     """Run the call under :class:`fibserve.bench.worker.torch_audit.TorchAudit` and report ``torch_ops``."""

@@ -86,8 +86,9 @@ class Called(_Reply):
     :func:`fibserve.bench.worker.clock.time_call`); ``post_ms`` is the untimed copy of a returned value into the
     outputs; ``persisting_l2_bytes`` the persisting-L2 carve-out each timed call left; ``l2_gate`` whether the
     cold-L2 overwrite was the gate kernel, ``l2_release`` whether its calls were queued whole behind the gate's
-    release (no host launch time in them; false once a call waited on the GPU from the host); ``torch_ops`` the PyTorch operators the candidate's own code ran,
-    when the request asked for that audit (:mod:`fibserve.bench.worker.torch_audit`)."""
+    release (no host launch time in them; false when any of them was not: :attr:`fibserve.bench.worker.clock.
+    ColdL2.released`); ``torch_ops`` the PyTorch operators the candidate's own code ran, when the request asked
+    for that audit (:mod:`fibserve.bench.worker.torch_audit`)."""
 
     request: ClassVar[str] = "call"
     ok: Literal[True]
