@@ -223,10 +223,9 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
     on the GPU from the host, or took longer than ``RELEASE_WAIT_MS`` to queue), the call is timed again
     without the release (after ``STALLS_BEFORE_OFF`` such calls in a row, or calls that kept the gate waiting
     longer than ``RELEASE_HOST_MS``, the release is not used again; :attr:`ColdL2.released` says whether the
-    latest call was released);
-    without it the overwrite is
-    enqueued *after* the synchronize so that the host reaches ``fn``'s launch while the GPU is still busy:
-    host launch latency shorter than the overwrite is then not timed (benchmarks/launch_latency.py).
+    latest call was released). Without the release the overwrite is enqueued *after* the synchronize so
+    that the host reaches ``fn``'s launch while the GPU is still busy: host launch latency shorter than the
+    overwrite is then not timed (benchmarks/launch_latency.py).
 
     - ``ms``: start -> end on the current stream (the latency).
     - ``bound_ms``: an upper bound meant to cover work the call launched on *other* streams too (plus one
