@@ -227,8 +227,12 @@ def _label(axes: dict[str, int]) -> str:
 def _say(tool: str, solution: str, axes: dict[str, int], result: dict[str, Any]) -> None:
     """One progress line per result, so a run cut off by its time limit still shows what it measured."""
     ms, reference = verdict.ms_cell(result["latency_ms"]), verdict.ms_cell(result["reference_ms"])
+    after = ""
+    if "baseline_after_itself_ms" in result:
+        after = (f"(after the candidate {result['baseline_after_candidate_ms']:.5f} ms, after itself "
+                 f"{result['baseline_after_itself_ms']:.5f} ms) ")  # fmt: skip
     print(f"  {tool} {solution} {_label(axes)}: {result['status']}, {ms} ms, reference {reference} ms "
-          f"{result['log'][-120:]}", flush=True)  # fmt: skip
+          f"{after}{result['log'][-120:]}", flush=True)  # fmt: skip
 
 
 def run_peer(peer: Any, root: Path, trials: int | None) -> dict[tuple[str, str], dict[str, Any]]:
@@ -274,9 +278,15 @@ def run_fibserve(root: Path, rows: list[dict[str, Any]], trials: int | None) -> 
             for trace in report.traces:
                 ev = trace.evaluation
                 if ev is not None:
-                    found[(c.name, trace.workload.uuid)] = verdict.figures(
+                    found[(c.name, trace.workload.uuid)] = figures = verdict.figures(
                         ev.status.value, ev.performance, ev.log
                     )
+                    # the baseline's median right after the candidate's calls and right after its own
+                    # (issue 35: within 2% of each other next to a slow candidate)
+                    bias = ((ev.performance.extra or {}) if ev.performance else {}).get("neighbour_bias")
+                    if bias:
+                        figures["baseline_after_candidate_ms"] = bias["after_candidate_ms"]
+                        figures["baseline_after_itself_ms"] = bias["after_itself_ms"]
             for u in uuids:
                 error = report.workload_errors.get(u) or report.task_error or "no result"
                 found.setdefault((c.name, u), verdict.figures("ERROR", None, error))

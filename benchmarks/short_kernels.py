@@ -10,6 +10,9 @@ it. For each case this prints, and writes to ``$OUT/short_kernels.json``:
 - ``clock_us``: :func:`fibserve.bench.worker.clock.time_call` in this process (the primitive every worker runs,
   with this device's overwrite plan), median of 100 calls; ``unreleased_us`` the same with the gate's release
   off (``FIBSERVE_L2_RELEASE=0``'s plan), and ``clock_minus_cupti_us``: what the events add to the kernel;
+- ``span_us``: the same calls' CUPTI span (``time_call(span=True)``, :mod:`fibserve.bench.worker.kernel_span`),
+  what an evaluation reports on the ``device`` basis; ``call_wall_ms`` and ``span_call_wall_ms``: the host's
+  wall time per timed call without and with the span (the profiler's cost);
 - ``evaluator_us``: the candidate's ``latency_ms`` from a full :class:`fibserve.bench.Evaluator` evaluation (a
   Python candidate running the same op in its sandboxed worker), and ``evaluator_baseline_us``, the baseline's
   median (the same op in its twin), for the cases that are bundled definitions;
@@ -28,6 +31,7 @@ import argparse
 import json
 import os
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +65,21 @@ def cupti_us(fn: Any, flush: Any) -> float:
     return statistics.median(per_call)
 
 
-def _clock_us(fn: Any, flush: Any, device: torch.device) -> float:
+def _clock_us(fn: Any, flush: Any, device: torch.device, span: bool = False) -> tuple[float, float, float]:
+    """Medians over ``CALLS`` calls of :func:`~fibserve.bench.worker.clock.time_call`: the events' time (us),
+    the CUPTI span (us, NaN without ``span``) and the host's wall time per call (ms, the profiler's cost)."""
     from fibserve.bench.worker.clock import time_call
 
     for _ in range(10):
-        time_call(fn, device, flush)
-    return statistics.median(time_call(fn, device, flush).ms for _ in range(CALLS)) * 1e3
+        time_call(fn, device, flush, span=span)
+    events, spans, walls = [], [], []
+    for _ in range(CALLS):
+        started = time.perf_counter()
+        timed = time_call(fn, device, flush, span=span)
+        walls.append((time.perf_counter() - started) * 1e3)
+        events.append(timed.ms * 1e3)
+        spans.append(timed.device_ms * 1e3 if timed.device_ms is not None else float("nan"))
+    return statistics.median(events), statistics.median(spans), statistics.median(walls)
 
 
 def _evaluated(definition_name: str, workload_filter: Any, solution: Any) -> tuple[float, float] | None:
@@ -143,10 +156,12 @@ def main() -> None:
         row: dict[str, Any] = {
             "case": name,
             "cupti_us": cupti_us(fn, flush),
-            "clock_us": _clock_us(fn, flush, device),
-            "unreleased_us": _clock_us(fn, unreleased, device),
             "released": flush.waits,
         }
+        row["clock_us"], _, row["call_wall_ms"] = _clock_us(fn, flush, device)
+        row["unreleased_us"] = _clock_us(fn, unreleased, device)[0]
+        _, row["span_us"], row["span_call_wall_ms"] = _clock_us(fn, flush, device, span=True)
+        row["span_over_cupti"] = row["span_us"] / row["cupti_us"]
         row["clock_over_cupti"] = row["clock_us"] / row["cupti_us"]
         row["clock_minus_cupti_us"] = row["clock_us"] - row["cupti_us"]
         rows.append(row)
@@ -168,14 +183,15 @@ def main() -> None:
     out_dir = Path(os.environ.get("OUT", "."))
     (out_dir / "short_kernels.json").write_text(json.dumps(rows, indent=2))
     print(
-        "\n| case | CUPTI us | clock us | clock/CUPTI | clock - CUPTI us | unreleased us | evaluator us | "
-        "evaluator/CUPTI | baseline us |"
+        "\n| case | CUPTI us | clock us | clock/CUPTI | clock - CUPTI us | span us | span/CUPTI | call wall ms "
+        "(with span) | unreleased us | evaluator us | evaluator/CUPTI | baseline us |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(
             f"| {r['case']} | {r['cupti_us']:.2f} | {r['clock_us']:.2f} | {r['clock_over_cupti']:.3f} | "
-            f"{r['clock_minus_cupti_us']:.2f} | {r['unreleased_us']:.2f} | "
+            f"{r['clock_minus_cupti_us']:.2f} | {r['span_us']:.2f} | {r['span_over_cupti']:.3f} | "
+            f"{r['call_wall_ms']:.3f} ({r['span_call_wall_ms']:.3f}) | {r['unreleased_us']:.2f} | "
             f"{r.get('evaluator_us', float('nan')):.2f} | {r.get('evaluator_over_cupti', float('nan')):.3f} | "
             f"{r.get('evaluator_baseline_us', float('nan')):.2f} |"
         )

@@ -562,7 +562,7 @@ class EvaluationSession:
         L2 overwrite and the roofline check (notes in the report, facts in ``extra``)."""
         facts = TimingFacts.of(performance)
         correctness.extra["timed_outputs_validated"] = validated
-        if facts.timing_basis != "events":
+        if facts.timing_basis == "device-synchronized":
             self.report.notes.append(
                 f"workload {workload.uuid}: the candidate's work outlived its end event by "
                 f"{facts.hidden_work_ms or 0:.3f} ms (work on another stream?); both sides were timed "

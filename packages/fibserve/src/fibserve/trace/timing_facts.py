@@ -112,7 +112,9 @@ class TimingFacts(Comparisons):
     method: str | None = None
     """How the speedup was measured, in words."""
     timing_basis: str | None = None
-    """``events`` (CUDA events) or ``device-synchronized`` (the bound, when work outlived the end event)."""
+    """``events`` (CUDA events), ``device`` (each call's CUPTI span, held to its events:
+    :func:`fibserve.bench.timing.checks.device_times`), or ``device-synchronized`` (the bound, when work
+    outlived the end event)."""
     hidden_work_ms: float | None = None
     """How long the candidate's work outlived its end event (ms)."""
     unexplained_round_trip_ms: float | None = None

@@ -12,7 +12,7 @@ kind           when
 implausible    a time faster than the device's roofline allows (``CorrectnessFacts.plausibility``, and
                ``KernelReport.implausible``)
 neighbour_bias the comparator ran slower right after the candidate's calls (``TimingFacts.neighbour_bias``)
-integrity      an integrity note of the timing: work outlived the end event (``timing_basis`` not ``events``),
+integrity      an integrity note of the timing: work outlived the end event (``device-synchronized`` basis),
                the cold-L2 overwrite ran long next to the candidate, the candidate set aside persisting L2,
                or a comparator ran its overwrite without the gate kernel
 degenerate     an output no comparison can judge (``CorrectnessFacts.degenerate`` kind ``constant``)
@@ -92,7 +92,7 @@ def _timing_flags(workload: str, facts: TimingFacts) -> list[Flag]:
             )
         )  # fmt: skip
     notes = []
-    if facts.timing_basis is not None and facts.timing_basis != "events":
+    if facts.timing_basis == "device-synchronized":
         notes.append(f"its work outlived the end event by {facts.hidden_work_ms or 0:.3f} ms")
     if facts.l2_overwrite is not None and facts.l2_overwrite.flagged:
         notes.append(f"the cold-L2 overwrite ran {facts.l2_overwrite.excess_ms:.4f} ms longer next to it")

@@ -58,6 +58,9 @@ from fibserve.bench.worker.slots import (
 )
 from fibserve.trace import EvaluationStatus, Performance, TimingFacts
 
+KERNEL_SPAN_ENV = "FIBSERVE_KERNEL_SPAN"
+"""``0`` in the evaluating process's environment turns the CUPTI spans off (latencies from CUDA events)."""
+
 
 @dataclass
 class _TimingLoop:
@@ -94,8 +97,14 @@ class _TimingLoop:
     rng: random.Random = field(default_factory=lambda: random.Random(secrets.randbits(64)))
     """Draws each call's variation: unpredictable to the candidate (its worker never sees this process)."""
 
+    kernel_span: bool = False
+    """Whether the workers also record each call's CUPTI span (:mod:`fibserve.bench.worker.kernel_span`)."""
+
     def __post_init__(self) -> None:
         self.probe = guard.BusyProbe(self.device)
+        self.kernel_span = bool(
+            self.l2_plan is not None and self.l2_plan.gate and os.environ.get(KERNEL_SPAN_ENV, "1") != "0"
+        )
 
     def fresh(self, input_set: int) -> Variation:
         """Inputs never seen before in this evaluation, made from input set ``input_set``."""
@@ -127,6 +136,7 @@ class _TimingLoop:
             "timed": True,
             "cold_l2": self.config.cold_l2,
             "l2_plan": list(self.l2_plan) if self.l2_plan else None,
+            "kernel_span": self.kernel_span,
             "repeat": repeat,
         }
 
@@ -335,13 +345,19 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
     cand_ms, cand_bound = [c.ms[0] for c in calls], [c.bound[0] for c in calls]
     ref_ms, ref_bound = side_times(primary, "events"), side_times(primary, "bound")
     unexplained_ms = checks.unexplained_round_trip(
-        [c.wall_ms for c in calls], cand_bound, [r.wall_ms for r in primary.calls], ref_bound, device
-    )
+        [c.wall_ms for c in calls], cand_bound, [r.wall_ms for r in primary.calls], ref_bound, device,
+        [sum(r.waited) for r in primary.calls],
+    )  # fmt: skip
     basis, hidden_ms = checks.timing_basis(cand_ms, cand_bound, ref_ms, ref_bound)
+    spanned = all(c.device for c in calls) and all(c.device for side in loop.sides for c in side.calls)
+    if basis == "events" and calls and spanned:
+        basis = "device"
+        cand_ms = checks.device_times(cand_ms, cand_bound, [c.device[0] for c in calls])  # type: ignore[index]
+        ref_ms = side_times(primary, basis)
     overwrite = checks.overwrite_excess(
         [c.overwrite[0] for c in calls], [r.overwrite[0] for r in primary.calls]
     )
-    if basis != "events":
+    if basis == "device-synchronized":
         cand_ms, ref_ms = cand_bound, ref_bound
     cand = stats.summarize(cand_ms)
     ref = stats.summarize(ref_ms)

@@ -24,6 +24,7 @@ import torch
 from fibserve.bench.config import EvalConfig
 from fibserve.bench.correctness.compare import compare_outputs
 from fibserve.bench.failures import CandidateFailure, ReferenceTimingError
+from fibserve.bench.timing import checks
 from fibserve.bench.timing import statistics as stats
 from fibserve.trace import EvaluationStatus
 
@@ -150,7 +151,13 @@ def reference_plan(config: EvalConfig, call_ms: float | None) -> ReferencePlan:
 
 
 def side_times(side: Side, basis: str) -> list[float]:
-    """The side's timed call times (ms) by ``basis`` (``events`` or the device-synchronized ``bound``)."""
+    """The side's timed call times (ms) by ``basis``: ``events``, the device-synchronized ``bound``, or
+    ``device`` (CUPTI spans held to the events, :func:`fibserve.bench.timing.checks.device_times`; every call
+    must have one)."""
+    if basis == "device":
+        calls = side.calls
+        spans = [c.device[0] if c.device else 0.0 for c in calls]
+        return checks.device_times([c.ms[0] for c in calls], [c.bound[0] for c in calls], spans)
     return [c.ms[0] if basis == "events" else c.bound[0] for c in side.calls]
 
 

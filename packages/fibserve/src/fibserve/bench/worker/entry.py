@@ -21,15 +21,17 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   descriptor channel, which this worker maps (``{"kind": "fd"}``). The trusted side writes inputs and poison
   into these buffers and reads outputs back; nothing else crosses, and this process never sees reference
   outputs or the seed secret;
-* ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "repeat",
-  "audit_torch"?}`` ->
-  ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms", "persisting_l2_bytes": [...],
-  "l2_gate"}`` or ``{"ok": false, "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in
+* ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "kernel_span"?,
+  "repeat", "audit_torch"?}`` ->
+  ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "device_ms": [...] | null, "post_ms",
+  "persisting_l2_bytes": [...], "l2_gate", "l2_release", "release_wait_ms": [...]}`` or ``{"ok": false, "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in
   the failure, else null); ``persisting_l2_bytes`` is the persisting-L2 carve-out each timed call left (reset
   before the next, :mod:`fibserve.bench.worker.l2_state`), ``l2_gate`` whether the overwrite was the gate kernel.
   ``audit_torch`` runs the candidate under :class:`fibserve.bench.worker.torch_audit.TorchAudit` and adds the
   ``torch_ops`` its own code ran to the reply. ``l2_plan`` is the trusted side's ``[passes, solo_ms, gate, release]``
-  (:class:`fibserve.bench.worker.clock.OverwritePlan`); for the three lists see
+  (:class:`fibserve.bench.worker.clock.OverwritePlan`); ``kernel_span`` asks for each call's CUPTI span
+  (``device_ms``, null unless every call has one); ``release_wait_ms`` is how long each call kept the gate
+  waiting for its release (0 when not released); for the lists see
   :func:`fibserve.bench.worker.clock.time_call`; ``post_ms`` is the untimed copy of a returned value into the
   outputs, which the trusted side discounts for the reference's twin only;
 * ``{"op": "exit"}``.
@@ -63,6 +65,7 @@ import torch
 from fibserve.bench.dtypes import TORCH_DTYPES
 from fibserve.bench.worker.clock import GATE_HOLD_MS, ColdL2, OverwritePlan, time_call
 from fibserve.bench.worker.handover import read_all, receive_fds
+from fibserve.bench.worker.kernel_span import warm_kernel_span
 from fibserve.bench.worker.l2_state import persisting_l2_bytes, warm_gate
 from fibserve.bench.worker.messages import AllocRequest, BufferSpec, CallRequest, LoadRequest
 
@@ -79,6 +82,7 @@ class Worker:
             torch.cuda.set_device(self.device)
             torch.zeros(1, device=self.device)  # create the context now, off the critical path
             warm_gate(self.device, GATE_HOLD_MS)  # and compile the gated cold-L2 overwrite (l2_state)
+            warm_kernel_span()  # and initialise CUPTI's activity recording (kernel_span)
         self.fn: Any = None
         self.dps = True
         self.cast_outputs = False
@@ -197,9 +201,13 @@ class Worker:
             flush = self.flush
         persisting: list[int] = []
         released: list[bool] = []
+        spans: list[float | None] = []
+        waited: list[float] = []
         for _ in range(int(req.get("repeat", 1))):
-            timed = time_call(once, self.device, flush)
+            timed = time_call(once, self.device, flush, span=bool(req.get("kernel_span")))
             released.append(flush is not None and flush.released)
+            waited.append(flush.waited_ms() if flush is not None and flush.released else 0.0)
+            spans.append(timed.device_ms)
             times.append(timed.ms)
             bounds.append(timed.bound_ms)
             overwrites.append(timed.overwrite_ms)
@@ -222,6 +230,8 @@ class Worker:
             "persisting_l2_bytes": persisting,
             "l2_gate": flush is not None and flush.gate is not None,
             "l2_release": bool(released) and all(released),
+            "release_wait_ms": waited,
+            "device_ms": spans if spans and all(s is not None for s in spans) else None,
             "torch_ops": audit.ops if audit is not None else None,
         }
 

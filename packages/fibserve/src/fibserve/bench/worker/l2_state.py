@@ -44,6 +44,9 @@ WARPS_PER_PROGRAM = 32
 RELEASE_CHECK_MS = 20.0
 """The wait of the release a new :class:`Gate` checks end to end (ms): a gate whose launch was not released
 well inside it cannot be released, and never waits."""
+GATE_KERNEL = "gate"
+"""The gate kernel's name as CUDA, CUPTI and Nsight Systems show it (the Triton function's name in
+:mod:`fibserve.bench.worker.l2_gate_kernel`): :mod:`fibserve.bench.worker.kernel_span` finds the call's work after it."""
 MAX_GATE_REGISTERS = 32
 """Registers a thread of the gate may use so that two 32-warp programs fit an SM's 64K registers."""
 

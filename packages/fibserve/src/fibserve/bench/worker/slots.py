@@ -102,6 +102,10 @@ class WorkerTimes(NamedTuple):
     """The PyTorch operators the candidate's own code ran, when the call asked for that audit."""
     released: bool | None = None
     """Whether the calls were queued whole behind the gate's release (:func:`fibserve.bench.worker.clock.time_call`)."""
+    device: list[float] | None = None
+    """Each call's GPU time from CUPTI (:mod:`fibserve.bench.worker.kernel_span`), or None."""
+    waited: tuple[float, ...] = ()
+    """How long (ms) each call kept the gate waiting for its release (0 when not released)."""
 
 
 def worker_failure(exc: WorkerError, what: str, timeout: float) -> CandidateFailure:
@@ -172,8 +176,12 @@ def worker_call(
 
 def _checked_times(reply: Called, wall_ms: float, what: str, discount_post: bool) -> WorkerTimes:
     ms, bound, overwrite = reply.ms, reply.bound_ms, reply.overwrite_ms
-    if not len(ms) == len(bound) == len(overwrite) or any(
-        m > b + WALL_SLACK_MS for m, b in zip(ms, bound, strict=True)
+    device = reply.device_ms
+    if (
+        not len(ms) == len(bound) == len(overwrite)
+        or any(m > b + WALL_SLACK_MS for m, b in zip(ms, bound, strict=True))
+        or (device is not None and len(device) != len(ms))
+        or len(reply.release_wait_ms) not in (0, len(ms))
     ):
         raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
     if sum(bound) > wall_ms * (1 + WALL_TOLERANCE) + WALL_SLACK_MS:
@@ -185,7 +193,8 @@ def _checked_times(reply: Called, wall_ms: float, what: str, discount_post: bool
         wall_ms = max(sum(bound), wall_ms - reply.post_ms)
     return WorkerTimes(
         list(ms), list(bound), wall_ms, list(overwrite), tuple(reply.persisting_l2_bytes), reply.l2_gate,
-        reply.torch_ops, reply.l2_release,
+        reply.torch_ops, reply.l2_release, list(device) if device is not None else None,
+        tuple(reply.release_wait_ms),
     )  # fmt: skip
 
 

@@ -1,0 +1,154 @@
+"""A call's device time from CUPTI's activity records, and how far the trusted side lets it move a latency.
+
+CPU only: the spans are computed from activity records made up here, the way torch.profiler returns them on a
+GPU (name, start and end in us). The GPU half (a short kernel within 15% of its CUPTI time through a real
+evaluation) is tests/fibserve/bench/test_gpu_release.py.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from fibserve.bench.config import EvalConfig
+from fibserve.bench.failures import CandidateFailure
+from fibserve.bench.timing import checks
+from fibserve.bench.timing.loop import _performance
+from fibserve.bench.timing.sides import Side
+from fibserve.bench.worker.clock import OverwritePlan
+from fibserve.bench.worker.kernel_span import KernelSpan, span_after
+from fibserve.bench.worker.l2_state import GATE_KERNEL
+from fibserve.bench.worker.protocol import Called
+from fibserve.bench.worker.slots import WorkerTimes, _checked_times
+from fibserve.trace import TimingFacts
+
+GATE = GATE_KERNEL
+
+
+def test_the_span_is_the_calls_work_after_the_last_gate_pass() -> None:
+    events = [
+        (GATE, 0.0, 100.0),  # the overwrite's first pass
+        (GATE, 100.5, 205.0),  # its last pass, which waited for the release
+        ("add_kernel", 206.0, 207.6),
+    ]
+    assert span_after(events, GATE) == pytest.approx(0.0016)
+
+
+def test_the_span_runs_from_the_first_start_to_the_last_end_across_streams_and_gaps() -> None:
+    events = [
+        (GATE, 0.0, 100.0),
+        ("side_stream", 99.5, 120.0),  # started as the gate's last blocks left the SMs: still the call's work
+        ("main", 101.0, 110.0),
+        ("memcpy", 130.0, 140.0),  # after a gap on the host: the gap is part of the call's latency
+    ]
+    assert span_after(events, GATE) == pytest.approx(0.0405)
+
+
+def test_work_that_ended_before_the_gate_ended_is_not_the_calls() -> None:
+    events = [("leftover", 0.0, 50.0), (GATE, 10.0, 100.0), ("main", 101.0, 103.0)]
+    assert span_after(events, GATE) == pytest.approx(0.002)
+
+
+@pytest.mark.parametrize(
+    "events",
+    [[], [("main", 0.0, 1.0)], [(GATE, 0.0, 100.0)], [(GATE, 0.0, 100.0), ("early", 10.0, 20.0)]],
+    ids=["nothing", "no gate", "nothing after the gate", "only work that ended inside the gate"],
+)
+def test_no_span_without_the_gate_or_the_calls_work(events: list) -> None:
+    assert span_after(events, GATE) is None
+
+
+def test_the_recorder_never_raises_and_records_nothing_on_cpu() -> None:
+    with KernelSpan() as recorded:
+        torch.ones(4).add_(1)
+    assert recorded.span_ms(GATE) is None
+
+
+def test_a_span_is_held_between_the_events_less_the_slack_and_the_bound() -> None:
+    ms, bound = [0.0045, 0.0300, 0.0300], [0.0050, 0.0310, 0.0310]
+    honest = checks.device_times(ms, bound, [0.0016, 0.0270, 0.0400])
+    assert honest == pytest.approx([0.0016, 0.0270, 0.0310])
+    # a candidate that hid its work from CUPTI (or named a kernel like the gate, so that its earlier work looked
+    # like the harness's) gains at most the slack over its event time, not its whole latency
+    hidden = checks.device_times(ms, bound, [0.0001, 0.0001, 0.0001])
+    assert hidden == pytest.approx([0.0001, 0.025, 0.025])  # 30 us of events: at least 25 us
+
+
+def test_a_reply_with_one_span_too_many_is_malformed() -> None:
+    reply = Called(ok=True, ms=[0.01], bound_ms=[0.011], overwrite_ms=[0.1], device_ms=[0.008, 0.008])
+    with pytest.raises(CandidateFailure, match="malformed timings"):
+        _checked_times(reply, 5.0, "timed call", False)
+    fine = _checked_times(reply.model_copy(update={"device_ms": [0.008]}), 5.0, "timed call", False)
+    assert fine.device == [0.008]
+
+
+def test_the_twins_release_wait_gives_a_forging_candidate_no_room() -> None:
+    cuda = torch.device("cuda")
+    # the twin's host needed 0.24 ms per call to queue behind the gate's release (under RELEASE_HOST_MS): that
+    # time is in its round trip but in none of its reported times. Both workers spend 0.16 ms on the round
+    # trip besides. A candidate whose calls take 1.0 ms, but which reports 0.3 ms, hid behind the twin's wait
+    # when the check compared raw round trips.
+    cand_trip, cand_bound = [1.0 + 0.16] * 9, [0.3] * 9
+    ref_trip, ref_bound, ref_waited = [1.0 + 0.16 + 0.24] * 9, [1.0] * 9, [0.24] * 9
+    unchecked = checks.unexplained_round_trip(cand_trip, cand_bound, ref_trip, ref_bound, cuda)
+    assert unchecked <= checks.UNEXPLAINED_MS["cuda"]  # the defence failing without the twin's wait
+    with pytest.raises(CandidateFailure, match="do not account for its calls"):
+        checks.unexplained_round_trip(cand_trip, cand_bound, ref_trip, ref_bound, cuda, ref_waited)
+
+
+def _times(ms: float, device: float | None) -> WorkerTimes:
+    return WorkerTimes(
+        [ms],
+        [ms + 0.0005],
+        ms + 0.2,
+        [0.1],
+        gated=True,
+        released=True,
+        device=None if device is None else [device],
+    )
+
+
+def _loop(cand_device: float | None, ref_device: float | None) -> types.SimpleNamespace:
+    """What :func:`_performance` reads of a finished timing loop: 10 interleaved pairs of a 4.35 us candidate
+    and a 4.10 us baseline (CUDA events), with their CUPTI spans."""
+    side = Side("baseline", "torch_add", None)  # type: ignore[arg-type]
+    side.calls = [_times(0.00410, ref_device) for _ in range(10)]
+    side.paired = list(range(10))
+    side.after_candidate = [i % 2 == 0 for i in range(10)]
+    return types.SimpleNamespace(
+        config=EvalConfig(),
+        device=torch.device("cuda"),
+        sides=[side],
+        l2_plan=OverwritePlan(1, 0.1, True, True),
+        candidate_calls=[_times(0.00435, cand_device) for _ in range(10)],
+        candidate_wall_ms=[0.3] * 10,
+        data=types.SimpleNamespace(inputs=[{}]),
+        validated=0,
+        checked=10,
+        probe=None,
+    )
+
+
+@pytest.fixture
+def no_device_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cold-L2 size is read from the device's properties: there is no device here."""
+    monkeypatch.setattr("fibserve.bench.worker.clock.cold_l2_bytes", lambda device: 100 << 20)
+
+
+@pytest.mark.usefixtures("no_device_query")
+def test_both_sides_are_timed_by_their_spans_when_every_call_has_one() -> None:
+    performance = _performance(_loop(0.0016, 0.0014), None, "vector_add")  # type: ignore[arg-type]
+    facts = TimingFacts.of(performance)
+    assert facts.timing_basis == "device"
+    assert performance.latency_ms == pytest.approx(0.0016)
+    assert performance.reference_latency_ms == pytest.approx(0.0014)
+    assert performance.speedup_factor == pytest.approx(0.0014 / 0.0016)
+
+
+@pytest.mark.usefixtures("no_device_query")
+def test_without_a_span_on_either_side_both_stay_on_events() -> None:
+    performance = _performance(_loop(0.0016, None), None, "vector_add")  # type: ignore[arg-type]
+    assert TimingFacts.of(performance).timing_basis == "events"
+    assert performance.latency_ms == pytest.approx(0.00435)
+    assert performance.reference_latency_ms == pytest.approx(0.00410)
