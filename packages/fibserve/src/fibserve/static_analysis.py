@@ -28,6 +28,7 @@ from fibserve.build.binary_policy import check_binary
 from fibserve.build.c_source import strip_c_source
 from fibserve.build.toolchain import cuda_release
 from fibserve.sandbox import UNSAFE_NOTE
+from fibserve.trace.python_ast import parse_python
 
 if TYPE_CHECKING:
     from fibserve.trace import Definition, Solution
@@ -187,7 +188,7 @@ def check_arity(solution: Solution, definition: Definition) -> list[str]:
     required: int | None = None  # parameters without a default value (Python); None = all of them
     if solution.spec.language.value in ("python", "triton"):
         try:
-            tree = ast.parse(source)
+            tree = parse_python(source)
         except SyntaxError:
             return []
         for node in tree.body:

@@ -43,6 +43,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection, Iterator
 
+from fibserve.trace.python_ast import parse_python
+
 from . import python_names as names
 from .policy_config import PolicyConfig, PolicyViolation
 from .python_names import module_allowed
@@ -405,7 +407,7 @@ def check_python_source(
     """Apply the rules of ``language`` (``triton`` or ``python``) to one ``.py`` source file; ``local`` are
     the solution's own top-level module names (importable besides the allowlist)."""
     try:
-        tree = ast.parse(source, filename=path)
+        tree = parse_python(source, filename=path)
     except SyntaxError as error:
         return [
             PolicyViolation(

@@ -12,6 +12,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
+from .python_ast import parse_python
+
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 """A string that must contain at least one character."""
 
@@ -46,7 +48,7 @@ def defines_top_level_function(source: str, name: str) -> bool:
     Raises:
         SyntaxError: ``source`` is not valid Python.
     """
-    tree = ast.parse(source)
+    tree = parse_python(source)
     return any(
         isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name for node in tree.body
     )

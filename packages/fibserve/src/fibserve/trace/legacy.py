@@ -38,6 +38,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from .python_ast import parse_python
+
 LEGACY_WORKLOAD_NAMESPACE = uuid.UUID("5d1f9c8e-2b7a-4f40-9c61-7e0c3a1b2d44")
 """Namespace of :func:`workload_uuid` (fixed forever: changing it would change every derived uuid)."""
 
@@ -94,7 +96,7 @@ def _content_key(definition: str, workload: dict[str, Any]) -> str:
 
 def _run_returns_dict(reference: str) -> bool:
     try:
-        tree = ast.parse(reference)
+        tree = parse_python(reference)
     except SyntaxError:
         return False
     for node in tree.body:
@@ -129,7 +131,7 @@ def _positional_params(source: str, symbol: str) -> int | None:
     """How many positional parameters the top-level function ``symbol`` of ``source`` takes (None: not found,
     not parseable, or ``*args``)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return None
     for node in tree.body:

@@ -37,6 +37,7 @@ from fibserve.bench.data.derived import scale_partner
 from fibserve.bench.data.gdn import UNIT, is_gdn
 from fibserve.bench.data.inputs import has_index_rule
 from fibserve.trace import Definition, DType, Workload
+from fibserve.trace.python_ast import parse_python
 
 VARIABLE_DTYPES = (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
 """Dtypes a variable input may have (FP8 tensors are quantized with their scales, so they are kept)."""
@@ -114,7 +115,7 @@ def _derivation_inputs(reference: str) -> set[str] | None:
     returns); None when the returned keys cannot be read from its source: then every input is kept, nothing
     varied rather than something inconsistent."""
     try:
-        tree = ast.parse(reference)
+        tree = parse_python(reference)
     except SyntaxError:
         return set()
     for node in tree.body:
