@@ -10,7 +10,7 @@ it. For each case this prints, and writes to ``$OUT/short_kernels.json``:
 - ``clock_us``: :func:`fibserve.bench.worker.clock.time_call` in this process (the primitive every worker runs,
   with this device's overwrite plan), median of 100 calls; ``unreleased_us`` the same with the gate's release
   off (``FIBSERVE_L2_RELEASE=0``'s plan), and ``clock_minus_cupti_us``: what the events add to the kernel;
-- ``span_us``: the same calls' CUPTI span (``time_call(span=True)``, :mod:`fibserve.bench.worker.kernel_span`),
+- ``span_us``: the same calls' CUPTI span (recorded across them, :mod:`fibserve.bench.worker.kernel_span`),
   what an evaluation reports on the ``device`` basis; ``call_wall_ms`` and ``span_call_wall_ms``: the host's
   wall time per timed call without and with the span (the profiler's cost);
 - ``evaluator_us``: the candidate's ``latency_ms`` from a full :class:`fibserve.bench.Evaluator` evaluation (a
@@ -67,18 +67,28 @@ def cupti_us(fn: Any, flush: Any) -> float:
 
 def _clock_us(fn: Any, flush: Any, device: torch.device, span: bool = False) -> tuple[float, float, float]:
     """Medians over ``CALLS`` calls of :func:`~fibserve.bench.worker.clock.time_call`: the events' time (us),
-    the CUPTI span (us, NaN without ``span``) and the host's wall time per call (ms, the profiler's cost)."""
+    the CUPTI span (us, NaN without ``span``) and the host's wall time per call (ms, with the recording: what
+    CUPTI costs each call). With ``span`` the calls run inside one
+    :class:`~fibserve.bench.worker.kernel_span.SpanRecording`, as a worker's calls of one trial do."""
     from fibserve.bench.worker.clock import time_call
+    from fibserve.bench.worker.kernel_span import SpanRecording
+    from fibserve.bench.worker.l2_state import GATE_KERNEL
 
     for _ in range(10):
-        time_call(fn, device, flush, span=span)
-    events, spans, walls = [], [], []
+        time_call(fn, device, flush)
+    recording = SpanRecording()
+    if span:
+        recording.start(flush.plan.passes)
+    events, walls = [], []
     for _ in range(CALLS):
         started = time.perf_counter()
-        timed = time_call(fn, device, flush, span=span)
+        timed = time_call(fn, device, flush)
         walls.append((time.perf_counter() - started) * 1e3)
+        recording.add(timed.attempts)
         events.append(timed.ms * 1e3)
-        spans.append(timed.device_ms * 1e3 if timed.device_ms is not None else float("nan"))
+    spans = [s * 1e3 if s is not None else float("nan") for s in recording.finish(GATE_KERNEL)] or [
+        float("nan")
+    ]
     return statistics.median(events), statistics.median(spans), statistics.median(walls)
 
 

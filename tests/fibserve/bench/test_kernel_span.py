@@ -17,22 +17,25 @@ from fibserve.bench.timing import checks
 from fibserve.bench.timing.loop import _performance
 from fibserve.bench.timing.sides import Side
 from fibserve.bench.worker.clock import OverwritePlan
-from fibserve.bench.worker.kernel_span import KernelSpan, span_after
+from fibserve.bench.worker.kernel_span import SpanRecording, call_spans
 from fibserve.bench.worker.l2_state import GATE_KERNEL
-from fibserve.bench.worker.protocol import Called
-from fibserve.bench.worker.slots import WorkerTimes, _checked_times
+from fibserve.bench.worker.protocol import ProtocolViolation, Spans, parse_reply
+from fibserve.bench.worker.slots import WorkerTimes
 from fibserve.trace import TimingFacts
 
 GATE = GATE_KERNEL
 
 
-def test_the_span_is_the_calls_work_after_the_last_gate_pass() -> None:
+def test_each_calls_span_is_its_work_after_its_last_gate_pass() -> None:
     events = [
-        (GATE, 0.0, 100.0),  # the overwrite's first pass
+        (GATE, 0.0, 100.0),  # call 1: the overwrite's first pass
         (GATE, 100.5, 205.0),  # its last pass, which waited for the release
         ("add_kernel", 206.0, 207.6),
+        (GATE, 300.0, 400.0),  # call 2
+        (GATE, 400.5, 500.0),
+        ("add_kernel", 501.0, 502.5),
     ]
-    assert span_after(events, GATE) == pytest.approx(0.0016)
+    assert call_spans(events, [1, 1], 2, GATE) == pytest.approx([0.0016, 0.0015])
 
 
 def test_the_span_runs_from_the_first_start_to_the_last_end_across_streams_and_gaps() -> None:
@@ -41,28 +44,56 @@ def test_the_span_runs_from_the_first_start_to_the_last_end_across_streams_and_g
         ("side_stream", 99.5, 120.0),  # started as the gate's last blocks left the SMs: still the call's work
         ("main", 101.0, 110.0),
         ("memcpy", 130.0, 140.0),  # after a gap on the host: the gap is part of the call's latency
+        (GATE, 200.0, 300.0),  # the next call: none of its work is the first call's
+        ("main", 301.0, 303.0),
     ]
-    assert span_after(events, GATE) == pytest.approx(0.0405)
+    assert call_spans(events, [1, 1], 1, GATE) == pytest.approx([0.0405, 0.002])
 
 
-def test_work_that_ended_before_the_gate_ended_is_not_the_calls() -> None:
+def test_a_call_timed_again_is_its_last_attempt() -> None:
+    events = [
+        (GATE, 0.0, 150.0),  # the release stalled: the gate ran out its wait
+        ("main", 160.0, 170.0),
+        (GATE, 200.0, 300.0),  # timed again, without the release
+        ("main", 340.0, 342.0),
+        (GATE, 400.0, 500.0),  # the next call
+        ("main", 501.0, 502.0),
+    ]
+    assert call_spans(events, [2, 1], 1, GATE) == pytest.approx([0.002, 0.001])
+
+
+def test_work_that_ended_inside_the_gate_is_not_the_calls() -> None:
     events = [("leftover", 0.0, 50.0), (GATE, 10.0, 100.0), ("main", 101.0, 103.0)]
-    assert span_after(events, GATE) == pytest.approx(0.002)
+    assert call_spans(events, [1], 1, GATE) == pytest.approx([0.002])
+
+
+def test_a_call_that_ran_no_work_has_no_span() -> None:
+    events = [(GATE, 0.0, 100.0), (GATE, 200.0, 300.0), ("main", 301.0, 303.0)]
+    assert call_spans(events, [1, 1], 1, GATE) == [None, pytest.approx(0.002)]
 
 
 @pytest.mark.parametrize(
-    "events",
-    [[], [("main", 0.0, 1.0)], [(GATE, 0.0, 100.0)], [(GATE, 0.0, 100.0), ("early", 10.0, 20.0)]],
-    ids=["nothing", "no gate", "nothing after the gate", "only work that ended inside the gate"],
+    ("events", "attempts"),
+    [
+        ([("main", 0.0, 1.0)], [1]),
+        ([(GATE, 0.0, 100.0), ("main", 101.0, 102.0)], [1, 1]),
+        ([(GATE, 0.0, 100.0), ("main", 101.0, 102.0), (GATE, 102.5, 102.9)], [1]),
+    ],
+    ids=["no gate", "a gate record lost", "a candidate's kernel named like the gate"],
 )
-def test_no_span_without_the_gate_or_the_calls_work(events: list) -> None:
-    assert span_after(events, GATE) is None
+def test_gates_that_do_not_match_the_calls_give_no_spans(events: list, attempts: list) -> None:
+    assert call_spans(events, attempts, 1, GATE) == [None] * len(attempts)
 
 
-def test_the_recorder_never_raises_and_records_nothing_on_cpu() -> None:
-    with KernelSpan() as recorded:
-        torch.ones(4).add_(1)
-    assert recorded.span_ms(GATE) is None
+def test_the_recording_never_raises_and_counts_nothing_when_it_does_not_run() -> None:
+    recording = SpanRecording()
+    recording.add(1)  # not started: not counted
+    assert recording.finish(GATE) == []
+    recording.start(2)  # a CPU build of torch cannot record CUDA activity: no recording, or one of no GPU work
+    torch.ones(4).add_(1)
+    recording.add(1)
+    assert recording.finish(GATE) in ([], [None])
+    assert not recording.on
 
 
 def test_a_span_is_held_between_the_events_less_the_slack_and_the_bound() -> None:
@@ -75,12 +106,11 @@ def test_a_span_is_held_between_the_events_less_the_slack_and_the_bound() -> Non
     assert hidden == pytest.approx([0.0001, 0.025, 0.025])  # 30 us of events: at least 25 us
 
 
-def test_a_reply_with_one_span_too_many_is_malformed() -> None:
-    reply = Called(ok=True, ms=[0.01], bound_ms=[0.011], overwrite_ms=[0.1], device_ms=[0.008, 0.008])
-    with pytest.raises(CandidateFailure, match="malformed timings"):
-        _checked_times(reply, 5.0, "timed call", False)
-    fine = _checked_times(reply.model_copy(update={"device_ms": [0.008]}), 5.0, "timed call", False)
-    assert fine.device == [0.008]
+def test_a_spans_reply_must_be_durations() -> None:
+    assert Spans.model_validate({"ok": True, "device_ms": [0.008, None]}).device_ms == [0.008, None]
+    for forged in ([-0.001], [float("nan")], ["fast"]):
+        with pytest.raises(ProtocolViolation):
+            parse_reply({"ok": True, "device_ms": forged}, Spans)
 
 
 def test_the_twins_release_wait_gives_a_forging_candidate_no_room() -> None:

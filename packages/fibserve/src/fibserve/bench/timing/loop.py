@@ -55,11 +55,23 @@ from fibserve.bench.worker.slots import (
     scalars,
     sync,
     worker_call,
+    worker_spans,
 )
 from fibserve.trace import EvaluationStatus, Performance, TimingFacts
 
 KERNEL_SPAN_ENV = "FIBSERVE_KERNEL_SPAN"
 """``0`` in the evaluating process's environment turns the CUPTI spans off (latencies from CUDA events)."""
+
+
+@dataclass
+class _Recorded:
+    """A timed call request of this trial whose GPU times are still to be read (:meth:`_TimingLoop.read_spans`):
+    its times are ``kept[index]`` (``kept`` None for a warm-up, whose times are not kept) and it made ``count``
+    calls."""
+
+    kept: list[WorkerTimes] | None
+    index: int
+    count: int
 
 
 @dataclass
@@ -99,6 +111,8 @@ class _TimingLoop:
 
     kernel_span: bool = False
     """Whether the workers also record each call's CUPTI span (:mod:`fibserve.bench.worker.kernel_span`)."""
+    recorded: dict[int, list[_Recorded]] = field(default_factory=dict)
+    """Who (-1: the candidate, else a side's index) -> its timed call requests of this trial, in order."""
 
     def __post_init__(self) -> None:
         self.probe = guard.BusyProbe(self.device)
@@ -257,6 +271,7 @@ class _TimingLoop:
         self.previous = None
         self._warm_up(trial, holds)
         self._interleave(holds)
+        self.read_spans()
         if self.config.validate_timed_outputs:
             for s in range(min(len(holds), self.config.iterations)) if self.config.iterations else ():
                 judge(
@@ -284,10 +299,12 @@ class _TimingLoop:
 
     def _warm_up(self, trial: int, holds: list[int]) -> None:
         for _ in range(self.config.warmup):  # one request per call: each gets inputs of its own
-            self.candidate(0, self.fresh(holds[0]))
+            self._keep(-1, None, self.candidate(0, self.fresh(holds[0])))
         for k, side in enumerate(self.sides):
             if side.warmup(trial, self.config):
-                self.compared(k, 0, self.fresh(holds[0]), repeat=side.warmup(trial, self.config))
+                self._keep(
+                    k, None, self.compared(k, 0, self.fresh(holds[0]), repeat=side.warmup(trial, self.config))
+                )
 
     def _interleave(self, holds: list[int]) -> None:
         """``iterations`` pairs on rotating slots, candidate first on even iterations and last on odd ones."""
@@ -299,12 +316,57 @@ class _TimingLoop:
             varied = self.fresh(holds[s])  # both sides of the pair get the same fresh inputs
             for who in order if i % 2 == 0 else reversed(order):
                 if who < 0:
-                    self.candidate_calls.append(self.candidate(s, varied))
+                    self._keep(who, self.candidate_calls, self.candidate(s, varied))
                 else:
-                    self.sides[who].calls.append(self.compared(who, s, varied))
+                    self._keep(who, self.sides[who].calls, self.compared(who, s, varied))
                     self.sides[who].paired.append(index)
                     self.sides[who].after_candidate.append(self.previous == -1)
                 self.previous = who
+
+    def _keep(self, who: int, kept: list[WorkerTimes] | None, times: WorkerTimes) -> None:
+        """Append ``times`` (a request of ``who``: -1 the candidate, else a side's index) to ``kept`` (None: a
+        warm-up's, not kept) and note it for :meth:`read_spans`."""
+        if kept is not None:
+            kept.append(times)
+        if self.kernel_span:
+            index = len(kept) - 1 if kept is not None else -1
+            self.recorded.setdefault(who, []).append(_Recorded(kept, index, len(times.ms)))
+
+    def read_spans(self) -> None:
+        """Ask each worker for the GPU times (CUPTI spans) of its timed calls of this trial and put them in the
+        kept times (:attr:`WorkerTimes.device`). A worker whose spans do not match its calls in number, or a
+        request with a call of no span, leaves those times without: the latencies then stay on CUDA events
+        (:func:`_performance`).
+
+        Raises:
+            CandidateFailure: the candidate's worker failed or broke the protocol.
+            ReferenceTimingError: a comparator's did.
+        """
+        recorded, self.recorded = self.recorded, {}
+        for who, requests in recorded.items():
+            spans = self._spans(who)
+            if len(spans) != sum(r.count for r in requests):
+                continue
+            read = iter(spans)
+            for r in requests:
+                mine = [next(read) for _ in range(r.count)]
+                if r.kept is not None and all(m is not None for m in mine):
+                    r.kept[r.index] = r.kept[r.index]._replace(device=mine)
+
+    def forget_spans(self) -> None:
+        """Read and drop what every worker recorded before this evaluation's timing (an evaluation that ended
+        early leaves its twins' recording running), so that the first trial's spans match its calls."""
+        if self.kernel_span:
+            for who in range(-1, len(self.sides)):
+                if (self.slots if who < 0 else self.sides[who].slots).worker is not None:
+                    self._spans(who)
+
+    def _spans(self, who: int) -> list[float | None]:
+        what = "reading the GPU times of the timed calls"
+        if who < 0:
+            return worker_spans(self.slots.worker, self.config.timeouts.correctness, what)  # type: ignore[arg-type]
+        with harness_fault(self.sides[who]):
+            return worker_spans(self.sides[who].slots.worker, self.config.timeouts.correctness, what)  # type: ignore[arg-type]
 
 
 def measure(
@@ -326,6 +388,7 @@ def measure(
     """
     l2_plan = clock.overwrite_plan(str(device)) if config.cold_l2 and device.type == "cuda" else None
     loop = _TimingLoop(slots, sides, data, config, device, l2_plan)
+    loop.forget_spans()
     for trial in range(config.trials):
         loop.trial(trial)
     assert loop.probe is not None

@@ -11,8 +11,8 @@ pass also waits until the host has queued the whole call behind it and *releases
 full queue: host launch latency is never timed, however slow or loaded the host (a worker that slept through
 a long neighbour wakes slowly: docs/gpu-results.md, seventh session).
 
-This module imports only torch, the standard library, :mod:`fibserve.bench.worker.l2_state` and
-:mod:`fibserve.bench.worker.kernel_span` (Triton only where a gate is built): the worker imports it. The trusted side's statistics over these times are in
+This module imports only torch, the standard library and :mod:`fibserve.bench.worker.l2_state` (Triton only
+where a gate is built): the worker imports it. The trusted side's statistics over these times are in
 :mod:`fibserve.bench.timing.statistics`.
 """
 
@@ -26,8 +26,7 @@ from typing import NamedTuple
 
 import torch
 
-from fibserve.bench.worker.kernel_span import KernelSpan
-from fibserve.bench.worker.l2_state import GATE_KERNEL, Gate, reset_persisting_l2
+from fibserve.bench.worker.l2_state import Gate, reset_persisting_l2
 
 DEFAULT_L2_BYTES = 64 << 20
 """L2 size assumed when the device does not report one (larger than any current NVIDIA L2, 60 MB on H100)."""
@@ -210,12 +209,10 @@ class Timed(NamedTuple):
     ms: float
     bound_ms: float
     overwrite_ms: float
-    device_ms: float | None = None
+    attempts: int = 1
 
 
-def time_call(
-    fn: Callable[[], object], device: torch.device, flush: ColdL2 | None, span: bool = False
-) -> Timed:
+def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> Timed:
     """Run ``fn`` once, timed.
 
     GPU: clear persisting L2 (if ``flush``), device-wide synchronize, record a first event, enqueue the L2
@@ -248,10 +245,8 @@ def time_call(
       slows the overwrite: the caller compares ``overwrite_ms`` with the reference's
       (:func:`fibserve.bench.timing.checks.overwrite_excess`).
 
-    - ``device_ms``: with ``span`` and a gate kernel, the call's GPU time as CUPTI records it (first start
-      to last end of the GPU work still running after the gate ended, on any stream:
-      :mod:`fibserve.bench.worker.kernel_span`), without the events' own 2.4 to 3.1 us; else None, and None
-      when CUPTI recorded nothing.
+    - ``attempts``: 2 for a call timed again after its release stalled, else 1 (each attempt begins with the
+      overwrite's gate kernels: :mod:`fibserve.bench.worker.kernel_span` reads each call's GPU time after them).
 
     CPU: ``perf_counter`` around ``fn`` (``ms`` and ``bound_ms`` equal, ``overwrite_ms`` 0).
     """
@@ -262,34 +257,22 @@ def time_call(
         return Timed(ms, ms, 0.0)
     if flush is None:
         return _timed(fn, device, None, wait=False)[0]
-    span = span and flush.gate is not None
     wait = flush.waits
-    timed, stalled = _timed(fn, device, flush, wait=wait, span=span)
+    timed, stalled = _timed(fn, device, flush, wait=wait)
     slow = wait and (stalled or flush.waited_ms() > RELEASE_HOST_MS)
     flush.stalls = flush.stalls + 1 if slow else 0
     flush.waits = wait and flush.stalls < STALLS_BEFORE_OFF
     flush.released = wait and not stalled
     if stalled:
-        timed = _timed(fn, device, flush, wait=False, span=span)[0]
+        timed = _timed(fn, device, flush, wait=False)[0]._replace(attempts=2)
     return timed
 
 
 def _timed(
-    fn: Callable[[], object], device: torch.device, flush: ColdL2 | None, wait: bool, span: bool = False
-) -> tuple[Timed, bool]:
-    """One GPU call as :func:`time_call` describes, with the gate waiting for its release or not (and CUPTI
-    recording with ``span``); also whether the gate let go before it was released (it ran out of
-    ``RELEASE_WAIT_MS``)."""
-    if not span:
-        return _events_timed(fn, device, flush, wait)
-    with KernelSpan() as recorded:
-        timed, stalled = _events_timed(fn, device, flush, wait)
-    return timed._replace(device_ms=recorded.span_ms(GATE_KERNEL)), stalled
-
-
-def _events_timed(
     fn: Callable[[], object], device: torch.device, flush: ColdL2 | None, wait: bool
 ) -> tuple[Timed, bool]:
+    """One GPU call as :func:`time_call` describes, with the gate waiting for its release or not; also whether
+    the gate let go before it was released (it ran out of ``RELEASE_WAIT_MS``)."""
     if flush is not None:
         flush.clear_persisting()
     torch.cuda.synchronize(device)

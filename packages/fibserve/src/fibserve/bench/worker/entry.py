@@ -23,17 +23,19 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   outputs or the seed secret;
 * ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "kernel_span"?,
   "repeat", "audit_torch"?}`` ->
-  ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "device_ms": [...] | null, "post_ms",
+  ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms",
   "persisting_l2_bytes": [...], "l2_gate", "l2_release", "release_wait_ms": [...]}`` or ``{"ok": false, "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in
   the failure, else null); ``persisting_l2_bytes`` is the persisting-L2 carve-out each timed call left (reset
   before the next, :mod:`fibserve.bench.worker.l2_state`), ``l2_gate`` whether the overwrite was the gate kernel.
   ``audit_torch`` runs the candidate under :class:`fibserve.bench.worker.torch_audit.TorchAudit` and adds the
   ``torch_ops`` its own code ran to the reply. ``l2_plan`` is the trusted side's ``[passes, solo_ms, gate, release]``
-  (:class:`fibserve.bench.worker.clock.OverwritePlan`); ``kernel_span`` asks for each call's CUPTI span
-  (``device_ms``, null unless every call has one); ``release_wait_ms`` is how long each call kept the gate
-  waiting for its release (0 when not released); for the lists see
-  :func:`fibserve.bench.worker.clock.time_call`; ``post_ms`` is the untimed copy of a returned value into the
-  outputs, which the trusted side discounts for the reference's twin only;
+  (:class:`fibserve.bench.worker.clock.OverwritePlan`); ``kernel_span`` records the calls' GPU activity with
+  CUPTI (:mod:`fibserve.bench.worker.kernel_span`; the recording runs on until a ``spans`` request or any other
+  request); ``release_wait_ms`` is how long each call kept the gate waiting for its release (0 when not
+  released); for the lists see :func:`fibserve.bench.worker.clock.time_call`; ``post_ms`` is the untimed copy
+  of a returned value into the outputs, which the trusted side discounts for the reference's twin only;
+* ``{"op": "spans"}`` -> ``{"ok": true, "device_ms": [ms | null, ...]}``: the GPU time of each call recorded with
+  ``kernel_span`` since the last ``spans`` request, in order;
 * ``{"op": "exit"}``.
 
 The trusted side validates every reply (:mod:`fibserve.bench.worker.protocol`): once the candidate is loaded, its code
@@ -65,8 +67,8 @@ import torch
 from fibserve.bench.dtypes import TORCH_DTYPES
 from fibserve.bench.worker.clock import GATE_HOLD_MS, ColdL2, OverwritePlan, time_call
 from fibserve.bench.worker.handover import read_all, receive_fds
-from fibserve.bench.worker.kernel_span import warm_kernel_span
-from fibserve.bench.worker.l2_state import persisting_l2_bytes, warm_gate
+from fibserve.bench.worker.kernel_span import SpanRecording, warm_kernel_span
+from fibserve.bench.worker.l2_state import GATE_KERNEL, persisting_l2_bytes, warm_gate
 from fibserve.bench.worker.messages import AllocRequest, BufferSpec, CallRequest, LoadRequest
 
 
@@ -89,6 +91,9 @@ class Worker:
         self.slots: list[dict[str, list[torch.Tensor]]] = []
         self.flush: ColdL2 | None = None
         self.source_dir: str | None = None
+        self.recording = SpanRecording()
+        self.spans_read: list[float | None] = []
+        """Spans of recorded calls read since the last ``spans`` request (the recording stopped in between)."""
 
     def _receive_files(self, names: list[str]) -> Path:
         """Write the handed-over files ``names`` (in the order their memfds were sent) into a fresh directory
@@ -201,13 +206,16 @@ class Worker:
             flush = self.flush
         persisting: list[int] = []
         released: list[bool] = []
-        spans: list[float | None] = []
         waited: list[float] = []
+        if req.get("kernel_span") and flush is not None and flush.gate is not None:
+            self.recording.start(flush.plan.passes)
+        else:  # nothing but recorded calls may run while CUPTI records: their spans are read first
+            self.stop_recording()
         for _ in range(int(req.get("repeat", 1))):
-            timed = time_call(once, self.device, flush, span=bool(req.get("kernel_span")))
+            timed = time_call(once, self.device, flush)
+            self.recording.add(timed.attempts)
             released.append(flush is not None and flush.released)
             waited.append(flush.waited_ms() if flush is not None and flush.released else 0.0)
-            spans.append(timed.device_ms)
             times.append(timed.ms)
             bounds.append(timed.bound_ms)
             overwrites.append(timed.overwrite_ms)
@@ -231,9 +239,18 @@ class Worker:
             "l2_gate": flush is not None and flush.gate is not None,
             "l2_release": bool(released) and all(released),
             "release_wait_ms": waited,
-            "device_ms": spans if spans and all(s is not None for s in spans) else None,
             "torch_ops": audit.ops if audit is not None else None,
         }
+
+    def stop_recording(self) -> None:
+        """Stop the CUPTI recording, if it runs, and keep the spans of its calls for the next ``spans``."""
+        self.spans_read += self.recording.finish(GATE_KERNEL)
+
+    def spans(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The GPU time (ms) of each call recorded since the last ``spans`` request (:mod:`fibserve.bench.worker.kernel_span`)."""
+        self.stop_recording()
+        read, self.spans_read = self.spans_read, []
+        return {"ok": True, "device_ms": read}
 
 
 def _import_entry(package_root: str, package: str, entry_file: str, symbol: str) -> Any:
@@ -343,6 +360,8 @@ def serve(fd_in: int, fd_out: int, fd_channel: int, device: str) -> None:
         if op == "exit":
             break
         try:
+            if op not in ("call", "spans"):
+                worker.stop_recording()
             reply = getattr(worker, op)(req)
         except BaseException as exc:
             reply = {

@@ -88,9 +88,8 @@ class Called(_Reply):
     cold-L2 overwrite was the gate kernel, ``l2_release`` whether its calls were queued whole behind the gate's
     release (no host launch time in them; false when any of them was not: :attr:`fibserve.bench.worker.clock.
     ColdL2.released`); ``torch_ops`` the PyTorch operators the candidate's own code ran, when the request asked
-    for that audit (:mod:`fibserve.bench.worker.torch_audit`); ``device_ms`` each call's GPU time from CUPTI when
-    the request asked for it (:mod:`fibserve.bench.worker.kernel_span`; null unless every call has one);
-    ``release_wait_ms`` how long each call kept the gate waiting for its release (0 when not released)."""
+    for that audit (:mod:`fibserve.bench.worker.torch_audit`); ``release_wait_ms`` how long each call kept the gate
+    waiting for its release (0 when not released)."""
 
     request: ClassVar[str] = "call"
     ok: Literal[True]
@@ -101,9 +100,17 @@ class Called(_Reply):
     persisting_l2_bytes: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
     l2_gate: bool = False
     l2_release: bool = False
-    device_ms: list[NonNegative] | None = None
     release_wait_ms: list[NonNegative] = Field(default_factory=list)
     torch_ops: list[Annotated[str, Field(max_length=200)]] | None = Field(default=None, max_length=1000)
+
+
+class Spans(_Reply):
+    """``spans`` succeeded: the GPU time (ms) of each call recorded with ``kernel_span`` since the last
+    ``spans`` request, in order, null where it could not be read (:mod:`fibserve.bench.worker.kernel_span`)."""
+
+    request: ClassVar[str] = "spans"
+    ok: Literal[True]
+    device_ms: list[NonNegative | None] = Field(max_length=100_000)
 
 
 ReplyModel = TypeVar("ReplyModel", bound=_Reply)

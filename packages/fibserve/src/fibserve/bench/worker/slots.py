@@ -31,6 +31,7 @@ from fibserve.bench.worker.protocol import (
     Failed,
     ProtocolViolation,
     ReplyModel,
+    Spans,
     parse_reply,
 )
 from fibserve.trace import EvaluationStatus
@@ -103,7 +104,8 @@ class WorkerTimes(NamedTuple):
     released: bool | None = None
     """Whether the calls were queued whole behind the gate's release (:func:`fibserve.bench.worker.clock.time_call`)."""
     device: list[float] | None = None
-    """Each call's GPU time from CUPTI (:mod:`fibserve.bench.worker.kernel_span`), or None."""
+    """Each call's GPU time from CUPTI (:mod:`fibserve.bench.worker.kernel_span`), or None; read after the
+    trial (:func:`worker_spans`), not with the call."""
     waited: tuple[float, ...] = ()
     """How long (ms) each call kept the gate waiting for its release (0 when not released)."""
 
@@ -174,13 +176,25 @@ def worker_call(
     return _checked_times(reply, wall_ms, what, discount_post)
 
 
+def worker_spans(worker: WorkerProcess, timeout: float, what: str) -> list[float | None]:
+    """The GPU time (ms) of each call ``worker`` recorded with ``kernel_span`` since the last time it was asked
+    (:mod:`fibserve.bench.worker.kernel_span`), null where it could not be read.
+
+    Raises:
+        CandidateFailure: the worker failed or broke the protocol (:func:`worker_failure`, :func:`candidate_reply`).
+    """
+    try:
+        message = worker.request({"op": "spans"}, timeout)
+    except WorkerError as exc:
+        raise worker_failure(exc, what, timeout) from None
+    return list(candidate_reply(worker, message, Spans, what).device_ms)
+
+
 def _checked_times(reply: Called, wall_ms: float, what: str, discount_post: bool) -> WorkerTimes:
     ms, bound, overwrite = reply.ms, reply.bound_ms, reply.overwrite_ms
-    device = reply.device_ms
     if (
         not len(ms) == len(bound) == len(overwrite)
         or any(m > b + WALL_SLACK_MS for m, b in zip(ms, bound, strict=True))
-        or (device is not None and len(device) != len(ms))
         or len(reply.release_wait_ms) not in (0, len(ms))
     ):
         raise CandidateFailure(EvaluationStatus.RUNTIME_ERROR, f"{what}: worker sent malformed timings")
@@ -193,8 +207,7 @@ def _checked_times(reply: Called, wall_ms: float, what: str, discount_post: bool
         wall_ms = max(sum(bound), wall_ms - reply.post_ms)
     return WorkerTimes(
         list(ms), list(bound), wall_ms, list(overwrite), tuple(reply.persisting_l2_bytes), reply.l2_gate,
-        reply.torch_ops, reply.l2_release, list(device) if device is not None else None,
-        tuple(reply.release_wait_ms),
+        reply.torch_ops, reply.l2_release, None, tuple(reply.release_wait_ms),
     )  # fmt: skip
 
 
