@@ -14,7 +14,7 @@ import torch
 from fibserve.bench.config import EvalConfig
 from fibserve.bench.failures import CandidateFailure
 from fibserve.bench.timing import checks
-from fibserve.bench.timing.loop import _performance
+from fibserve.bench.timing.loop import _performance, _TimingLoop
 from fibserve.bench.timing.sides import Side
 from fibserve.bench.worker.clock import OverwritePlan
 from fibserve.bench.worker.kernel_span import SpanRecording, call_spans
@@ -89,7 +89,9 @@ def test_the_recording_never_raises_and_counts_nothing_when_it_does_not_run() ->
     recording = SpanRecording()
     recording.add(1)  # not started: not counted
     assert recording.finish(GATE) == []
-    recording.start(2)  # a CPU build of torch cannot record CUDA activity: no recording, or one of no GPU work
+    recording.start(
+        2
+    )  # a CPU build of torch cannot record CUDA activity: no recording, or one of no GPU work
     torch.ones(4).add_(1)
     recording.add(1)
     assert recording.finish(GATE) in ([], [None])
@@ -182,3 +184,48 @@ def test_without_a_span_on_either_side_both_stay_on_events() -> None:
     assert TimingFacts.of(performance).timing_basis == "events"
     assert performance.latency_ms == pytest.approx(0.00435)
     assert performance.reference_latency_ms == pytest.approx(0.00410)
+
+
+class _Trial:
+    """What :meth:`_TimingLoop.read_spans` reads of a trial: the requests noted by ``_keep`` and each worker's
+    answer to ``spans`` (canned here: the worker's half is :func:`call_spans` above)."""
+
+    def __init__(self, answers: dict[int, list[float | None]]):
+        self.kernel_span, self.recorded, self.answers = True, {}, answers
+        self.asked: list[int] = []
+
+    def _spans(self, who: int) -> list[float | None]:
+        self.asked.append(who)
+        return self.answers[who]
+
+    _keep = _TimingLoop._keep
+    read_spans = _TimingLoop.read_spans
+
+
+def test_a_trials_spans_go_to_its_kept_calls_and_not_to_its_warm_ups() -> None:
+    trial = _Trial({-1: [0.0009, 0.0016, 0.0017], 0: [0.0011, 0.0012, 0.0014, 0.0015]})
+    candidate: list[WorkerTimes] = []
+    baseline: list[WorkerTimes] = []
+    trial._keep(-1, None, _times(0.004, None))  # the candidate's warm-up call
+    trial._keep(0, None, WorkerTimes([0.004, 0.004], [0.005, 0.005], 0.5, [0.1, 0.1]))  # the twin's, repeat 2
+    for _ in range(2):
+        trial._keep(-1, candidate, _times(0.0043, None))
+        trial._keep(0, baseline, _times(0.0041, None))
+    trial.read_spans()
+    assert sorted(trial.asked) == [-1, 0] and trial.recorded == {}
+    assert [c.device for c in candidate] == [[0.0016], [0.0017]]
+    assert [c.device for c in baseline] == [[0.0014], [0.0015]]
+
+
+def test_spans_that_do_not_match_the_calls_leave_them_on_events() -> None:
+    # a worker that answers one span too few (or too many: a candidate forging its reply) gets none at all,
+    # and its calls keep their CUDA-event times; a call without a span (None) keeps them alike
+    trial = _Trial({-1: [0.0016], 0: [0.0014, None]})
+    candidate: list[WorkerTimes] = []
+    baseline: list[WorkerTimes] = []
+    for _ in range(2):
+        trial._keep(-1, candidate, _times(0.0043, None))
+        trial._keep(0, baseline, _times(0.0041, None))
+    trial.read_spans()
+    assert [c.device for c in candidate] == [None, None]
+    assert [c.device for c in baseline] == [[0.0014], None]
