@@ -74,7 +74,7 @@ class OutputCapture:
     def text(self) -> str:
         """What was printed: all of it when short, else the first and last 64 KiB with the cut marked."""
         with self._lock:
-            tail = b"".join(self._tail)
+            tail = b"".join(self._tail)[-KEEP_BYTES:]  # the chunks kept reach up to one read further back
             if self.total <= len(tail):
                 return tail.decode("utf-8", "replace")
             cut = self.total - len(self._head) - len(tail)
