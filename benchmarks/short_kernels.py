@@ -82,7 +82,7 @@ def _clock_us(fn: Any, flush: Any, device: torch.device, span: bool = False) -> 
     events, walls = [], []
     for _ in range(CALLS):
         started = time.perf_counter()
-        timed = time_call(fn, device, flush)
+        timed = time_call(fn, device, flush, mark=recording.on)
         walls.append((time.perf_counter() - started) * 1e3)
         recording.add(timed.attempts)
         events.append(timed.ms * 1e3)

@@ -17,7 +17,7 @@ pytest.importorskip("triton")
 @pytest.fixture(scope="module")
 def compiled():
     import triton
-    from fibserve.bench.worker.l2_gate_kernel import gate
+    from fibserve.bench.worker.l2_gate_kernel import fibserve_l2_gate
     from fibserve.bench.worker.l2_state import WARPS_PER_PROGRAM
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -27,7 +27,7 @@ def compiled():
         "mailbox_ptr": "*i64", "go_ptr": "*i32", "wait_ns": "i64", "BLOCK": "constexpr",
     }  # fmt: skip
     return triton.compile(
-        ASTSource(fn=gate, signature=signature, constexprs={"BLOCK": 1024}),
+        ASTSource(fn=fibserve_l2_gate, signature=signature, constexprs={"BLOCK": 1024}),
         target=GPUTarget("cuda", 90, 32),
         options={"num_warps": WARPS_PER_PROGRAM},
     )

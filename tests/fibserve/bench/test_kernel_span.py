@@ -26,14 +26,18 @@ from fibserve.trace import TimingFacts
 GATE = GATE_KERNEL
 
 
-def test_each_calls_span_is_its_work_after_its_last_gate_pass() -> None:
+def test_each_calls_span_is_its_work_between_its_last_gate_pass_and_its_end_mark() -> None:
     events = [
         (GATE, 0.0, 100.0),  # call 1: the overwrite's first pass
         (GATE, 100.5, 205.0),  # its last pass, which waited for the release
         ("add_kernel", 206.0, 207.6),
+        (GATE, 230.0, 231.0),  # its end mark, after the device was synchronized
+        ("copy_returned", 240.0, 262.0),  # the worker's copy of a returned value: not the call's
         (GATE, 300.0, 400.0),  # call 2
         (GATE, 400.5, 500.0),
         ("add_kernel", 501.0, 502.5),
+        (GATE, 520.0, 521.0),
+        ("copy_returned", 530.0, 550.0),
     ]
     assert call_spans(events, [1, 1], 2, GATE) == pytest.approx([0.0016, 0.0015])
 
@@ -44,8 +48,10 @@ def test_the_span_runs_from_the_first_start_to_the_last_end_across_streams_and_g
         ("side_stream", 99.5, 120.0),  # started as the gate's last blocks left the SMs: still the call's work
         ("main", 101.0, 110.0),
         ("memcpy", 130.0, 140.0),  # after a gap on the host: the gap is part of the call's latency
+        (GATE, 150.0, 151.0),
         (GATE, 200.0, 300.0),  # the next call: none of its work is the first call's
         ("main", 301.0, 303.0),
+        (GATE, 310.0, 311.0),
     ]
     assert call_spans(events, [1, 1], 1, GATE) == pytest.approx([0.0405, 0.002])
 
@@ -54,21 +60,30 @@ def test_a_call_timed_again_is_its_last_attempt() -> None:
     events = [
         (GATE, 0.0, 150.0),  # the release stalled: the gate ran out its wait
         ("main", 160.0, 170.0),
+        (GATE, 180.0, 181.0),
         (GATE, 200.0, 300.0),  # timed again, without the release
         ("main", 340.0, 342.0),
+        (GATE, 350.0, 351.0),
         (GATE, 400.0, 500.0),  # the next call
         ("main", 501.0, 502.0),
+        (GATE, 510.0, 511.0),
     ]
     assert call_spans(events, [2, 1], 1, GATE) == pytest.approx([0.002, 0.001])
 
 
 def test_work_that_ended_inside_the_gate_is_not_the_calls() -> None:
-    events = [("leftover", 0.0, 50.0), (GATE, 10.0, 100.0), ("main", 101.0, 103.0)]
+    events = [("leftover", 0.0, 50.0), (GATE, 10.0, 100.0), ("main", 101.0, 103.0), (GATE, 110.0, 111.0)]
     assert call_spans(events, [1], 1, GATE) == pytest.approx([0.002])
 
 
 def test_a_call_that_ran_no_work_has_no_span() -> None:
-    events = [(GATE, 0.0, 100.0), (GATE, 200.0, 300.0), ("main", 301.0, 303.0)]
+    events = [
+        (GATE, 0.0, 100.0),
+        (GATE, 110.0, 111.0),
+        (GATE, 200.0, 300.0),
+        ("main", 301.0, 303.0),
+        (GATE, 310.0, 311.0),
+    ]
     assert call_spans(events, [1, 1], 1, GATE) == [None, pytest.approx(0.002)]
 
 
@@ -76,8 +91,8 @@ def test_a_call_that_ran_no_work_has_no_span() -> None:
     ("events", "attempts"),
     [
         ([("main", 0.0, 1.0)], [1]),
-        ([(GATE, 0.0, 100.0), ("main", 101.0, 102.0)], [1, 1]),
-        ([(GATE, 0.0, 100.0), ("main", 101.0, 102.0), (GATE, 102.5, 102.9)], [1]),
+        ([(GATE, 0.0, 100.0), ("main", 101.0, 102.0), (GATE, 110.0, 111.0)], [1, 1]),
+        ([(GATE, 0.0, 100.0), ("main", 101.0, 102.0), (GATE, 102.5, 102.9), (GATE, 110.0, 111.0)], [1]),
     ],
     ids=["no gate", "a gate record lost", "a candidate's kernel named like the gate"],
 )
@@ -102,10 +117,44 @@ def test_a_span_is_held_between_the_events_less_the_slack_and_the_bound() -> Non
     ms, bound = [0.0045, 0.0300, 0.0300], [0.0050, 0.0310, 0.0310]
     honest = checks.device_times(ms, bound, [0.0016, 0.0270, 0.0400])
     assert honest == pytest.approx([0.0016, 0.0270, 0.0310])
-    # a candidate that hid its work from CUPTI (or named a kernel like the gate, so that its earlier work looked
-    # like the harness's) gains at most the slack over its event time, not its whole latency
-    hidden = checks.device_times(ms, bound, [0.0001, 0.0001, 0.0001])
-    assert hidden == pytest.approx([0.0001, 0.025, 0.025])  # 30 us of events: at least 25 us
+    # a candidate that hid its work from CUPTI (or forged its spans) gains at most the slack over its event
+    # time, and never more than the floor lets a call shorter than the slack go
+    hidden = checks.device_times(ms, bound, [0.0, 0.0001, 0.0001])
+    assert hidden == pytest.approx([checks.DEVICE_FLOOR * 0.0045, 0.025, 0.025])
+
+
+@pytest.mark.usefixtures("no_device_query")
+def test_spans_further_below_the_events_than_the_twins_are_not_used() -> None:
+    # the twin's events add 2.6 us to its spans; a candidate reporting spans of 0.1 us for its 1.7 us
+    # (held at the floor, 0.86 us) would read twice as fast: both sides stay on CUDA events instead
+    forged = _loop(0.0, 0.0015)
+    forged.candidate_calls = [_times(0.0043, 0.0001) for _ in range(10)]
+    facts = TimingFacts.of(_performance(forged, None, "vector_add"))  # type: ignore[arg-type]
+    assert facts.timing_basis == "events"
+    assert facts.events_over_span_ms == pytest.approx({"candidate": 0.0042, "reference": 0.0026})
+    honest = TimingFacts.of(_performance(_loop(0.0017, 0.0015), None, "vector_add"))  # type: ignore[arg-type]
+    assert honest.timing_basis == "device"
+    assert honest.events_over_span_ms == pytest.approx({"candidate": 0.00265, "reference": 0.0026})
+
+
+def test_a_twin_that_cannot_give_its_spans_gives_none_and_is_not_blamed_on_anyone() -> None:
+    from fibserve.bench.worker.pool import WorkerError
+
+    class Dead:
+        def request(self, message: dict, timeout: float) -> dict:
+            raise WorkerError("died", "the worker exited", "")
+
+        def log_tail(self) -> str:
+            return ""
+
+    loop = types.SimpleNamespace(
+        slots=types.SimpleNamespace(worker=Dead()),
+        sides=[types.SimpleNamespace(slots=types.SimpleNamespace(worker=Dead()))],
+        config=EvalConfig(),
+    )
+    assert _TimingLoop._spans(loop, 0) == []  # type: ignore[arg-type]
+    with pytest.raises(CandidateFailure):  # the candidate's own worker: its failure is its own
+        _TimingLoop._spans(loop, -1)  # type: ignore[arg-type]
 
 
 def test_a_spans_reply_must_be_durations() -> None:

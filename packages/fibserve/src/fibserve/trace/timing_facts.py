@@ -115,6 +115,11 @@ class TimingFacts(Comparisons):
     """``events`` (CUDA events), ``device`` (each call's CUPTI span, held to its events:
     :func:`fibserve.bench.timing.checks.device_times`), or ``device-synchronized`` (the bound, when work
     outlived the end event)."""
+    events_over_span_ms: dict[str, float] | None = None
+    """Where every call of both sides had a CUPTI span: the median CUDA-event time less the span of the
+    candidate's calls and of the primary comparator's (ms, ``{"candidate", "reference"}``), what the events
+    add. The spans are used (``timing_basis: device``) only when the candidate's is within
+    :data:`fibserve.bench.timing.checks.EVENTS_OVERHEAD_TOLERANCE_MS` of the comparator's."""
     hidden_work_ms: float | None = None
     """How long the candidate's work outlived its end event (ms)."""
     unexplained_round_trip_ms: float | None = None

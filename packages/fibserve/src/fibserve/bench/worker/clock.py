@@ -156,6 +156,12 @@ class ColdL2:
         if self.gate is not None:
             self.gate.release(self._value)
 
+    def mark(self) -> None:
+        """Leave an end mark in CUPTI's records (:meth:`~fibserve.bench.worker.l2_state.Gate.mark`; no-op
+        without the gate kernel)."""
+        if self.gate is not None:
+            self.gate.mark()
+
     def waited_ms(self) -> float:
         """How long (ms) the latest waiting pass held the SMs for the release after its hold (0 without)."""
         return self.gate.waited_ms() if self.gate is not None else 0.0
@@ -212,7 +218,9 @@ class Timed(NamedTuple):
     attempts: int = 1
 
 
-def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | None) -> Timed:
+def time_call(
+    fn: Callable[[], object], device: torch.device, flush: ColdL2 | None, mark: bool = False
+) -> Timed:
     """Run ``fn`` once, timed.
 
     GPU: clear persisting L2 (if ``flush``), device-wide synchronize, record a first event, enqueue the L2
@@ -245,8 +253,9 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
       slows the overwrite: the caller compares ``overwrite_ms`` with the reference's
       (:func:`fibserve.bench.timing.checks.overwrite_excess`).
 
-    - ``attempts``: 2 for a call timed again after its release stalled, else 1 (each attempt begins with the
-      overwrite's gate kernels: :mod:`fibserve.bench.worker.kernel_span` reads each call's GPU time after them).
+    - ``attempts``: 2 for a call timed again after its release stalled, else 1. Each attempt begins with the
+      overwrite's gate kernels and, with ``mark``, ends with the gate's end mark (:meth:`ColdL2.mark`, after
+      the last event): :mod:`fibserve.bench.worker.kernel_span` reads each call's GPU time between them.
 
     CPU: ``perf_counter`` around ``fn`` (``ms`` and ``bound_ms`` equal, ``overwrite_ms`` 0).
     """
@@ -258,21 +267,22 @@ def time_call(fn: Callable[[], object], device: torch.device, flush: ColdL2 | No
     if flush is None:
         return _timed(fn, device, None, wait=False)[0]
     wait = flush.waits
-    timed, stalled = _timed(fn, device, flush, wait=wait)
+    timed, stalled = _timed(fn, device, flush, wait=wait, mark=mark)
     slow = wait and (stalled or flush.waited_ms() > RELEASE_HOST_MS)
     flush.stalls = flush.stalls + 1 if slow else 0
     flush.waits = wait and flush.stalls < STALLS_BEFORE_OFF
     flush.released = wait and not stalled
     if stalled:
-        timed = _timed(fn, device, flush, wait=False)[0]._replace(attempts=2)
+        timed = _timed(fn, device, flush, wait=False, mark=mark)[0]._replace(attempts=2)
     return timed
 
 
 def _timed(
-    fn: Callable[[], object], device: torch.device, flush: ColdL2 | None, wait: bool
+    fn: Callable[[], object], device: torch.device, flush: ColdL2 | None, wait: bool, mark: bool = False
 ) -> tuple[Timed, bool]:
-    """One GPU call as :func:`time_call` describes, with the gate waiting for its release or not; also whether
-    the gate let go before it was released (it ran out of ``RELEASE_WAIT_MS``)."""
+    """One GPU call as :func:`time_call` describes, with the gate waiting for its release or not (and its end
+    marked with ``mark``); also whether the gate let go before it was released (it ran out of
+    ``RELEASE_WAIT_MS``)."""
     if flush is not None:
         flush.clear_persisting()
     torch.cuda.synchronize(device)
@@ -293,6 +303,8 @@ def _timed(
     torch.cuda.synchronize(device)
     done.record(stream)
     done.synchronize()
+    if mark and flush is not None:
+        flush.mark()
     waited = flush.waited_ms() if wait and flush is not None else 0.0
     overwrite = max(0.0, float(first.elapsed_time(begin)) - waited)
     bound = float(begin.elapsed_time(done))

@@ -212,7 +212,7 @@ class Worker:
         else:  # nothing but recorded calls may run while CUPTI records: their spans are read first
             self.stop_recording()
         for _ in range(int(req.get("repeat", 1))):
-            timed = time_call(once, self.device, flush)
+            timed = time_call(once, self.device, flush, mark=self.recording.on)
             self.recording.add(timed.attempts)
             released.append(flush is not None and flush.released)
             waited.append(flush.waited_ms() if flush is not None and flush.released else 0.0)

@@ -9,14 +9,15 @@ memset on the GPU itself, as Nsight Systems shows them.
 :class:`SpanRecording` keeps CUPTI's activity recording (through ``torch.profiler``, whose libkineto drives
 CUPTI) on across a worker's timed calls and reads it when the trusted side asks (once a trial) or before the
 worker runs anything else. Starting and stopping the profiler around every call cost 2.7 to 4 ms of host time
-per call on the H200 (ninth session), and CUPTI then instruments every kernel's launch anew. Each timed
-attempt begins with the cold-L2 overwrite's ``passes`` gate kernels (:mod:`fibserve.bench.worker.l2_gate_kernel`),
-which hold every SM until the call is queued; an attempt's work is every activity, on any stream, that ends
-after its last gate kernel and starts before the next attempt's first one (a timed call synchronizes the
-device before it returns, so nothing of it runs later). Its span runs from the first such activity's start to
-the last one's end (gaps between the call's kernels included, as they are part of its latency); a call that
-was timed again (:func:`fibserve.bench.worker.clock.time_call`) is its last attempt. The worker imports this
-module; it uses only torch and the standard library.
+per call on the H200 (docs/gpu-results.md, ninth session). Each timed attempt begins with the cold-L2
+overwrite's ``passes`` launches of the gate kernel (:mod:`fibserve.bench.worker.l2_gate_kernel`), which hold
+every SM until the call is queued, and ends, once the device is synchronized, with one more launch of it
+that does nothing (:meth:`fibserve.bench.worker.l2_state.Gate.mark`). An attempt's work is every activity,
+on any stream, that ends after its last overwrite pass and starts before its end mark: what the worker runs
+after a call (copying a returned value into the outputs) is after the mark. Its span runs from the first
+such activity's start to the last one's end (gaps between the call's kernels included, as they are part of
+its latency); a call that was timed again (:func:`fibserve.bench.worker.clock.time_call`) is its last attempt.
+The worker imports this module; it uses only torch and the standard library.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class SpanRecording:
         self.attempts: list[int] = []
         """Attempts of each timed call recorded since :meth:`start` (2 for a call timed again)."""
         self.passes = 1
-        """Gate kernels at the start of every attempt (the overwrite plan's passes)."""
+        """Gate kernels at the start of every attempt (the overwrite plan's passes); one more marks its end."""
 
     @property
     def on(self) -> bool:
@@ -50,7 +51,8 @@ class SpanRecording:
         return self._profile is not None
 
     def start(self, passes: int) -> None:
-        """Start recording (no-op when it runs); each attempt begins with ``passes`` gate kernels."""
+        """Start recording (no-op when it runs); each attempt begins with ``passes`` gate kernels and ends with
+        the gate's end mark."""
         if self._profile is not None:
             return
         self.attempts, self.passes = [], max(1, int(passes))
@@ -83,10 +85,11 @@ class SpanRecording:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 profile_.__exit__(None, None, None)
+                # the raw records: torch.profiler's own events() builds a tree of every record, in Python
                 events = [
-                    (e.name, float(e.time_range.start), float(e.time_range.end))
-                    for e in profile_.events()
-                    if getattr(e.device_type, "name", "") == "CUDA"
+                    (e.name(), e.start_ns() / 1e3, e.end_ns() / 1e3)
+                    for e in profile_.profiler.kineto_results.events()
+                    if e.device_type().name == "CUDA"
                 ]
         except Exception:
             return [None] * len(attempts)
@@ -107,20 +110,22 @@ def call_spans(
     events: Sequence[Activity], attempts: Sequence[int], passes: int, gate: str
 ) -> list[float | None]:
     """The span (ms) of each timed call from its GPU activity records (see the module docstring): ``events``
-    as ``(name, start_us, end_us)``, ``attempts`` per call, ``passes`` gate kernels named ``gate`` at the
-    start of every attempt. A call whose last attempt ran no work has None. All None when the gate kernels
-    recorded are not ``passes`` times the attempts (a record lost, or a candidate's kernel named like the
-    gate): which work is whose cannot then be told."""
+    as ``(name, start_us, end_us)``, ``attempts`` per call, each attempt recorded as ``passes`` gate kernels
+    named ``gate``, its work, and one more ``gate`` record (the end mark). A call whose last attempt ran no
+    work has None. All None when the gate records are not ``passes + 1`` per attempt (a record lost, or a
+    candidate's kernel named like the gate): which work is whose cannot then be told."""
+    per_attempt = passes + 1
     gates = sorted((start, end) for name, start, end in events if name == gate)
-    if len(gates) != passes * sum(attempts) or passes < 1:
+    if passes < 1 or len(gates) != per_attempt * sum(attempts):
         return [None] * len(attempts)
     work = [(start, end) for name, start, end in events if name != gate]
-    opens = [max(end for _, end in gates[k : k + passes]) for k in range(0, len(gates), passes)]
-    closes = [gates[k][0] for k in range(passes, len(gates), passes)] + [float("inf")]
     spans: list[float | None] = []
     attempt = -1
     for count in attempts:
         attempt += count
-        mine = [(start, end) for start, end in work if end > opens[attempt] and start < closes[attempt]]
+        first = attempt * per_attempt
+        opened = max(end for _, end in gates[first : first + passes])
+        closed = gates[first + passes][0]
+        mine = [(start, end) for start, end in work if end > opened and start < closed]
         spans.append((max(e for _, e in mine) - min(s for s, _ in mine)) / 1e3 if mine else None)
     return spans

@@ -44,7 +44,7 @@ WARPS_PER_PROGRAM = 32
 RELEASE_CHECK_MS = 20.0
 """The wait of the release a new :class:`Gate` checks end to end (ms): a gate whose launch was not released
 well inside it cannot be released, and never waits."""
-GATE_KERNEL = "gate"
+GATE_KERNEL = "fibserve_l2_gate"
 """The gate kernel's name as CUDA, CUPTI and Nsight Systems show it (the Triton function's name in
 :mod:`fibserve.bench.worker.l2_gate_kernel`): :mod:`fibserve.bench.worker.kernel_span` finds the call's work after it."""
 MAX_GATE_REGISTERS = 32
@@ -123,7 +123,7 @@ class Gate:
 
     def __init__(self, buffer: torch.Tensor, hold_ms: float):
         from fibserve.bench.worker.l2_gate_kernel import (
-            gate,  # imports Triton: an ImportError tells the caller to fall back
+            fibserve_l2_gate,  # imports Triton: an ImportError tells the caller to fall back
         )
 
         self.buffer = buffer
@@ -135,7 +135,7 @@ class Gate:
         """Whether two programs take every warp slot of an SM (2048 threads: sm_80, sm_90, sm_100), so that no
         block of another kernel can start while the gate runs. Where not (1536-thread SMs), the gate does not
         wait for release and the caller keeps the bound that starts before the overwrite."""
-        self.kernel = gate
+        self.kernel = fibserve_l2_gate
         self.go = torch.zeros(1, dtype=torch.int32, device=buffer.device)
         self.releasable = self.fills
         try:
@@ -180,6 +180,13 @@ class Gate:
             wait_ns,
             BLOCK=self.BLOCK,
             num_warps=WARPS_PER_PROGRAM,
+        )
+
+    def mark(self) -> None:
+        """Launch the gate kernel as a no-op (one program, nothing to write, no hold, no wait): the end mark a
+        timed call leaves in CUPTI's records once it is done (:mod:`fibserve.bench.worker.kernel_span`)."""
+        self.kernel[(1,)](
+            self.buffer, 0, -2, 0, self.mailbox, self.go, 0, BLOCK=self.BLOCK, num_warps=WARPS_PER_PROGRAM
         )
 
     def release(self, value: int) -> None:
