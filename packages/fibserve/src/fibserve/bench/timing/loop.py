@@ -60,7 +60,9 @@ from fibserve.bench.worker.slots import (
 from fibserve.trace import EvaluationStatus, Performance, TimingFacts
 
 KERNEL_SPAN_ENV = "FIBSERVE_KERNEL_SPAN"
-"""``0`` in the evaluating process's environment turns the CUPTI spans off (latencies from CUDA events)."""
+"""``1`` in the evaluating process's environment turns the CUPTI spans on (:mod:`fibserve.bench.worker.kernel_span`).
+Off by default until the recording across a trial has run on the GPU: its first form, a profiler around each
+call, slowed the calls it timed (docs/gpu-results.md, ninth and tenth sessions)."""
 
 
 @dataclass
@@ -117,7 +119,7 @@ class _TimingLoop:
     def __post_init__(self) -> None:
         self.probe = guard.BusyProbe(self.device)
         self.kernel_span = bool(
-            self.l2_plan is not None and self.l2_plan.gate and os.environ.get(KERNEL_SPAN_ENV, "1") != "0"
+            self.l2_plan is not None and self.l2_plan.gate and os.environ.get(KERNEL_SPAN_ENV, "0") == "1"
         )
 
     def fresh(self, input_set: int) -> Variation:
