@@ -100,17 +100,11 @@ def test_gates_that_do_not_match_the_calls_give_no_spans(events: list, attempts:
     assert call_spans(events, attempts, 1, GATE) == [None] * len(attempts)
 
 
-def test_the_recording_never_raises_and_counts_nothing_when_it_does_not_run() -> None:
+def test_a_recording_that_does_not_run_counts_no_calls_and_reads_none() -> None:
     recording = SpanRecording()
-    recording.add(1)  # not started: not counted
+    recording.add(1)  # not started: a call the trusted side did not ask spans for
+    assert recording.attempts == []
     assert recording.finish(GATE) == []
-    recording.start(
-        2
-    )  # a CPU build of torch cannot record CUDA activity: no recording, or one of no GPU work
-    torch.ones(4).add_(1)
-    recording.add(1)
-    assert recording.finish(GATE) in ([], [None])
-    assert not recording.on
 
 
 def test_a_span_is_held_between_the_events_less_the_slack_and_the_bound() -> None:

@@ -67,7 +67,7 @@ import torch
 from fibserve.bench.dtypes import TORCH_DTYPES
 from fibserve.bench.worker.clock import GATE_HOLD_MS, ColdL2, OverwritePlan, time_call
 from fibserve.bench.worker.handover import read_all, receive_fds
-from fibserve.bench.worker.kernel_span import SpanRecording, warm_kernel_span
+from fibserve.bench.worker.kernel_span import SpanRecording
 from fibserve.bench.worker.l2_state import GATE_KERNEL, persisting_l2_bytes, warm_gate
 from fibserve.bench.worker.messages import AllocRequest, BufferSpec, CallRequest, LoadRequest
 
@@ -84,7 +84,6 @@ class Worker:
             torch.cuda.set_device(self.device)
             torch.zeros(1, device=self.device)  # create the context now, off the critical path
             warm_gate(self.device, GATE_HOLD_MS)  # and compile the gated cold-L2 overwrite (l2_state)
-            warm_kernel_span()  # and initialise CUPTI's activity recording (kernel_span)
         self.fn: Any = None
         self.dps = True
         self.cast_outputs = False

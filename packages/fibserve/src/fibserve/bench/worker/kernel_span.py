@@ -52,7 +52,9 @@ class SpanRecording:
 
     def start(self, passes: int) -> None:
         """Start recording (no-op when it runs); each attempt begins with ``passes`` gate kernels and ends with
-        the gate's end mark."""
+        the gate's end mark. The worker's first start also initialises CUPTI (about a second on this project's
+        CPU machine): it comes with the first timed request that asks for spans, a warm-up, before its calls
+        are timed, and a worker that is never asked never loads CUPTI."""
         if self._profile is not None:
             return
         self.attempts, self.passes = [], max(1, int(passes))
@@ -94,16 +96,6 @@ class SpanRecording:
         except Exception:
             return [None] * len(attempts)
         return call_spans(events, attempts, self.passes, gate)
-
-
-def warm_kernel_span() -> None:
-    """Start and stop CUPTI's recording once (libkineto's first start initialises it, about a second on this
-    project's CPU machine): a worker does it while it starts, so that its first timed call does not. Not in
-    the zygote: the initialisation asks the CUDA driver for its devices, and a process forked after that
-    cannot use CUDA."""
-    recording = SpanRecording()
-    recording.start(1)
-    recording.finish("")
 
 
 def call_spans(
