@@ -107,28 +107,44 @@ def test_a_recording_that_does_not_run_counts_no_calls_and_reads_none() -> None:
     assert recording.finish(GATE) == []
 
 
-def test_a_span_is_held_between_the_events_less_the_slack_and_the_bound() -> None:
+def test_a_comparators_span_is_held_between_the_events_less_the_slack_and_the_bound() -> None:
     ms, bound = [0.0045, 0.0300, 0.0300], [0.0050, 0.0310, 0.0310]
     honest = checks.device_times(ms, bound, [0.0016, 0.0270, 0.0400])
     assert honest == pytest.approx([0.0016, 0.0270, 0.0310])
-    # a candidate that hid its work from CUPTI (or forged its spans) gains at most the slack over its event
-    # time, and never more than the floor lets a call shorter than the slack go
-    hidden = checks.device_times(ms, bound, [0.0, 0.0001, 0.0001])
-    assert hidden == pytest.approx([checks.DEVICE_FLOOR * 0.0045, 0.025, 0.025])
+    short = checks.device_times(ms, bound, [0.0, 0.0001, 0.0001])
+    assert short == pytest.approx([checks.DEVICE_FLOOR * 0.0045, 0.025, 0.025])
+
+
+def test_a_candidates_span_counts_only_down_to_its_events_less_what_they_add_to_the_twins() -> None:
+    ms, bound = [0.0043, 0.0043, 0.0043], [0.0048, 0.0048, 0.0048]
+    # the twin's events add 2.6 us: honest spans (1.7 us) stand; a span forged lower counts as 1.7 - 0.5 us
+    # at most; a span above the bound is held at it
+    times = checks.candidate_device_times(ms, bound, [0.0017, 0.0001, 0.0060], 0.0026)
+    assert times == pytest.approx([0.0017, 0.0043 - 0.0026 - checks.SPAN_TOLERANCE_MS, 0.0048])
 
 
 @pytest.mark.usefixtures("no_device_query")
-def test_spans_further_below_the_events_than_the_twins_are_not_used() -> None:
-    # the twin's events add 2.6 us to its spans; a candidate reporting spans of 0.1 us for its 1.7 us
-    # (held at the floor, 0.86 us) would read twice as fast: both sides stay on CUDA events instead
-    forged = _loop(0.0, 0.0015)
-    forged.candidate_calls = [_times(0.0043, 0.0001) for _ in range(10)]
-    facts = TimingFacts.of(_performance(forged, None, "vector_add"))  # type: ignore[arg-type]
-    assert facts.timing_basis == "events"
-    assert facts.events_over_span_ms == pytest.approx({"candidate": 0.0042, "reference": 0.0026})
-    honest = TimingFacts.of(_performance(_loop(0.0017, 0.0015), None, "vector_add"))  # type: ignore[arg-type]
-    assert honest.timing_basis == "device"
-    assert honest.events_over_span_ms == pytest.approx({"candidate": 0.00265, "reference": 0.0026})
+@pytest.mark.parametrize(
+    ("forged", "why"),
+    [
+        (0.0001, "far below"),
+        (0.0043 - 0.0026 - 0.0009, "just inside the old 1 us tolerance"),
+        (None, "spoiled"),
+    ],
+)
+def test_forged_or_spoiled_spans_gain_the_candidate_at_most_the_tolerance(
+    forged: float | None, why: str
+) -> None:
+    # the twin: 4.10 us of events, 1.5 us spans (2.6 us added); the candidate honestly 4.35 us and 1.75 us
+    honest = _performance(_loop(0.00175, 0.0015), None, "vector_add")  # type: ignore[arg-type]
+    cheat = _loop(0.0, 0.0015)
+    cheat.candidate_calls = [_times(0.00435, forged) for _ in range(10)]
+    cheated = _performance(cheat, None, "vector_add")  # type: ignore[arg-type]
+    facts = TimingFacts.of(cheated)
+    assert facts.timing_basis == "device"
+    assert facts.events_over_span_ms["reference"] == pytest.approx(0.0026)
+    assert cheated.latency_ms >= honest.latency_ms - checks.SPAN_TOLERANCE_MS - 1e-12, why
+    assert cheated.speedup_factor <= honest.speedup_factor * 1.41, why  # 1.75 us -> 1.25 us at worst
 
 
 def test_a_twin_that_cannot_give_its_spans_gives_none_and_is_not_blamed_on_anyone() -> None:

@@ -115,11 +115,11 @@ class TimingFacts(Comparisons):
     """``events`` (CUDA events), ``device`` (each call's CUPTI span, held to its events:
     :func:`fibserve.bench.timing.checks.device_times`), or ``device-synchronized`` (the bound, when work
     outlived the end event)."""
-    events_over_span_ms: dict[str, float] | None = None
-    """Where every call of both sides had a CUPTI span: the median CUDA-event time less the span of the
-    candidate's calls and of the primary comparator's (ms, ``{"candidate", "reference"}``), what the events
-    add. The spans are used (``timing_basis: device``) only when the candidate's is within
-    :data:`fibserve.bench.timing.checks.EVENTS_OVERHEAD_TOLERANCE_MS` of the comparator's."""
+    events_over_span_ms: dict[str, float | None] | None = None
+    """On the ``device`` basis: the median CUDA-event time less the CUPTI span of the primary comparator's calls
+    and of the candidate's (ms, ``{"reference", "candidate"}``; the candidate's null when some call had no
+    span): what the events add. The candidate's calls count from their event time less the reference's figure
+    (:func:`fibserve.bench.timing.checks.candidate_device_times`)."""
     hidden_work_ms: float | None = None
     """How long the candidate's work outlived its end event (ms)."""
     unexplained_round_trip_ms: float | None = None

@@ -98,32 +98,43 @@ HIDDEN_WORK_MS = 0.02
 
 
 DEVICE_SLACK_MS = 0.005
-"""Most a call's CUPTI span may be below its CUDA-event time (ms) before the span is not used for it. On the
-H200 the events add 2.37 to 3.06 us to the kernel's own time (a one-element add to a 26 us GEMM,
-docs/gpu-results.md, eighth session); 5 us keeps a margin. Stops: a candidate that hides work from CUPTI
-(turns its activity recording off, or names a kernel like the gate so its earlier work seems harness work)
-gains at most this much over its event time, about what every honest kernel gains."""
+"""Most a comparator call's CUPTI span may be below its CUDA-event time (ms). On the H200 the events add 2.37 to
+3.06 us to the kernel's own time (a one-element add to a 26 us GEMM, docs/gpu-results.md, eighth session); 5 us
+keeps a margin. (The candidate's spans are held tighter: :func:`candidate_device_times`.)"""
 
 
 DEVICE_FLOOR = 0.2
 """Least fraction of a call's CUDA-event time its span may stand for. The smallest kernel there is, a
 one-element add, ran 0.96 us in CUPTI and 3.30 us with events on the H200 (0.29; docs/gpu-results.md, ninth
-session). Stops: a candidate whose calls are shorter than ``DEVICE_SLACK_MS`` reporting spans of nothing."""
+session)."""
 
-EVENTS_OVERHEAD_TOLERANCE_MS = 0.001
-"""Most the candidate's median events-over-span time may exceed the primary comparator's (ms) for the spans to
-be used. What the events add is the events' own work, 2.37 to 3.06 us on the H200 whatever the kernel
-(docs/gpu-results.md, eighth session): a candidate whose spans sit further below its events than the twin's
-forged them, and both sides stay on CUDA events."""
+SPAN_TOLERANCE_MS = 0.0005
+"""How far (ms) a candidate's span may fall below its event time less what the events add to the twin's spans.
+What events add is their own work, 2.37 to 3.06 us on the H200 from a one-element add to a 26 us GEMM
+(docs/gpu-results.md, eighth session), so a candidate and its baseline, which do the same work, differ by less;
+a forged span gains at most this much a call."""
 
 
 def device_times(ms: list[float], bound: list[float], device: list[float]) -> list[float]:
-    """The latencies (ms) of calls timed by their CUPTI spans ``device``
+    """The latencies (ms) of a comparator's calls timed by their CUPTI spans ``device``
     (:mod:`fibserve.bench.worker.kernel_span`): each span held within ``[max(ms - DEVICE_SLACK_MS,
-    DEVICE_FLOOR x ms), bound]``, where ``ms`` is the call's CUDA-event time and ``bound`` its upper bound (the
-    span cannot be trusted further than the events: the worker that recorded it runs the candidate's code)."""
+    DEVICE_FLOOR x ms), bound]``, where ``ms`` is the call's CUDA-event time and ``bound`` its upper bound."""
     return [
         min(max(d, m - DEVICE_SLACK_MS, DEVICE_FLOOR * m), b)
+        for m, b, d in zip(ms, bound, device, strict=True)
+    ]
+
+
+def candidate_device_times(
+    ms: list[float], bound: list[float], device: list[float], over_span: float
+) -> list[float]:
+    """The candidate's latencies (ms) on the ``device`` basis. Its worker runs its code, so its spans
+    ``device`` (0 where it sent none) count only down to ``ms - over_span - SPAN_TOLERANCE_MS``, its event time
+    less ``over_span``, the median that the events add to the primary comparator's spans (its twin runs no
+    candidate code), and never above ``bound``. Stops: a candidate that forges low spans (it gains at most
+    ``SPAN_TOLERANCE_MS`` a call), or spoils them to be timed otherwise (it is timed the same way)."""
+    return [
+        min(max(d, m - over_span - SPAN_TOLERANCE_MS, DEVICE_FLOOR * m), b)
         for m, b, d in zip(ms, bound, device, strict=True)
     ]
 
