@@ -33,6 +33,7 @@ Writes ``$OUT/peer_flashinfer_bench.json`` (every figure, so ``--render`` can ju
 2 on a setup failure (flashinfer_bench not importable, no GPU, bad arguments).
 
     python benchmarks/peer_flashinfer_bench.py [--trials N] [--m 128,1000]   # on the GPU (gpu_validate.sh peer)
+    FIBSERVE_KERNEL_SPAN=1 python benchmarks/peer_flashinfer_bench.py        # FIBServe with its CUPTI spans
     python benchmarks/peer_flashinfer_bench.py --render saved.json           # judge and render a saved run
 """
 

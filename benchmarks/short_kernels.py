@@ -13,7 +13,8 @@ it. For each case this prints, and writes to ``$OUT/short_kernels.json``:
 - ``span_us``: the same calls' CUPTI span (recorded across them, :mod:`fibserve.bench.worker.kernel_span`),
   what an evaluation reports on the ``device`` basis; ``call_wall_ms`` and ``span_call_wall_ms``: the host's
   wall time per timed call without and with the span (the profiler's cost);
-- ``evaluator_us``: the candidate's ``latency_ms`` from a full :class:`fibserve.bench.Evaluator` evaluation (a
+- ``evaluator_us`` (on the ``device`` basis only with ``FIBSERVE_KERNEL_SPAN=1`` in the environment, else on CUDA
+  events): the candidate's ``latency_ms`` from a full :class:`fibserve.bench.Evaluator` evaluation (a
   Python candidate running the same op in its sandboxed worker), and ``evaluator_baseline_us``, the baseline's
   median (the same op in its twin), for the cases that are bundled definitions;
 - the ratios to ``cupti_us``.
