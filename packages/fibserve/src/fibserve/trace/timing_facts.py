@@ -119,7 +119,7 @@ class TimingFacts(Comparisons):
     """On the ``device`` basis: the median CUDA-event time less the CUPTI span of the primary comparator's calls
     and of the candidate's (ms, ``{"reference", "candidate"}``; the candidate's null when some call had no
     span): what the events add. The candidate's calls count from their event time less the reference's figure
-    (:func:`fibserve.bench.timing.checks.candidate_device_times`)."""
+    (:func:`fibserve.bench.timing.checks.device_times`)."""
     hidden_work_ms: float | None = None
     """How long the candidate's work outlived its end event (ms)."""
     unexplained_round_trip_ms: float | None = None

@@ -100,7 +100,7 @@ HIDDEN_WORK_MS = 0.02
 DEVICE_SLACK_MS = 0.005
 """Most a comparator call's CUPTI span may be below its CUDA-event time (ms). On the H200 the events add 2.37 to
 3.06 us to the kernel's own time (a one-element add to a 26 us GEMM, docs/gpu-results.md, eighth session); 5 us
-keeps a margin. (The candidate's spans are held tighter: :func:`candidate_device_times`.)"""
+keeps a margin. (The candidate's spans are held tighter: :func:`device_times`.)"""
 
 
 DEVICE_FLOOR = 0.2
@@ -115,28 +115,17 @@ What events add is their own work, 2.37 to 3.06 us on the H200 from a one-elemen
 a forged span gains at most this much a call."""
 
 
-def device_times(ms: list[float], bound: list[float], device: list[float]) -> list[float]:
-    """The latencies (ms) of a comparator's calls timed by their CUPTI spans ``device``
-    (:mod:`fibserve.bench.worker.kernel_span`): each span held within ``[max(ms - DEVICE_SLACK_MS,
-    DEVICE_FLOOR x ms), bound]``, where ``ms`` is the call's CUDA-event time and ``bound`` its upper bound."""
-    return [
-        min(max(d, m - DEVICE_SLACK_MS, DEVICE_FLOOR * m), b)
-        for m, b, d in zip(ms, bound, device, strict=True)
-    ]
-
-
-def candidate_device_times(
-    ms: list[float], bound: list[float], device: list[float], over_span: float
+def device_times(
+    ms: list[float], bound: list[float], device: list[float], below: float = DEVICE_SLACK_MS
 ) -> list[float]:
-    """The candidate's latencies (ms) on the ``device`` basis. Its worker runs its code, so its spans
-    ``device`` (0 where it sent none) count only down to ``ms - over_span - SPAN_TOLERANCE_MS``, its event time
-    less ``over_span``, the median that the events add to the primary comparator's spans (its twin runs no
-    candidate code), and never above ``bound``. Stops: a candidate that forges low spans (it gains at most
-    ``SPAN_TOLERANCE_MS`` a call), or spoils them to be timed otherwise (it is timed the same way)."""
-    return [
-        min(max(d, m - over_span - SPAN_TOLERANCE_MS, DEVICE_FLOOR * m), b)
-        for m, b, d in zip(ms, bound, device, strict=True)
-    ]
+    """The latencies (ms) of calls timed by their CUPTI spans ``device`` (:mod:`fibserve.bench.worker.kernel_span`;
+    0 where a call sent none): each span held within ``[max(ms - below, DEVICE_FLOOR x ms), bound]``, where
+    ``ms`` is the call's CUDA-event time and ``bound`` its upper bound. A comparator's twin runs no candidate
+    code: ``below`` is ``DEVICE_SLACK_MS``. The candidate's worker runs its code, so its ``below`` is what the
+    events add to the primary comparator's spans (:func:`events_over_span`) plus ``SPAN_TOLERANCE_MS``. Stops: a
+    candidate that forges low spans (it gains at most ``SPAN_TOLERANCE_MS`` a call), or spoils them to be timed
+    otherwise (it is timed the same way)."""
+    return [min(max(d, m - below, DEVICE_FLOOR * m), b) for m, b, d in zip(ms, bound, device, strict=True)]
 
 
 def events_over_span(ms: list[float], device: list[float]) -> float:

@@ -427,13 +427,14 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
         and all(c.device for side in loop.sides for c in side.calls)
     ):
         # the twins' spans are trusted (no candidate code runs there); the candidate's only count above what
-        # its events less the twin's own events-over-span give (checks.candidate_device_times)
+        # its events less the twin's own events-over-span give (checks.device_times)
         ref_span = [r.device[0] for r in primary.calls]  # type: ignore[index]
         over_span = {"reference": checks.events_over_span(ref_ms, ref_span), "candidate": None}
         if all(c.device for c in calls):
             over_span["candidate"] = checks.events_over_span(cand_ms, [c.device[0] for c in calls])  # type: ignore[index]
         cand_span = [c.device[0] if c.device else 0.0 for c in calls]
-        cand_ms = checks.candidate_device_times(cand_ms, cand_bound, cand_span, over_span["reference"])
+        below = over_span["reference"] + checks.SPAN_TOLERANCE_MS
+        cand_ms = checks.device_times(cand_ms, cand_bound, cand_span, below)
         basis = "device"
         ref_ms = side_times(primary, basis)
     overwrite = checks.overwrite_excess(
