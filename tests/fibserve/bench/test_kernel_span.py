@@ -167,6 +167,29 @@ def test_a_twin_that_cannot_give_its_spans_gives_none_and_is_not_blamed_on_anyon
         _TimingLoop._spans(loop, -1)  # type: ignore[arg-type]
 
 
+def test_a_worker_whose_reply_came_too_late_answers_nothing_more() -> None:
+    """A twin that times out on ``spans`` answers later; that reply must not be read as its next call's."""
+    import time
+
+    from fibserve.bench.worker.pool import WorkerError, WorkerProcess
+    from fibserve.sandbox import SandboxUnavailable
+
+    try:
+        worker = WorkerProcess("cpu")
+    except SandboxUnavailable as exc:
+        pytest.skip(f"needs the sandbox: {exc}")
+    try:
+        worker.wait_ready(60)
+        with pytest.raises(WorkerError, match="no answer"):
+            worker.request({"op": "spans"}, 0)
+        time.sleep(0.5)  # its reply arrives now, unread
+        with pytest.raises(WorkerError, match="out of step") as caught:
+            worker.request({"op": "no such op"}, 10)  # read in step, this gets an error reply, never the spans
+        assert caught.value.kind == "timeout"
+    finally:
+        worker.kill()
+
+
 def test_a_spans_reply_must_be_durations() -> None:
     assert Spans.model_validate({"ok": True, "device_ms": [0.008, None]}).device_ms == [0.008, None]
     for forged in ([-0.001], [float("nan")], ["fast"]):

@@ -105,6 +105,8 @@ class WorkerProcess:
         self.ready: dict[str, Any] | None = None
         self.started = time.monotonic()
         self._buffer = b""
+        self._unanswered = False
+        """Whether a request went unanswered in its time: its late reply would be read as the next one's."""
         self._shm_before = shm_cleanup.snapshot() if device.startswith("cuda") else None
         """The host's ``/dev/shm`` at the start, for a GPU worker (which shares it; a CPU worker's is private)."""
         try:
@@ -152,6 +154,7 @@ class WorkerProcess:
             while b"\n" not in self._buffer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    self._unanswered = True
                     raise self._error("timeout", f"worker gave no answer within {timeout:.1f} s")
                 if not selector.select(min(remaining, 0.5)):
                     if not self.alive and b"\n" not in self._buffer:
@@ -192,8 +195,11 @@ class WorkerProcess:
         """Send one request and wait up to ``timeout`` seconds for its reply.
 
         Raises:
-            WorkerError: timeout, worker death or a malformed reply.
+            WorkerError: timeout, worker death or a malformed reply; ``timeout`` at once when an earlier request
+                went unanswered in its time (the worker is out of step: its late reply would answer this one).
         """
+        if self._unanswered:
+            raise self._error("timeout", "worker is out of step: an earlier request went unanswered in its time")
         try:
             self._req.write(json.dumps(message) + "\n")
             self._req.flush()
