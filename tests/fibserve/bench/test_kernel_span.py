@@ -184,7 +184,8 @@ def test_a_worker_whose_reply_came_too_late_answers_nothing_more() -> None:
             worker.request({"op": "spans"}, 0)
         time.sleep(0.5)  # its reply arrives now, unread
         with pytest.raises(WorkerError, match="out of step") as caught:
-            worker.request({"op": "no such op"}, 10)  # read in step, this gets an error reply, never the spans
+            # read in step, this request gets an error reply; read out of step, the spans reply
+            worker.request({"op": "no such op"}, 10)
         assert caught.value.kind == "timeout"
     finally:
         worker.kill()

@@ -199,7 +199,7 @@ class WorkerProcess:
                 went unanswered in its time (the worker is out of step: its late reply would answer this one).
         """
         if self._unanswered:
-            raise self._error("timeout", "worker is out of step: an earlier request went unanswered in its time")
+            raise self._error("timeout", "worker is out of step: an earlier request timed out")
         try:
             self._req.write(json.dumps(message) + "\n")
             self._req.flush()
