@@ -17,7 +17,7 @@ from fibserve.bench.timing import checks
 from fibserve.bench.timing.loop import _performance, _TimingLoop
 from fibserve.bench.timing.sides import Side
 from fibserve.bench.worker.clock import OverwritePlan
-from fibserve.bench.worker.kernel_span import SpanRecording, call_spans
+from fibserve.bench.worker.kernel_span import SpanRecording, call_spans, relative_us
 from fibserve.bench.worker.l2_state import GATE_KERNEL
 from fibserve.bench.worker.protocol import ProtocolViolation, Spans, parse_reply
 from fibserve.bench.worker.slots import WorkerTimes
@@ -98,6 +98,16 @@ def test_a_call_that_ran_no_work_has_no_span() -> None:
 )
 def test_gates_that_do_not_match_the_calls_give_no_spans(events: list, attempts: list) -> None:
     assert call_spans(events, attempts, 1, GATE) == [None] * len(attempts)
+
+
+def test_spans_keep_nanoseconds_of_epoch_timestamps() -> None:
+    """libkineto's timestamps are ns since the epoch; as float us they are multiples of 0.25 us."""
+    t0 = 1_764_944_000_123_456_789  # 2025-12-05 in ns
+    records = [(GATE, t0, t0 + 1_000), ("add", t0 + 2_000, t0 + 3_410), (GATE, t0 + 9_000, t0 + 9_500)]
+    assert call_spans(relative_us(records), [1], 1, GATE) == [pytest.approx(0.00141, abs=1e-9)]
+    naive = [(name, start / 1e3, end / 1e3) for name, start, end in records]
+    assert call_spans(naive, [1], 1, GATE) in ([0.00125], [0.0015])  # what the float conversion gave
+    assert relative_us([]) == []
 
 
 def test_a_recording_that_does_not_run_counts_no_calls_and_reads_none() -> None:

@@ -88,14 +88,23 @@ class SpanRecording:
                 warnings.simplefilter("ignore")
                 profile_.__exit__(None, None, None)
                 # the raw records: torch.profiler's own events() builds a tree of every record, in Python
-                events = [
-                    (e.name(), e.start_ns() / 1e3, e.end_ns() / 1e3)
+                records = [
+                    (e.name(), e.start_ns(), e.end_ns())
                     for e in profile_.profiler.kineto_results.events()
                     if e.device_type().name == "CUDA"
                 ]
         except Exception:
             return [None] * len(attempts)
-        return call_spans(events, attempts, self.passes, gate)
+        return call_spans(relative_us(records), attempts, self.passes, gate)
+
+
+def relative_us(records: Sequence[tuple[str, int, int]]) -> list[Activity]:
+    """Activity records ``(name, start_ns, end_ns)`` (integer ns since the epoch, as libkineto gives them) as
+    ``(name, start_us, end_us)`` from the earliest start. The subtraction is done in integers first: an epoch
+    time in us as a float (about 1.8e15) is a multiple of 0.25 us, which rounded a 1.41 us kernel's span to 1.5
+    and a 26.4 us GEMM's to 26.25 or 26.5 (docs/gpu-results.md, eleventh session)."""
+    base = min((start for _, start, _ in records), default=0)
+    return [(name, (start - base) / 1e3, (end - base) / 1e3) for name, start, end in records]
 
 
 def call_spans(
