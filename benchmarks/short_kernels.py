@@ -6,7 +6,7 @@ work ahead of the start event finishes, the gap (Python, the binding, the launch
 it. For each case this prints, and writes to ``$OUT/short_kernels.json``:
 
 - ``cupti_us``: the median device time of the call's kernels, from ``torch.profiler`` (CUPTI activity records),
-  calls run back to back with the same cold-L2 overwrite before each;
+  each call timed as a worker times it, right behind the cold-L2 gate (:func:`cupti_us`);
 - ``clock_us``: :func:`fibserve.bench.worker.clock.time_call` in this process (the primitive every worker runs,
   with this device's overwrite plan), median of 100 calls; ``unreleased_us`` the same with the gate's release
   off (``FIBSERVE_L2_RELEASE=0``'s plan), and ``clock_minus_cupti_us``: what the events add to the kernel;
@@ -44,26 +44,40 @@ CALLS = 100
 def cupti_us(fn: Any, flush: Any) -> float:
     """Median device time (us) of the kernels ``fn`` launches per call, CUPTI's activity records.
 
-    ``fn()`` runs 10 times unprofiled, then ``CALLS`` times, each after ``flush.flush()`` (the cold-L2
-    overwrite of :class:`fibserve.bench.worker.clock.ColdL2`) and a device synchronize, inside its own
-    ``torch.profiler`` CUDA activity window; a call's time is the sum of its kernels' device durations (no host
-    launch time). Also used by benchmarks/peer_flashinfer_bench.py.
+    ``fn()`` is timed 10 times, then ``CALLS`` times inside one ``torch.profiler`` CUDA activity window, each call
+    by :func:`fibserve.bench.worker.clock.time_call` with ``flush`` (right behind the cold-L2 gate, as a worker
+    times it); a call's time is the sum of its kernels' device durations between one call's gate kernels and
+    the next's (no event, no host launch time). Timed alone after a plain overwrite and a synchronize instead
+    (until the eleventh session, docs/gpu-results.md), a float32 add of 65536 elements read 1.63 us with
+    torch.add and 1.41 us as a Triton kernel, where one evaluation timed both at 1.75 us: not as they run in an
+    evaluation. Also used by benchmarks/peer_flashinfer_bench.py.
     """
+    from fibserve.bench.worker.clock import time_call
+    from fibserve.bench.worker.kernel_span import relative_us
+    from fibserve.bench.worker.l2_state import GATE_KERNEL
     from torch.profiler import ProfilerActivity, profile
 
+    device = torch.device("cuda", torch.cuda.current_device())
     for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
+        time_call(fn, device, flush)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(CALLS):
+            time_call(fn, device, flush)
+    records = relative_us(
+        [
+            (e.name(), e.start_ns(), e.end_ns())
+            for e in prof.profiler.kineto_results.events()
+            if e.device_type().name == "CUDA"
+        ]
+    )
     per_call: list[float] = []
-    for _ in range(CALLS):
-        flush.flush()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
-        per_call.append(sum(e.device_time for e in kernels))
-    return statistics.median(per_call)
+    for name, start, end in sorted(records, key=lambda r: r[1]):
+        if name == GATE_KERNEL:  # a call's first gate kernel opens it
+            if not per_call or per_call[-1] > 0:
+                per_call.append(0.0)
+        elif per_call:
+            per_call[-1] += end - start
+    return statistics.median([t for t in per_call if t > 0] or [float("nan")])
 
 
 def _clock_us(fn: Any, flush: Any, device: torch.device, span: bool = False) -> tuple[float, float, float]:
