@@ -154,7 +154,6 @@ class WorkerProcess:
             while b"\n" not in self._buffer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    self._unanswered = True
                     raise self._error("timeout", f"worker gave no answer within {timeout:.1f} s")
                 if not selector.select(min(remaining, 0.5)):
                     if not self.alive and b"\n" not in self._buffer:
@@ -205,7 +204,11 @@ class WorkerProcess:
             self._req.flush()
         except (BrokenPipeError, OSError):
             raise self._error("died", "worker is gone (broken pipe)") from None
-        return self._read_line(timeout)
+        try:
+            return self._read_line(timeout)
+        except WorkerError as exc:
+            self._unanswered = exc.kind == "timeout"
+            raise
 
     def hand_over(self, fds: list[int]) -> None:
         """Send ``fds`` (descriptors this process made, see :mod:`fibserve.bench.worker.handover`) to the worker, which
