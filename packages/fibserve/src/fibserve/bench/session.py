@@ -322,7 +322,7 @@ class EvaluationSession:
         Raises:
             _TaskError: the worker did not start (infrastructure).
         """
-        if self.worker is not None and self.worker.alive:
+        if self.worker is not None and self.worker.alive and self.worker.in_step:
             return self.worker
         self._discard()
         t0 = time.monotonic()

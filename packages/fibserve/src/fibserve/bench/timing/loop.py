@@ -370,9 +370,13 @@ class _TimingLoop:
         what = "reading the GPU times of the timed calls"
         if who < 0:
             return worker_spans(self.slots.worker, self.config.timeouts.correctness, what)  # type: ignore[arg-type]
+        twin = self.sides[who].slots.worker
         try:
-            return worker_spans(self.sides[who].slots.worker, self.config.timeouts.correctness, what)  # type: ignore[arg-type]
+            return worker_spans(twin, self.config.timeouts.correctness, what)  # type: ignore[arg-type]
         except CandidateFailure:
+            # a late reply is dropped here, so that the twin's next call reads its own (a twin still out of
+            # step fails that call as the twin's own failure)
+            twin.resync(self.config.timeouts.correctness)  # type: ignore[union-attr]
             return []
 
 

@@ -65,6 +65,8 @@ class ReferenceTwin:
         Raises:
             TwinError: the twin did not start, load the reference or share its buffers.
         """
+        if self.worker is not None and not self.worker.in_step:
+            self.discard("a request it left unanswered")
         if self.worker is None or not self.worker.alive:
             self.discard()
             self._start()

@@ -194,11 +194,12 @@ class WorkerProcess:
         """Send one request and wait up to ``timeout`` seconds for its reply.
 
         Raises:
-            WorkerError: timeout, worker death or a malformed reply; ``timeout`` at once when an earlier request
-                went unanswered in its time (the worker is out of step: its late reply would answer this one).
+            WorkerError: timeout, worker death or a malformed reply; ``protocol`` at once when an earlier request
+                went unanswered in its time (the worker is out of step: its late reply would answer this one;
+                :meth:`resync`).
         """
         if self._unanswered:
-            raise self._error("timeout", "worker is out of step: an earlier request timed out")
+            raise self._error("protocol", "worker is out of step: an earlier request timed out")
         try:
             self._req.write(json.dumps(message) + "\n")
             self._req.flush()
@@ -209,6 +210,22 @@ class WorkerProcess:
         except WorkerError as exc:
             self._unanswered = exc.kind == "timeout"
             raise
+
+    @property
+    def in_step(self) -> bool:
+        """Whether every request sent has had its reply read (False after a request timed out)."""
+        return not self._unanswered
+
+    def resync(self, timeout: float) -> bool:
+        """Read and drop the late reply of the request that timed out, waiting up to ``timeout`` seconds for
+        it; whether the worker is in step again (True at once when it was)."""
+        if self._unanswered:
+            try:
+                self._read_line(timeout)
+            except WorkerError:
+                return False
+            self._unanswered = False
+        return True
 
     def hand_over(self, fds: list[int]) -> None:
         """Send ``fds`` (descriptors this process made, see :mod:`fibserve.bench.worker.handover`) to the worker, which
