@@ -47,10 +47,12 @@ def cupti_us(fn: Any, flush: Any) -> float:
     ``fn()`` is timed 10 times, then ``CALLS`` times inside one ``torch.profiler`` CUDA activity window, each call
     by :func:`fibserve.bench.worker.clock.time_call` with ``flush`` (right behind the cold-L2 gate, as a worker
     times it); a call's time is the sum of its kernels' device durations between one call's gate kernels and
-    the next's (no event, no host launch time). Timed alone after a plain overwrite and a synchronize instead
-    (until the eleventh session, docs/gpu-results.md), a float32 add of 65536 elements read 1.63 us with
-    torch.add and 1.41 us as a Triton kernel, where one evaluation timed both at 1.75 us: not as they run in an
-    evaluation. Also used by benchmarks/peer_flashinfer_bench.py.
+    the next's (no event, no host launch time). Until the eleventh session (docs/gpu-results.md) each call was
+    timed alone, after a plain overwrite and a synchronize, which is not how a worker runs it. Also used by
+    benchmarks/peer_flashinfer_bench.py.
+
+    Raises:
+        RuntimeError: no gate kernel was recorded (the gate needs Triton): calls cannot be told apart.
     """
     from fibserve.bench.worker.clock import time_call
     from fibserve.bench.worker.kernel_span import relative_us
