@@ -152,12 +152,12 @@ def reference_plan(config: EvalConfig, call_ms: float | None) -> ReferencePlan:
 
 def side_times(side: Side, basis: str) -> list[float]:
     """The side's timed call times (ms) by ``basis``: ``events``, the device-synchronized ``bound``, or
-    ``device`` (CUPTI spans held to the events, :func:`fibserve.bench.timing.checks.device_times`; every call
-    must have one)."""
+    ``device`` (CUPTI spans held to the bound, :func:`fibserve.bench.timing.checks.comparator_device_times`;
+    every call must have one)."""
     if basis == "device":
         calls = side.calls
         spans = [c.device[0] if c.device else 0.0 for c in calls]
-        return checks.device_times([c.ms[0] for c in calls], [c.bound[0] for c in calls], spans)
+        return checks.comparator_device_times([c.bound[0] for c in calls], spans)
     return [c.ms[0] if basis == "events" else c.bound[0] for c in side.calls]
 
 
