@@ -39,13 +39,15 @@
 #               config with --ray on a one-node local Ray cluster, then the lane-utilisation benchmark
 #   raylane     benchmarks/ray_lanes.py --gpu: a Ray lane owning the GPU evaluates $RAY_REQUESTS (50) CUDA candidates,
 #               against a plain lane (needs Ray's wheels: scripts/device_wheels.sh --ray)
-#   shortk      benchmarks/short_kernels.py --evaluations: short kernels' measured latency against CUPTI's
+#   shortk      benchmarks/short_kernels.py --evaluations: short kernels' measured latency against CUPTI's (57 s, then
+#               over 60 s once CUPTI was timed behind the gate, on 2026-12-05: give it shortk:90)
 #   buildahead  benchmarks/build_ahead.py on cuda:0: $BUILD_AHEAD_CUDA (30) CUDA candidates with distinct sources through
 #               one GPU lane, without and with 8 build-ahead workers (issue 29's evaluations per minute)
 #   workers     benchmarks/worker_start.py --device cuda:0: a GPU worker's start, forked from the zygote
 #   peer        benchmarks/peer_flashinfer_bench.py: the same solutions through FlashInfer-Bench 0.1.2 and FIBServe,
 #               back to back (needs .whl/peer/ from scripts/device_wheels.sh --peer, installed into
-#               /tmp/peer-site for this step only; it ran within peer:60 on the H200)
+#               /tmp/peer-site for this step only; on the H200 on 2026-12-05 it took 117 s, and ran out peer:120
+#               once: give it peer:180)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
