@@ -62,3 +62,30 @@ def test_the_table_gives_one_verdict_line_per_workload_then_its_runs(script) -> 
     assert "### M=70" in lines and "### M=232" in lines
     assert any(line.startswith("| 0 | 1.0040 |") for line in lines)
     assert any(line.startswith("| 0 | error: RUNTIME_ERROR |") for line in lines)
+
+
+def test_a_run_reads_the_basis_release_and_events_over_span_from_the_timing_facts(script, capsys) -> None:
+    import types
+
+    from fibserve.trace import Performance
+
+    summary = {"median": 0.027, "p10": 0.0265, "p90": 0.028}
+    extra = {
+        "candidate_ms": summary, "reference_ms": summary, "speedup_p10": 0.97, "speedup_p90": 1.03,
+        "timing_basis": "device", "events_over_span_ms": {"reference": 0.0025, "candidate": 0.0033},
+        "l2_overwrite": {"candidate_released": False, "reference_released": True},
+        "device_start": {"sm_clock_mhz": 1980.0}, "device_end": {"sm_clock_mhz": 1980.0},
+    }  # fmt: skip
+    performance = Performance(latency_ms=0.027, reference_latency_ms=0.027, speedup_factor=1.0, extra=extra)
+    report = types.SimpleNamespace(
+        traces=[types.SimpleNamespace(evaluation=types.SimpleNamespace(performance=performance))]
+    )
+    evaluator = types.SimpleNamespace(evaluate=lambda *args, **kwargs: report)
+    row = script._measured(evaluator, None, None, None, None, 0)
+    assert (row["timing_basis"], row["candidate_released"], row["reference_released"]) == (
+        "device",
+        False,
+        True,
+    )
+    assert row["events_over_span_ms"] == {"reference": 0.0025, "candidate": 0.0033}
+    assert "basis device, released False/True" in capsys.readouterr().out
