@@ -101,7 +101,7 @@ class SpanRecording:
 def relative_us(records: Sequence[tuple[str, int, int]]) -> list[Activity]:
     """Activity records ``(name, start_ns, end_ns)`` (integer ns since the epoch, as libkineto gives them) as
     ``(name, start_us, end_us)`` from the earliest start. The subtraction is done in integers first: an epoch
-    time in us as a float (about 1.76e15) is a multiple of 0.25 us: every span came out on 0.25 us steps (a
+    time in us as a float (about 1.80e15) is a multiple of 0.25 us: every span came out on 0.25 us steps (a
     torch.add of 1.63 us in CUPTI at 1.50, a 25.84 us GEMM at 26.25; docs/gpu-results.md, eleventh session)."""
     base = min((start for _, start, _ in records), default=0)
     return [(name, (start - base) / 1e3, (end - base) / 1e3) for name, start, end in records]
