@@ -131,31 +131,23 @@ def test_an_evaluation_says_which_side_was_timed_behind_the_release(trace_set, m
             assert overwrite.candidate_released is released
 
 
-def _cupti_add_us(n: int) -> float:
-    """Median device time (us) of ``torch.add`` on two float32 vectors of ``n`` as CUPTI records its kernel
-    (torch.profiler's kernel durations: no event and no host time), each call timed the way a worker times it
-    (:func:`fibserve.bench.worker.clock.time_call`, right behind the cold-L2 gate), so that it ran as in the
-    evaluation. Timed alone after the overwrite, a synchronize and the profiler's start, it read 1.44 us in this
-    test on 2026-12-03 where benchmarks/short_kernels.py read 1.63 us."""
-    from fibserve.bench.worker.clock import ColdL2, time_call
-    from fibserve.bench.worker.l2_state import GATE_KERNEL
-    from torch.profiler import ProfilerActivity, profile
+def _cupti_add_us(cupti_us, n: int) -> float:
+    """Median device time (us) of ``torch.add`` on two float32 vectors of ``n`` as CUPTI records its kernel,
+    each call timed as a worker times it, behind the cold-L2 gate (``benchmarks/short_kernels.py``'s
+    ``cupti_us``, which the benchmarks compare with too)."""
+    from fibserve.bench.worker.clock import ColdL2
 
     device = torch.device("cuda:0")
     x, y = (torch.randn(n, device=device) for _ in range(2))
-    out, flush = torch.empty_like(x), ColdL2(device)
-    for _ in range(5):
-        time_call(lambda: torch.add(x, y, out=out), device, flush)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(30):
-            time_call(lambda: torch.add(x, y, out=out), device, flush)
-    kernels = [e for e in prof.events() if e.device_type.name == "CUDA" and e.name != GATE_KERNEL]
-    return statistics.median(e.device_time for e in kernels)
+    out = torch.empty_like(x)
+    return cupti_us(lambda: torch.add(x, y, out=out), ColdL2(device))
 
 
 @gpu
 @needs_gpu
-def test_a_short_kernel_is_timed_within_15_percent_of_its_cupti_time(trace_set, make_solution, monkeypatch):
+def test_a_short_kernel_is_timed_within_15_percent_of_its_cupti_time(
+    trace_set, make_solution, load_benchmark, monkeypatch
+):
     """Issue 35's goal for short kernels: the baseline of vector_add_f32 at N=65536 (torch.add, about 1.6 us on
     the H200) is reported by its CUPTI span; with the spans off (``FIBSERVE_KERNEL_SPAN=0``) the CUDA events
     add their own 2.4 to 3.1 us and it reads more than twice that."""
@@ -164,7 +156,7 @@ def test_a_short_kernel_is_timed_within_15_percent_of_its_cupti_time(trace_set, 
 
     definition = trace_set.definition("vector_add_f32")
     workloads = [w for w in trace_set.workloads_for("vector_add_f32") if w.axes["N"] == 65536][:1]
-    cupti_ms = _cupti_add_us(65536) / 1e3
+    cupti_ms = _cupti_add_us(load_benchmark("short_kernels.py").cupti_us, 65536) / 1e3
     measured = {}
     for spans in ("1", "0"):
         monkeypatch.setenv("FIBSERVE_KERNEL_SPAN", spans)

@@ -112,9 +112,10 @@ class TimingFacts(Comparisons):
     method: str | None = None
     """How the speedup was measured, in words."""
     timing_basis: str | None = None
-    """``events`` (CUDA events), ``device`` (each call's CUPTI span, held to its events:
-    :func:`fibserve.bench.timing.checks.device_times`), or ``device-synchronized`` (the bound, when work
-    outlived the end event)."""
+    """``events`` (CUDA events), ``device`` (each call's CUPTI span: the candidate's held to its events,
+    :func:`fibserve.bench.timing.checks.device_times`, a comparator's to its bound,
+    :func:`fibserve.bench.timing.checks.comparator_device_times`), or ``device-synchronized`` (the bound, when
+    work outlived the end event)."""
     events_over_span_ms: dict[str, float | None] | None = None
     """On the ``device`` basis: the median CUDA-event time less the CUPTI span of the primary comparator's calls
     and of the candidate's (ms, ``{"reference", "candidate"}``; the candidate's null when some call had no
