@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 DEFINITION = "gemm_n7168_k5120"
@@ -123,7 +124,9 @@ def _measured(evaluator, definition, solution, baseline, workload, i: int) -> di
     """Run ``i`` of one workload: the speedup of the baseline against itself and what surrounds it."""
     from fibserve.trace import Comparisons
 
+    started = time.perf_counter()
     report = evaluator.evaluate(definition, solution, [workload], baseline=baseline)
+    wall_s = time.perf_counter() - started
     ev = report.traces[0].evaluation if report.traces else None
     if ev is None or ev.performance is None:
         row = {"run": i, "error": report.task_error or (ev.log[-500:] if ev else "no evaluation")}
@@ -134,6 +137,7 @@ def _measured(evaluator, definition, solution, baseline, workload, i: int) -> di
     seen = Comparisons.of(ev.performance)
     row = {
         "run": i,
+        "wall_s": round(wall_s, 2),
         "speedup": ev.performance.speedup_factor,
         "speedup_basis": seen.basis_label,
         "vs_reference": seen.vs_reference.speedup if seen.vs_reference else None,
@@ -162,7 +166,8 @@ def _measured(evaluator, definition, solution, baseline, workload, i: int) -> di
         f"SM clock {row['sm_clock_start']} -> {row['sm_clock_end']} MHz, unexplained round trip "
         f"{row['unexplained_round_trip_ms']} ms, against {row['speedup_basis']}, vs reference "
         f"{row['vs_reference']}, roofline {row['roofline_fraction']}, basis {row['timing_basis']}, released "
-        f"{row['candidate_released']}/{row['reference_released']}, events over span {row['events_over_span_ms']}",
+        f"{row['candidate_released']}/{row['reference_released']}, events over span {row['events_over_span_ms']}, "
+        f"{row['wall_s']} s",
         flush=True,
     )
     return row

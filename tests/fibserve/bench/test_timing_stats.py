@@ -45,6 +45,33 @@ def test_an_overwrite_plan_given_to_cold_l2_is_used_as_is():
     assert flush.plan == OverwritePlan(4, 0.12)
 
 
+def test_the_release_outlasts_a_burst_of_slow_host_calls_but_not_a_slow_candidate():
+    """On the H100, with CUPTI recording, a worker's host kept the gate waiting 0.25 to 1.6 ms on two or three
+    calls in a row once in a few dozen; under the former rule (two slow calls in a row) that turned the release
+    off for the rest of the evaluation, and every later call carried 50-240 us of host time."""
+    from fibserve.bench.worker import clock
+
+    flush = ColdL2(torch.device("cpu"))
+    flush.waits = True  # as a GPU worker's gate would be; the rule itself needs no GPU
+    slow, quick = clock.RELEASE_HOST_MS * 2, clock.RELEASE_HOST_MS / 2
+    for waited in [quick] * 20 + [slow, slow, slow] + [quick] * 20 + [slow, slow]:
+        flush.note_release(False, waited)
+    assert flush.waits  # passing delays: still released
+    for _ in range(clock.SLOW_OF_WINDOW - 2):  # now slow on most calls: a candidate slow to queue its call
+        flush.note_release(False, slow)
+    assert not flush.waits
+
+    stalling = ColdL2(torch.device("cpu"))
+    stalling.waits = True
+    stalling.note_release(True, 0.0)  # a kernel's first launch (lazy loading)
+    stalling.note_release(False, quick)
+    stalling.note_release(True, 0.0)
+    assert stalling.waits
+    for _ in range(clock.STALLS_BEFORE_OFF):  # waits on the GPU from the host every time
+        stalling.note_release(True, 0.0)
+    assert not stalling.waits
+
+
 def test_a_slower_overwrite_next_to_the_candidate_is_flagged():
     from fibserve.bench.timing.checks import overwrite_excess
 

@@ -45,6 +45,7 @@ from fibserve.bench.timing.sides import (
     side_times,
 )
 from fibserve.bench.worker import clock
+from fibserve.bench.worker.kernel_span import requested as spans_requested
 from fibserve.bench.worker.pool import live_worker_pids
 from fibserve.bench.worker.slots import (
     Slots,
@@ -58,12 +59,6 @@ from fibserve.bench.worker.slots import (
     worker_spans,
 )
 from fibserve.trace import EvaluationStatus, Performance, TimingFacts
-
-KERNEL_SPAN_ENV = "FIBSERVE_KERNEL_SPAN"
-"""``1`` in the evaluating process's environment turns the CUPTI spans on (:mod:`fibserve.bench.worker.kernel_span`).
-Off by default: on the H200 the recording across a trial timed short kernels within 4% of CUPTI, but torch.matmul
-against itself read from 0.36 to 3.20 on it where CUDA events kept 49 of 50 runs within 1% (docs/gpu-results.md, eleventh
-session)."""
 
 
 @dataclass
@@ -119,9 +114,7 @@ class _TimingLoop:
 
     def __post_init__(self) -> None:
         self.probe = guard.BusyProbe(self.device)
-        self.kernel_span = bool(
-            self.l2_plan is not None and self.l2_plan.gate and os.environ.get(KERNEL_SPAN_ENV, "0") == "1"
-        )
+        self.kernel_span = bool(self.l2_plan is not None and self.l2_plan.gate and spans_requested())
 
     def fresh(self, input_set: int) -> Variation:
         """Inputs never seen before in this evaluation, made from input set ``input_set``."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -55,16 +56,28 @@ kernel, which CUDA's lazy loading may make wait for the device) cannot be queued
 it: the gate gives up after this long and that call is timed again without the release."""
 
 RELEASE_HOST_MS = 0.25
-"""Most host time (ms) to queue a call that the release should absorb. The trusted side checks each worker's
-round trip against the times it reports (:func:`fibserve.bench.timing.checks.unexplained_round_trip`, 0.5 ms of
-allowance), and time the gate waited for the host is in the round trip but in no reported time: a call that
-keeps the gate waiting longer than this counts like a stall, so a candidate that is slow to queue every call
-(many launches from Python) is timed as before the release (its host time in its latency), not refused."""
+"""Most host time (ms) to queue a call that the release should absorb on most calls. The trusted side checks
+each worker's round trip against the times it reports (:func:`fibserve.bench.timing.checks.unexplained_round_trip`,
+0.5 ms of allowance), and time the gate waited for the host is in the round trip but in no reported time: a
+candidate that keeps the gate waiting longer than this on most calls (``SLOW_OF_WINDOW``; many launches from
+Python) is timed as before the release (its host time in its latency), not refused."""
 
 STALLS_BEFORE_OFF = 2
-"""Calls in a row that stall the gate's release (or keep it waiting longer than ``RELEASE_HOST_MS``) after
-which a :class:`ColdL2` stops using it: one stall is usually a kernel's first launch (lazy loading); a call that
-waits on the GPU every time stalls every time."""
+"""Calls in a row that stall the gate's release (the gate gave up waiting) after which a :class:`ColdL2` stops
+using it: one stall is usually a kernel's first launch (lazy loading); a call that waits on the GPU every time
+stalls every time, and each stall costs ``RELEASE_WAIT_MS``."""
+
+SLOW_WINDOW = 8
+"""The latest waiting calls over which :class:`ColdL2` counts those that kept the gate waiting longer than
+``RELEASE_HOST_MS`` (stalls included)."""
+
+SLOW_OF_WINDOW = 5
+"""How many of the latest ``SLOW_WINDOW`` waiting calls may keep the gate waiting longer than
+``RELEASE_HOST_MS`` before a :class:`ColdL2` stops using the release: a majority means the call is slow to
+queue; fewer are a host's passing delays, which the release absorbs. Until the twelfth session
+(docs/gpu-results.md) two such calls in a row turned the release off: on the H100 with CUPTI recording, waits
+of 0.25 to 1.6 ms came in bursts of two or three once in a few dozen calls, and turned it off for the rest of
+a worker's evaluation in 4 of 6 evaluations; its later calls carried 50 to 240 us of host time each."""
 
 RELEASE_ENV = "FIBSERVE_L2_RELEASE"
 """``0`` in the evaluating process's environment turns the release off (the gate only holds for its time)."""
@@ -116,10 +129,11 @@ class ColdL2:
         """The gate kernel, or None: the plain overwrite (no GPU, turned off, or it could not be built)."""
         want_release = plan.release if plan is not None else os.environ.get(RELEASE_ENV, "1") != "0"
         self.waits = bool(want_release and self.gate is not None and self.gate.releasable)
-        """Whether the last pass waits for :meth:`release` (cleared for good after ``STALLS_BEFORE_OFF``
-        calls in a row stalled it)."""
+        """Whether the last pass waits for :meth:`release` (cleared for good by :meth:`note_release`)."""
         self.stalls = 0
-        """Calls in a row whose release stalled or waited longer than ``RELEASE_HOST_MS``."""
+        """Calls in a row whose release stalled."""
+        self.slow: deque[bool] = deque(maxlen=SLOW_WINDOW)
+        """Of the latest waiting calls, whether each kept the gate waiting longer than ``RELEASE_HOST_MS``."""
         self.released = False
         """Whether the latest timed call was queued whole behind the release (and timed so)."""
         if plan is not None:
@@ -150,6 +164,16 @@ class ColdL2:
         short-circuit it); with ``wait`` (and :attr:`waits`) the last pass then holds every SM until
         :meth:`release` or ``RELEASE_WAIT_MS``."""
         self._overwrite(self.plan.passes, wait and self.waits)
+
+    def note_release(self, stalled: bool, waited_ms: float) -> None:
+        """Count one call that waited for the release: whether the gate gave up waiting (``stalled``) and how
+        long it waited for the host (ms). Stops using the release (:attr:`waits`) after ``STALLS_BEFORE_OFF``
+        stalls in a row, or once ``SLOW_OF_WINDOW`` of the latest ``SLOW_WINDOW`` calls stalled or waited
+        longer than ``RELEASE_HOST_MS``."""
+        self.stalls = self.stalls + 1 if stalled else 0
+        self.slow.append(stalled or waited_ms > RELEASE_HOST_MS)
+        if self.stalls >= STALLS_BEFORE_OFF or sum(self.slow) >= SLOW_OF_WINDOW:
+            self.waits = False
 
     def release(self) -> None:
         """Release the last pass of the latest :meth:`flush` (no-op when it does not wait)."""
@@ -268,9 +292,8 @@ def time_call(
         return _timed(fn, device, None, wait=False)[0]
     wait = flush.waits
     timed, stalled = _timed(fn, device, flush, wait=wait, mark=mark)
-    slow = wait and (stalled or flush.waited_ms() > RELEASE_HOST_MS)
-    flush.stalls = flush.stalls + 1 if slow else 0
-    flush.waits = wait and flush.stalls < STALLS_BEFORE_OFF
+    if wait:
+        flush.note_release(stalled, flush.waited_ms())
     flush.released = wait and not stalled
     if stalled:
         timed = _timed(fn, device, flush, wait=False, mark=mark)[0]._replace(attempts=2)

@@ -8,7 +8,8 @@ drains, keeping only the start and the end.
 
 Requests (trusted -> worker) and replies (worker -> trusted), one JSON object per line:
 
-* on start the worker sends ``{"ready": true, "pid", "device", "torch"}`` once torch (and CUDA) are up;
+* on start the worker sends ``{"ready": true, "pid", "device", "torch"}`` once torch (and CUDA) are up, and
+  CUPTI too when its fork request said the trusted side will ask for spans (``warm_spans``);
 * ``{"op": "load", "language", "entry_file", "symbol", "dps", "arity", "files"}`` (plus ``"package"`` for a
   Python/Triton package and ``"cast_outputs"`` for the reference's timing twin), after the trusted side sent
   one sealed memfd per name in ``files`` over the descriptor channel: the library (``solution.so``) or the
@@ -341,8 +342,10 @@ def _os_errno(exc: BaseException | None) -> int | None:
     return None
 
 
-def serve(fd_in: int, fd_out: int, fd_channel: int, device: str) -> None:
-    """Answer requests until ``exit`` or end of input; ``fd_channel`` is the descriptor channel."""
+def serve(fd_in: int, fd_out: int, fd_channel: int, device: str, *, warm_spans: bool = False) -> None:
+    """Answer requests until ``exit`` or end of input; ``fd_channel`` is the descriptor channel. With
+    ``warm_spans`` (the trusted side will ask for CUPTI spans) CUPTI is loaded before the worker says it is ready
+    (:meth:`fibserve.bench.worker.kernel_span.SpanRecording.warm`)."""
     reader = os.fdopen(fd_in, "r", encoding="utf-8")
     writer = os.fdopen(fd_out, "w", encoding="utf-8")
     channel = socket.socket(fileno=fd_channel)
@@ -352,6 +355,8 @@ def serve(fd_in: int, fd_out: int, fd_channel: int, device: str) -> None:
         writer.flush()
 
     worker = Worker(device, channel)
+    if warm_spans:
+        worker.recording.warm()
     send({"ready": True, "pid": os.getpid(), "device": str(worker.device), "torch": torch.__version__})
     for line in reader:
         req = json.loads(line)

@@ -28,6 +28,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
+from fibserve.bench.worker.kernel_span import requested as spans_requested
 from fibserve.sandbox import ForkedProcess, Limits, Mounts, Sandbox, status
 from fibserve.sandbox import cgroup as cgroups
 
@@ -130,6 +131,7 @@ class Zygote:
             "tmp_bytes": limits.disk_bytes,
             "cpu_s": limits.cpu_s,
             "file_bytes": limits.file_bytes,
+            "warm_spans": self.device.startswith("cuda") and spans_requested(),
         }
         try:
             with self._lock:

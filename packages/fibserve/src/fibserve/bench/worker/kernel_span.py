@@ -22,9 +22,23 @@ The worker imports this module; it uses only torch and the standard library.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
 from typing import Any
+
+KERNEL_SPAN_ENV = "FIBSERVE_KERNEL_SPAN"
+"""``1`` in the evaluating process's environment turns the CUPTI spans on (:func:`requested`). Off by default: on
+the H200 the recording across a trial timed short kernels within 4% of CUPTI, but torch.matmul against itself read
+from 0.36 to 3.20 on it where CUDA events kept 49 of 50 runs within 1% (docs/gpu-results.md, eleventh session)."""
+
+
+def requested() -> bool:
+    """Whether the evaluating process asks its GPU workers for spans (``FIBSERVE_KERNEL_SPAN=1``). Read by the
+    trusted side only: the timing loop, and the pool, whose workers then load CUPTI as they start
+    (:meth:`SpanRecording.warm`)."""
+    return os.environ.get(KERNEL_SPAN_ENV, "0") == "1"
+
 
 Activity = tuple[str, float, float]
 """One GPU activity record: ``(name, start_us, end_us)``."""
@@ -69,6 +83,15 @@ class SpanRecording:
         except Exception:
             self._profile = None
             self.attempts = []
+
+    def warm(self) -> None:
+        """Load and initialise CUPTI now, with an empty recording started and stopped: a worker does this as it
+        starts when the trusted side will ask it for spans (:func:`requested`), so that a warm spare has paid
+        for it before it is handed out. The first start in a process took 7.07 s on the H100 machine (later
+        ones 1 ms; docs/gpu-results.md, twelfth session), and each evaluation's three workers paid it in their
+        first timed call: 10 to 21 s of the first trial."""
+        self.start(1)
+        self.finish("")
 
     def add(self, attempts: int) -> None:
         """Count one timed call of ``attempts`` attempts (ignored when the recording does not run)."""

@@ -108,7 +108,7 @@ def _become_worker(request: dict[str, Any], req_r: int, rep_w: int, channel: int
     sock.detach()
     from fibserve.bench.worker.entry import serve
 
-    serve(req_r, rep_w, channel, request["device"])
+    serve(req_r, rep_w, channel, request["device"], warm_spans=bool(request.get("warm_spans")))
 
 
 def _close_all_but(keep: set[int]) -> None:
