@@ -46,9 +46,9 @@ def test_an_overwrite_plan_given_to_cold_l2_is_used_as_is():
 
 
 def test_the_release_outlasts_a_burst_of_slow_host_calls_but_not_a_slow_candidate():
-    """On the H100, with CUPTI recording, a worker's host kept the gate waiting 0.25 to 1.6 ms on two or three
-    calls in a row once in a few dozen; under the former rule (two slow calls in a row) that turned the release
-    off for the rest of the evaluation, and every later call carried 50-240 us of host time."""
+    """On the H100, with CUPTI recording, a worker's host kept the gate waiting 0.25 to 1.56 ms on two calls in a
+    row once in 30 to 150 calls; under the former rule (two slow calls in a row) that turned the release off for
+    the rest of the evaluation, and the later calls carried a median 44 to 90 us of host time."""
     from fibserve.bench.worker import clock
 
     flush = ColdL2(torch.device("cpu"))

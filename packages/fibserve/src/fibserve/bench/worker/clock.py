@@ -75,9 +75,9 @@ SLOW_OF_WINDOW = 5
 """How many of the latest ``SLOW_WINDOW`` waiting calls may keep the gate waiting longer than
 ``RELEASE_HOST_MS`` before a :class:`ColdL2` stops using the release: a majority means the call is slow to
 queue; fewer are a host's passing delays, which the release absorbs. Until the twelfth session
-(docs/gpu-results.md) two such calls in a row turned the release off: on the H100 with CUPTI recording, waits
-of 0.25 to 1.6 ms came in bursts of two or three once in a few dozen calls, and turned it off for the rest of
-a worker's evaluation in 4 of 6 evaluations; its later calls carried 50 to 240 us of host time each."""
+(docs/gpu-results.md) two such calls in a row turned the release off: on the H100 with CUPTI recording, two
+waits of 0.25 to 1.56 ms in a row came once in 30 to 150 calls, and turned it off for the rest of a worker's
+evaluation in 4 of 5 evaluations; its later calls carried a median 44 to 90 us of host time each."""
 
 RELEASE_ENV = "FIBSERVE_L2_RELEASE"
 """``0`` in the evaluating process's environment turns the release off (the gate only holds for its time)."""
