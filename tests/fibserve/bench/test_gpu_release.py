@@ -106,6 +106,28 @@ def test_a_call_that_waits_on_the_gpu_from_the_host_is_timed_without_the_release
 
 @gpu
 @needs_gpu
+def test_stalls_in_warm_up_calls_leave_the_release_on():
+    """A kernel's first launch or a library's first workspace allocation stalls the release in the warm-up; on
+    the H100 a twin's warm-up at M=8192 left its release off for a whole evaluation (twelfth session)."""
+    from fibserve.bench.worker.clock import STALLS_BEFORE_OFF, ColdL2, time_call
+
+    device = torch.device("cuda:0")
+    flush = ColdL2(device)
+    x = torch.randn(1 << 20, device=device)
+
+    def syncing() -> None:
+        (x * 2).sum().item()
+
+    warm = [time_call(syncing, device, flush, warmup=True) for _ in range(STALLS_BEFORE_OFF + 1)]
+    assert all(t.attempts == 2 for t in warm)  # each stalled and was timed again
+    assert flush.waits
+    for _ in range(STALLS_BEFORE_OFF):  # the same stalls in timed calls turn it off
+        time_call(syncing, device, flush)
+    assert not flush.waits
+
+
+@gpu
+@needs_gpu
 def test_an_evaluation_says_which_side_was_timed_behind_the_release(trace_set, make_solution, tmp_path):
     """A candidate that waits on the GPU from the host in its call (``.item()``) cannot be queued behind the
     release; its result says so, and the baseline's calls (torch.add, queued whole) were released."""

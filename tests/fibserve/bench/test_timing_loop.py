@@ -127,6 +127,47 @@ def test_a_reference_that_does_not_load_is_a_twin_error(pool, trace_set, tmp_pat
     assert twin.worker is None
 
 
+def test_a_twin_that_cannot_share_its_buffers_once_is_replaced_not_blamed(
+    pool, trace_set, make_solution, monkeypatch
+):
+    """On the H100 a fresh twin's buffers once failed to open (cuIpcOpenMemHandle, CUresult 201); the blame
+    probe then found the twins working alone and refused the honest candidate. A fresh twin is asked once more."""
+    from fibserve.bench.timing import twin as twin_module
+    from fibserve.bench.worker.slots import AllocationRefused
+
+    definition, worker, data, _ = setup_vector_add(pool, trace_set, make_solution, "add_correct.py")
+    worker.kill()
+    notes: list[str] = []
+    twin = ReferenceTwin(pool, definition, resolve_config(definition), arch="sm_90a", note=notes.append)
+    real, asked = twin_module.allocate_slots, []
+
+    def first_open_fails(worker, *args, **kwargs):
+        asked.append(worker)
+        if len(asked) == 1:
+            raise AllocationRefused(
+                "cannot open the worker's CUDA IPC buffer: cuIpcOpenMemHandle failed (CUresult 201)"
+            )
+        return real(worker, *args, **kwargs)
+
+    monkeypatch.setattr(twin_module, "allocate_slots", first_open_fails)
+    try:
+        slots = twin.slots(data, 3, CPU)
+        assert len(slots.outputs) == 3
+        assert len(asked) == 2 and asked[1] is not asked[0] and not asked[0].alive and twin.worker is asked[1]
+        assert any("CUresult 201" in note for note in notes)
+        del slots
+
+        def never_opens(worker, *args, **kwargs):
+            raise AllocationRefused("cannot open the worker's CUDA IPC buffer")
+
+        monkeypatch.setattr(twin_module, "allocate_slots", never_opens)
+        with pytest.raises(TwinError, match="twice in a row"):  # what the blame probe then judges
+            twin.slots(data, 3, CPU)
+        assert twin.worker is None
+    finally:
+        twin.discard()
+
+
 def test_a_dead_twin_is_restarted_on_the_next_workload(pool, trace_set, make_solution, tmp_path):
     definition, worker, data, _ = setup_vector_add(pool, trace_set, make_solution, "add_correct.py")
     worker.kill()
@@ -230,3 +271,31 @@ def test_no_timed_call_sees_input_content_twice(pool, trace_set, make_solution):
     finally:
         worker.kill()
         twin.discard()
+
+
+def test_only_the_warm_up_requests_say_so(pool, trace_set, make_solution, monkeypatch):
+    """Warm-up calls are flagged so that their stalls (a kernel's first launch, a library's first workspace
+    allocation) do not turn the gate's release off for the timed calls (clock.time_call); on the H100 a twin's
+    warm-up at M=8192 left it off for a whole evaluation. Timed calls must not carry the flag."""
+    from fibserve.bench.timing import loop as loop_module
+
+    definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, "add_correct.py")
+    twin, twin_slots = _reference_twin(pool, definition, data)
+    config = resolve_config(definition, {"warmup": 2, "iterations": 4, "trials": 2})
+    real, sent = loop_module.worker_call, []
+
+    def recorded(target, request, *args, **kwargs):
+        sent.append((target is worker, request["repeat"], request["warmup"]))
+        return real(target, request, *args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "worker_call", recorded)
+    try:
+        measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
+    finally:
+        worker.kill()
+        twin.discard()
+    per_trial = len(sent) // 2
+    for trial in (sent[:per_trial], sent[per_trial:]):
+        warm, timed = trial[:3], trial[3:]
+        assert warm == [(True, 1, True), (True, 1, True), (False, 2, True)]  # the twin's in one request
+        assert len(timed) == 8 and not any(flag for _, _, flag in timed)

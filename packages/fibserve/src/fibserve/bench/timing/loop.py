@@ -138,8 +138,9 @@ class _TimingLoop:
     def budget_s(self) -> float:
         return self.config.timeouts.timing
 
-    def request(self, slot: int, input_set: int, repeat: int) -> dict[str, Any]:
-        """The timed call request for ``slot`` holding ``input_set``, ``repeat`` calls in a row."""
+    def request(self, slot: int, input_set: int, repeat: int, warmup: bool = False) -> dict[str, Any]:
+        """The timed call request for ``slot`` holding ``input_set``, ``repeat`` calls in a row (``warmup``:
+        their stalls do not turn the release off, :func:`fibserve.bench.worker.clock.time_call`)."""
         return {
             "slot": slot,
             "scalars": scalars(self.data, input_set),
@@ -148,9 +149,10 @@ class _TimingLoop:
             "l2_plan": list(self.l2_plan) if self.l2_plan else None,
             "kernel_span": self.kernel_span,
             "repeat": repeat,
+            "warmup": warmup,
         }
 
-    def candidate(self, slot: int, varied: Variation) -> WorkerTimes:
+    def candidate(self, slot: int, varied: Variation, warmup: bool = False) -> WorkerTimes:
         """One timed call of the candidate on ``slot`` with the inputs ``varied`` (written into the slot first),
         then the poison check and a sampled comparison.
 
@@ -170,7 +172,7 @@ class _TimingLoop:
             started = time.perf_counter()
             result = worker_call(
                 self.slots.worker,  # type: ignore[arg-type]
-                self.request(slot, input_set, 1),
+                self.request(slot, input_set, 1, warmup),
                 remaining,
                 f"timed call, input set {input_set}",
             )
@@ -218,7 +220,9 @@ class _TimingLoop:
             self.validated += 1
         return result
 
-    def compared(self, side_index: int, slot: int, varied: Variation, repeat: int = 1) -> WorkerTimes:
+    def compared(
+        self, side_index: int, slot: int, varied: Variation, repeat: int = 1, warmup: bool = False
+    ) -> WorkerTimes:
         """One timed call request to a comparator's twin on ``slot`` with the same inputs as the candidate's
         call it is paired with (``varied``); its first call of a trial is checked (baseline).
 
@@ -236,7 +240,7 @@ class _TimingLoop:
             self.probe.wait_idle()  # nothing the candidate left queued may run beside the comparator
             result = worker_call(
                 side.slots.worker,  # type: ignore[arg-type]
-                self.request(slot, input_set, repeat),
+                self.request(slot, input_set, repeat, warmup),
                 self.budget_s,
                 f"timed {side.role} call",
                 discount_post=True,
@@ -295,11 +299,15 @@ class _TimingLoop:
 
     def _warm_up(self, trial: int, holds: list[int]) -> None:
         for _ in range(self.config.warmup):  # one request per call: each gets inputs of its own
-            self._keep(-1, None, self.candidate(0, self.fresh(holds[0])))
+            self._keep(-1, None, self.candidate(0, self.fresh(holds[0]), warmup=True))
         for k, side in enumerate(self.sides):
             if side.warmup(trial, self.config):
                 self._keep(
-                    k, None, self.compared(k, 0, self.fresh(holds[0]), repeat=side.warmup(trial, self.config))
+                    k,
+                    None,
+                    self.compared(
+                        k, 0, self.fresh(holds[0]), repeat=side.warmup(trial, self.config), warmup=True
+                    ),
                 )
 
     def _interleave(self, holds: list[int]) -> None:

@@ -60,22 +60,33 @@ class ReferenceTwin:
 
     def slots(self, data: WorkloadData, count: int, device: torch.device) -> Slots:
         """Buffers in the twin, laid out like the candidate's ``count`` slots (starting the twin first when
-        needed).
+        needed). A twin that cannot share its buffers is replaced by a fresh one, asked once more: on the H100
+        (docs/gpu-results.md, twelfth session) a fresh twin's buffers once failed to open in this process
+        (``cuIpcOpenMemHandle``, CUresult 201) in 1 of 68 evaluations, and the blame probe that followed found
+        the twins working alone and refused the honest candidate beside them.
 
         Raises:
-            TwinError: the twin did not start, load the reference or share its buffers.
+            TwinError: the twin did not start or load the reference, or two twins in a row did not share
+                their buffers.
         """
-        if self.worker is not None and not self.worker.in_step:
-            self.discard("a request it left unanswered")
-        if self.worker is None or not self.worker.alive:
-            self.discard()
-            self._start()
-        assert self.worker is not None
-        try:
-            return allocate_slots(self.worker, data, count, device, self.config.timeouts.load)
-        except (WorkerError, AllocationRefused, OSError) as exc:
-            self.discard(f"a buffer allocation failure ({exc})")
-            raise TwinError(f"could not share buffers with the {self.role} timing worker: {exc}") from None
+        first: Exception | None = None
+        while True:
+            if self.worker is not None and not self.worker.in_step:
+                self.discard("a request it left unanswered")
+            if self.worker is None or not self.worker.alive:
+                self.discard()
+                self._start()
+            assert self.worker is not None
+            try:
+                return allocate_slots(self.worker, data, count, device, self.config.timeouts.load)
+            except (WorkerError, AllocationRefused, OSError) as exc:
+                self.discard(f"a buffer allocation failure ({exc})")
+                if first is not None:
+                    raise TwinError(
+                        f"could not share buffers with the {self.role} timing worker, twice in a row: {first}; "
+                        f"then, with a fresh one: {exc}"
+                    ) from None
+                first = exc
 
     def _start(self) -> None:
         started = time.monotonic()

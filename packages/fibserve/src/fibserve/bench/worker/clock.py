@@ -243,7 +243,11 @@ class Timed(NamedTuple):
 
 
 def time_call(
-    fn: Callable[[], object], device: torch.device, flush: ColdL2 | None, mark: bool = False
+    fn: Callable[[], object],
+    device: torch.device,
+    flush: ColdL2 | None,
+    mark: bool = False,
+    warmup: bool = False,
 ) -> Timed:
     """Run ``fn`` once, timed.
 
@@ -277,6 +281,11 @@ def time_call(
       slows the overwrite: the caller compares ``overwrite_ms`` with the reference's
       (:func:`fibserve.bench.timing.checks.overwrite_excess`).
 
+    A ``warmup`` call is timed the same way but does not count towards turning the release off
+    (:meth:`ColdL2.note_release`): first launches stall it (a new kernel's lazy loading, a library's first
+    workspace allocation), and on the H100 a twin's warm-up at M=8192 left its release off for a whole
+    evaluation (docs/gpu-results.md, twelfth session).
+
     - ``attempts``: 2 for a call timed again after its release stalled, else 1. Each attempt begins with the
       overwrite's gate kernels and, with ``mark``, ends with the gate's end mark (:meth:`ColdL2.mark`, after
       the last event): :mod:`fibserve.bench.worker.kernel_span` reads each call's GPU time between them.
@@ -292,7 +301,7 @@ def time_call(
         return _timed(fn, device, None, wait=False)[0]
     wait = flush.waits
     timed, stalled = _timed(fn, device, flush, wait=wait, mark=mark)
-    if wait:
+    if wait and not warmup:
         flush.note_release(stalled, flush.waited_ms())
     flush.released = wait and not stalled
     if stalled:

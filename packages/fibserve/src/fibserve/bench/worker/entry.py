@@ -23,7 +23,7 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
   into these buffers and reads outputs back; nothing else crosses, and this process never sees reference
   outputs or the seed secret;
 * ``{"op": "call", "slot", "scalars": {position: value}, "timed", "cold_l2", "l2_plan"?, "kernel_span"?,
-  "repeat", "audit_torch"?}`` ->
+  "repeat", "warmup"?, "audit_torch"?}`` ->
   ``{"ok": true, "ms": [...], "bound_ms": [...], "overwrite_ms": [...], "post_ms",
   "persisting_l2_bytes": [...], "l2_gate", "l2_release", "release_wait_ms": [...]}`` or ``{"ok": false, "error", "error_type", "errno", "status"?}`` (``errno`` of an ``OSError`` in
   the failure, else null); ``persisting_l2_bytes`` is the persisting-L2 carve-out each timed call left (reset
@@ -212,7 +212,9 @@ class Worker:
         else:  # nothing but recorded calls may run while CUPTI records: their spans are read first
             self.stop_recording()
         for _ in range(int(req.get("repeat", 1))):
-            timed = time_call(once, self.device, flush, mark=self.recording.on)
+            timed = time_call(
+                once, self.device, flush, mark=self.recording.on, warmup=bool(req.get("warmup"))
+            )
             self.recording.add(timed.attempts)
             released.append(flush is not None and flush.released)
             waited.append(flush.waited_ms() if flush is not None and flush.released else 0.0)

@@ -67,5 +67,8 @@ class CallRequest(TypedDict):
     l2_plan: NotRequired[list[float | int | bool] | None]
     """The trusted side's :class:`fibserve.bench.worker.clock.OverwritePlan` (passes, solo ms, gate, release)."""
     repeat: NotRequired[int]
+    warmup: NotRequired[bool]
+    """Warm-up calls: timed alike, but their stalls do not turn the gate's release off
+    (:func:`fibserve.bench.worker.clock.time_call`)."""
     audit_torch: NotRequired[bool]
     """Run the call under :class:`fibserve.bench.worker.torch_audit.TorchAudit` and report ``torch_ops``."""
