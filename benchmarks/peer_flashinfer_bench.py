@@ -390,8 +390,12 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC)
     rows = compare(peer, args.m, args.trials)
     trials = f"{args.trials} trials" if args.trials else "default trials"
+    from fibserve.bench.worker.kernel_span import requested
+
+    spans = "CUPTI spans on, FIBSERVE_KERNEL_SPAN=1" if requested() else "CUDA events, the spans off"
     header = (
-        f"FlashInfer-Bench {peer_version} (default config) and FIBServe (Evaluator('cuda:0'), default config), "
+        f"FlashInfer-Bench {peer_version} (default config) and FIBServe (Evaluator('cuda:0'), default config, "
+        f"{spans}), "
         f"{trials}, on {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
         f"{started:%Y-%m-%d %H:%M} UTC, commit {os.environ.get('GPU_COMMIT', 'unknown')}. GEMM: bf16 "
         f"C = A @ B.T, N = K = {N_K}; vector add: float32, N = {VECTOR_N}."

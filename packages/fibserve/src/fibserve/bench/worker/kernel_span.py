@@ -28,9 +28,11 @@ from collections.abc import Sequence
 from typing import Any
 
 KERNEL_SPAN_ENV = "FIBSERVE_KERNEL_SPAN"
-"""``1`` in the evaluating process's environment turns the CUPTI spans on (:func:`requested`). Off by default: on
-the H200 the recording across a trial timed short kernels within 4% of CUPTI, but torch.matmul against itself read
-from 0.36 to 3.20 on it where CUDA events kept 49 of 50 runs within 1% (docs/gpu-results.md, eleventh session)."""
+"""``1`` in the evaluating process's environment turns the CUPTI spans on (:func:`requested`). Still off by
+default. With them on (H100, 2026-12-05; docs/gpu-results.md, twelfth session) torch.matmul against itself kept
+43 of 44 evaluations within 1% on gemm_n7168_k5120 and 18 of 18 on attention, and FIBServe was ahead of
+FlashInfer-Bench on 9 of 9 lines; the GPU tests outside ``test_gpu_release.py`` have not yet run with them on,
+and some assert the CUDA-event basis."""
 
 
 def requested() -> bool:
