@@ -141,7 +141,7 @@ def test_a_candidates_span_counts_only_down_to_its_events_less_what_they_add_to_
     ("forged", "why"),
     [
         (0.0001, "far below"),
-        (0.0043 - 0.0026 - 0.0009, "just inside the old 1 us tolerance"),
+        (0.0043 - 0.0026 - 0.0009, "0.9 us under its events less the twin's figure"),
         (None, "spoiled"),
     ],
 )
@@ -156,11 +156,10 @@ def test_forged_or_spoiled_spans_gain_the_candidate_at_most_the_tolerance(
     facts = TimingFacts.of(cheated)
     assert facts.timing_basis == "device"
     assert facts.events_over_span_ms["reference"] == pytest.approx(0.0026)
-    assert cheated.latency_ms >= honest.latency_ms - checks.SPAN_TOLERANCE_MS - 1e-12, why
-    # at worst its events less the twin's 2.6 us less the tolerance, or the floor, whichever is more
+    # at worst its events less the twin's 2.6 us less the tolerance, or the floor, whichever is more: 0.87 us
     worst = max(0.00435 - 0.0026 - checks.SPAN_TOLERANCE_MS, checks.DEVICE_FLOOR * 0.00435)
     assert cheated.latency_ms >= worst - 1e-12, why
-    assert cheated.speedup_factor <= honest.speedup_factor * 0.00175 / worst * (1 + 1e-9), why
+    assert cheated.speedup_factor <= honest.speedup_factor * 2.02, why  # 1.75 us -> 0.87 us at worst
 
 
 def test_a_twin_that_cannot_give_its_spans_gives_none_and_is_not_blamed_on_anyone() -> None:
@@ -346,3 +345,42 @@ def test_warming_cupti_leaves_no_recording_running_and_no_calls_counted() -> Non
     recording.add(1)
     assert recording.finish(GATE) in ([None], [])  # no GPU here: nothing recorded, or no recording at all
     assert not recording.on
+
+
+@pytest.mark.parametrize(
+    ("device", "env", "warm"), [("cuda:0", "1", True), ("cuda:0", "0", False), ("cpu", "1", False)]
+)
+def test_a_gpu_worker_is_told_to_load_cupti_as_it_starts_only_when_spans_are_asked_for(
+    device: str, env: str, warm: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fibserve.bench.worker.forking import fork_request
+    from fibserve.bench.worker.kernel_span import KERNEL_SPAN_ENV
+    from fibserve.sandbox import WORKER_LIMITS
+
+    monkeypatch.setenv(KERNEL_SPAN_ENV, env)
+    assert fork_request(device, WORKER_LIMITS)["warm_spans"] is warm
+
+
+def test_the_worker_tells_its_clock_which_calls_are_warm_ups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warm-up stalls must not turn the gate's release off (clock.time_call); the flag travels from the request
+    to the clock here, which no CPU timing shows (the clock looks at the gate only on a GPU)."""
+    from fibserve.bench.worker import entry
+    from fibserve.bench.worker.clock import Timed
+
+    seen = []
+
+    def clock(fn, device, flush, mark=False, warmup=False):
+        fn()
+        seen.append(warmup)
+        return Timed(0.01, 0.01, 0.0)
+
+    monkeypatch.setattr(entry, "time_call", clock)
+    worker = entry.Worker("cpu")
+    worker.fn = lambda: None
+    worker.slots = [{"inputs": [], "outputs": []}]
+    for flag in (True, False, None):
+        request = {"op": "call", "slot": 0, "scalars": {}, "timed": True, "repeat": 2}
+        if flag is not None:
+            request["warmup"] = flag
+        assert worker.call(request)["ok"]  # type: ignore[arg-type]
+    assert seen == [True, True, False, False, False, False]

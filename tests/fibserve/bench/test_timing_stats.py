@@ -57,8 +57,10 @@ def test_the_release_outlasts_a_burst_of_slow_host_calls_but_not_a_slow_candidat
     for waited in [quick] * 20 + [slow, slow, slow] + [quick] * 20 + [slow, slow]:
         flush.note_release(False, waited)
     assert flush.waits  # passing delays: still released
-    for _ in range(clock.SLOW_OF_WINDOW - 2):  # now slow on most calls: a candidate slow to queue its call
+    for _ in range(clock.SLOW_OF_WINDOW - 3):
         flush.note_release(False, slow)
+    assert flush.waits  # one slow call short of a majority of the window
+    flush.note_release(False, slow)  # now slow on most calls: a candidate slow to queue its call
     assert not flush.waits
 
     stalling = ColdL2(torch.device("cpu"))

@@ -52,6 +52,7 @@ def solo_probe(
         "cold_l2": config.cold_l2,
         "l2_plan": list(l2_plan) if l2_plan else None,
         "repeat": 1,
+        "warmup": True,  # the twins are kept for the timing: a first launch's stall here must not count
     }
     try:
         sides = twins.sides(data, count, device, plan)

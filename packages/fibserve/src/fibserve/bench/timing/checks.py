@@ -104,13 +104,16 @@ session)."""
 
 SPAN_TOLERANCE_MS = 0.002
 """How far (ms) a candidate's span may fall below its event time less what the events add to the twin's spans.
-What events add differs between two honest workers of the same construction: with torch.matmul at M=70 against
-itself (both sides' spans 26.8 us), the candidate's events added 3.20 to 3.49 us (medians) and the twin's 2.46
-to 2.66 us, 0.6 to 0.96 us more in each of 24 evaluations on the H200 and the H100 (docs/gpu-results.md, eleventh
-and twelfth sessions; the cause is not known: neither warm spares, the busy probe, nor pausing the twins moved
-it). At 0.5 us this hold lifted the honest candidate by about 0.3 us and read its speedup as 0.985-0.993. A
-candidate that forges its spans alone gains at most this much a call; one that forges its reply's CUDA-event
-times too is bounded only by the round-trip check (docs/security.md, "What the timing cannot see")."""
+What events add differs between two honest workers of the same construction, both sides' spans alike: with
+torch.matmul against itself the candidate's events added 0.54 to 0.93 us more than the twin's at M=70, 232 and
+972, and -0.10 to +0.13 us at M=2379 and 8192 (44 evaluations on an H100 at 2d28be3); at M=70 on the H200, 3.23
+to 3.39 us against 2.46 to 2.62 us (12 evaluations), and 3.20 to 3.42 against 2.46 to 2.62 in the eleventh
+session (docs/gpu-results.md, eleventh and twelfth sessions). The cause is not known: neither warm spares, the
+busy probe, nor pausing the twins moved it. At 0.5 us this hold lifted the honest candidate by about 0.3 us
+and read its speedup as 0.985 to 0.993 at M=70. A candidate that forges its spans alone gains at most this
+much a call, or down to ``DEVICE_FLOOR`` of its event time for a kernel whose events are under about 5 us
+(a 1.75 us add could then read 2x faster); one that forges its reply's CUDA-event times too is bounded only
+by the round-trip check (docs/security.md, "What the timing cannot see")."""
 
 
 def device_times(ms: list[float], bound: list[float], device: list[float], below: float) -> list[float]:

@@ -60,14 +60,16 @@ class ReferenceTwin:
 
     def slots(self, data: WorkloadData, count: int, device: torch.device) -> Slots:
         """Buffers in the twin, laid out like the candidate's ``count`` slots (starting the twin first when
-        needed). A twin that cannot share its buffers is replaced by a fresh one, asked once more: on the H100
+        needed). A twin whose buffers cannot be opened here (:class:`AllocationRefused`) is replaced by a fresh
+        one, asked once more (a twin that died or did not answer is not: a candidate that keeps the GPU busy
+        would double the wait before the blame probe): on the H100
         (docs/gpu-results.md, twelfth session) a fresh twin's buffers once failed to open in this process
         (``cuIpcOpenMemHandle``, CUresult 201) in 1 of 68 evaluations, and the blame probe that followed found
         the twins working alone and refused the honest candidate beside them.
 
         Raises:
-            TwinError: the twin did not start or load the reference, or two twins in a row did not share
-                their buffers.
+            TwinError: the twin did not start or load the reference, did not answer its allocation, or two
+                twins in a row could not share their buffers.
         """
         first: Exception | None = None
         while True:
@@ -81,10 +83,10 @@ class ReferenceTwin:
                 return allocate_slots(self.worker, data, count, device, self.config.timeouts.load)
             except (WorkerError, AllocationRefused, OSError) as exc:
                 self.discard(f"a buffer allocation failure ({exc})")
-                if first is not None:
+                if first is not None or not isinstance(exc, AllocationRefused):
+                    again = f", twice in a row: {first}; then, with a fresh one" if first is not None else ""
                     raise TwinError(
-                        f"could not share buffers with the {self.role} timing worker, twice in a row: {first}; "
-                        f"then, with a fresh one: {exc}"
+                        f"could not share buffers with the {self.role} timing worker{again}: {exc}"
                     ) from None
                 first = exc
 

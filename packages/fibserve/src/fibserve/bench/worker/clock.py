@@ -258,9 +258,10 @@ def time_call(
     the gate, so ``fn`` runs from a full queue and no host launch latency is timed (a short kernel's time
     is then its GPU time plus the events' own). If the gate gave up waiting before its release (``fn`` waited
     on the GPU from the host, or took longer than ``RELEASE_WAIT_MS`` to queue), the call is timed again
-    without the release (after ``STALLS_BEFORE_OFF`` such calls in a row, or calls that kept the gate waiting
-    longer than ``RELEASE_HOST_MS``, the release is not used again; :attr:`ColdL2.released` says whether the
-    latest call was released). Without the release the overwrite is enqueued *after* the synchronize so
+    without the release (after ``STALLS_BEFORE_OFF`` such calls in a row, or once ``SLOW_OF_WINDOW`` of the
+    last ``SLOW_WINDOW`` calls stalled or kept the gate waiting longer than ``RELEASE_HOST_MS``, the release is
+    not used again, :meth:`ColdL2.note_release`; warm-up calls do not count; :attr:`ColdL2.released` says
+    whether the latest call was released). Without the release the overwrite is enqueued *after* the synchronize so
     that the host reaches ``fn``'s launch while the GPU is still busy: host launch latency shorter than the
     overwrite is then not timed (benchmarks/launch_latency.py).
 

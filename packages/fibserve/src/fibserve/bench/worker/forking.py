@@ -27,6 +27,7 @@ import struct
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from fibserve.bench.worker.kernel_span import requested as spans_requested
 from fibserve.sandbox import ForkedProcess, Limits, Mounts, Sandbox, status
@@ -40,6 +41,22 @@ def own_pid_namespace(device: str) -> bool:
     """Whether a worker for ``device`` gets a PID namespace of its own: not on a GPU, where the CUDA driver
     needs its PID to match the zygote's ``/proc`` (:mod:`fibserve.sandbox.nest`)."""
     return not device.startswith("cuda")
+
+
+def fork_request(device: str, limits: Limits) -> dict[str, Any]:
+    """The zygote's fork request for a worker on ``device`` with ``limits`` (the JSON part; the descriptors go
+    beside it): whether to isolate it and in which PID namespace, its limits, and ``warm_spans``, whether it
+    loads CUPTI as it starts (a GPU worker when ``FIBSERVE_KERNEL_SPAN=1``,
+    :func:`fibserve.bench.worker.kernel_span.requested`)."""
+    return {
+        "device": device,
+        "isolate": status().mode == "bwrap",
+        "pid_namespace": own_pid_namespace(device),
+        "tmp_bytes": limits.disk_bytes,
+        "cpu_s": limits.cpu_s,
+        "file_bytes": limits.file_bytes,
+        "warm_spans": device.startswith("cuda") and spans_requested(),
+    }
 
 
 class ZygoteError(RuntimeError):
@@ -124,15 +141,7 @@ class Zygote:
         channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         channel.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         ends = [req_r, rep_w, worker_end.fileno(), out_w, status_w]
-        request = {
-            "device": self.device,
-            "isolate": status().mode == "bwrap",
-            "pid_namespace": own_pid_namespace(self.device),
-            "tmp_bytes": limits.disk_bytes,
-            "cpu_s": limits.cpu_s,
-            "file_bytes": limits.file_bytes,
-            "warm_spans": self.device.startswith("cuda") and spans_requested(),
-        }
+        request = fork_request(self.device, limits)
         try:
             with self._lock:
                 socket.send_fds(self._control, [json.dumps(request).encode()], ends)

@@ -68,9 +68,10 @@ class SpanRecording:
 
     def start(self, passes: int) -> None:
         """Start recording (no-op when it runs); each attempt begins with ``passes`` gate kernels and ends with
-        the gate's end mark. The worker's first start also initialises CUPTI (about a second on this project's
-        CPU machine): it comes with the first timed request that asks for spans, a warm-up, before its calls
-        are timed, and a worker that is never asked never loads CUPTI."""
+        the gate's end mark. The first start in a process also initialises CUPTI (7.07 s on the H100 machine):
+        a worker whose fork request said spans will be asked for has done it as it started (:meth:`warm`);
+        another pays it in its first timed request that asks for spans, a warm-up. A GPU worker loads CUPTI
+        only with ``FIBSERVE_KERNEL_SPAN=1`` (:func:`requested`)."""
         if self._profile is not None:
             return
         self.attempts, self.passes = [], max(1, int(passes))
