@@ -108,7 +108,7 @@ def test_a_call_that_waits_on_the_gpu_from_the_host_is_timed_without_the_release
 @needs_gpu
 def test_stalls_in_warm_up_calls_leave_the_release_on():
     """A kernel's first launch or a library's first workspace allocation stalls the release in the warm-up; on
-    the H100 a twin's warm-up at M=8192 left its release off for a whole evaluation (twelfth session)."""
+    the H100 a twin's release was off for most calls of the first evaluation of M=8192 (twelfth session)."""
     from fibserve.bench.worker.clock import STALLS_BEFORE_OFF, ColdL2, time_call
 
     device = torch.device("cuda:0")

@@ -276,7 +276,7 @@ def test_no_timed_call_sees_input_content_twice(pool, trace_set, make_solution):
 def test_only_the_warm_up_requests_say_so(pool, trace_set, make_solution, monkeypatch):
     """Warm-up calls are flagged so that their stalls (a kernel's first launch, a library's first workspace
     allocation) do not turn the gate's release off for the timed calls (clock.time_call); on the H100 a twin's
-    warm-up at M=8192 left it off for a whole evaluation. Timed calls must not carry the flag."""
+    release was off for most calls of the first evaluation of M=8192. Timed calls must not carry the flag."""
     from fibserve.bench.timing import loop as loop_module
 
     definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, "add_correct.py")

@@ -284,8 +284,8 @@ def time_call(
 
     A ``warmup`` call is timed the same way but does not count towards turning the release off
     (:meth:`ColdL2.note_release`): first launches stall it (a new kernel's lazy loading, a library's first
-    workspace allocation), and on the H100 a twin's warm-up at M=8192 left its release off for a whole
-    evaluation (docs/gpu-results.md, twelfth session).
+    workspace allocation), and on the H100 a twin's release was off for most of the calls of the first
+    evaluation of M=8192, where its first launches happen (docs/gpu-results.md, twelfth session).
 
     - ``attempts``: 2 for a call timed again after its release stalled, else 1. Each attempt begins with the
       overwrite's gate kernels and, with ``mark``, ends with the gate's end mark (:meth:`ColdL2.mark`, after
