@@ -195,19 +195,20 @@ def _table(result: dict) -> list[str]:
             "",
             f"### {axes}",
             "",
-            "| run | speedup | pairs p10 | pairs p90 | ratio of medians | candidate ms (p10-p90) | baseline ms | vs reference | roofline | SM MHz start/end | W start/end | C start/end |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| run | speedup | pairs p10 | pairs p90 | ratio of medians | candidate ms (p10-p90) | baseline ms | vs reference | roofline | SM MHz start/end | W start/end | C start/end | basis | released candidate/baseline | s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in w["runs"]:
             if "speedup" not in r:
-                lines.append(f"| {r['run']} | error: {r['error'][:80]} | | | | | | | | | | |")
+                lines.append(f"| {r['run']} | error: {r['error'][:80]} | | | | | | | | | | | | | |")
                 continue
             c, f = r["candidate_ms"], r["reference_ms"]
             lines.append(
                 f"| {r['run']} | {r['speedup']:.4f} | {r['speedup_p10']:.4f} | {r['speedup_p90']:.4f} | "
                 f"{r['ratio_of_medians']:.4f} | {c['median']:.4f} ({c['p10']:.4f}-{c['p90']:.4f}) | {f['median']:.4f} | "
                 f"{r['vs_reference']} | {r['roofline_fraction']} | {r['sm_clock_start']}/{r['sm_clock_end']} | {r['power_start_w']}/{r['power_end_w']} | "
-                f"{r['temp_start_c']}/{r['temp_end_c']} |"
+                f"{r['temp_start_c']}/{r['temp_end_c']} | {r['timing_basis']} | "
+                f"{r['candidate_released']}/{r['reference_released']} | {r['wall_s']} |"
             )
     return lines
 

@@ -41,6 +41,7 @@ def test_the_table_gives_one_verdict_line_per_workload_then_its_runs(script) -> 
         "candidate_ms": {"median": 0.03, "p10": 0.029, "p90": 0.031}, "reference_ms": {"median": 0.0301},
         "vs_reference": 40.0, "roofline_fraction": 0.4, "sm_clock_start": 1980, "sm_clock_end": 1980,
         "power_start_w": 120, "power_end_w": 300, "temp_start_c": 40, "temp_end_c": 45,
+        "timing_basis": "device", "candidate_released": True, "reference_released": False, "wall_s": 3.1,
     }  # fmt: skip
     result = {
         "definition": "gemm_n7168_k5120",
@@ -60,7 +61,9 @@ def test_the_table_gives_one_verdict_line_per_workload_then_its_runs(script) -> 
     assert lines[4] == "| aaaaaaaa | M=70 | 1.004 | 1.004 | yes |"
     assert lines[5] == "| bbbbbbbb | M=232 | None | None | no |"
     assert "### M=70" in lines and "### M=232" in lines
-    assert any(line.startswith("| 0 | 1.0040 |") for line in lines)
+    assert any(
+        line.startswith("| 0 | 1.0040 |") and line.endswith("| device | True/False | 3.1 |") for line in lines
+    )
     assert any(line.startswith("| 0 | error: RUNTIME_ERROR |") for line in lines)
 
 
