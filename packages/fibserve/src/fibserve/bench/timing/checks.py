@@ -122,7 +122,8 @@ def device_times(ms: list[float], bound: list[float], device: list[float], below
     is the call's CUDA-event time and ``bound`` its upper bound. The candidate's worker runs its code, which may
     forge its spans, so ``below`` is what the events add to the primary comparator's spans
     (:func:`events_over_span`) plus ``SPAN_TOLERANCE_MS``: a candidate that forges low spans gains at most
-    ``SPAN_TOLERANCE_MS`` a call, and one that spoils them is timed the same way. (An honest call whose events
+    ``SPAN_TOLERANCE_MS`` a call, or down to ``DEVICE_FLOOR`` of its event time where that is higher (kernels
+    whose events are under about 5 us), and one that spoils them is timed the same way. (An honest call whose events
     hold host time, one timed without the gate's release, is held above its span too.)"""
     return [min(max(d, m - below, DEVICE_FLOOR * m), b) for m, b, d in zip(ms, bound, device, strict=True)]
 
