@@ -74,3 +74,26 @@ def test_kill_tree_kills_the_orphan_its_reaper_kept(tree) -> None:
     kill_tree(root.pid)
     root.wait()
     assert wait_until_gone(marker) == []
+
+
+def test_a_late_stop_spares_the_process_that_took_the_reaped_trees_number() -> None:
+    """Once a sandbox's first process is reaped, the kernel may hand its pid to any new process (pid_max is
+    32768 here); a stop after that (a cancel from another thread once the worker died) used to killpg the number
+    and so a stranger's process group. The reuse is staged: the stranger's pid is put where the reaped one was."""
+    from fibserve.sandbox import Mounts, Sandbox, SandboxUnavailable
+
+    try:
+        box = Sandbox([sys.executable, "-c", "pass"], mounts=Mounts(python=True))
+    except SandboxUnavailable as exc:
+        pytest.skip(f"needs the sandbox: {exc}")
+    assert box.wait(60) == 0  # reaped here: the number is free
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        box.proc.pid = stranger.pid  # what the kernel's reuse of the number amounts to
+        box.stop()
+        with pytest.raises(subprocess.TimeoutExpired):
+            stranger.wait(0.5)  # still running
+    finally:
+        stranger.kill()
+        stranger.wait()
+        box.close()

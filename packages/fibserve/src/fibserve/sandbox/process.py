@@ -180,16 +180,24 @@ class Sandbox:
         return self.proc.poll() is None
 
     def stop(self, hit: LimitHit | None = None) -> None:
-        """Kill the whole tree now, recording ``hit`` as the reason when it is the first."""
+        """Kill the whole tree now, recording ``hit`` as the reason when it is the first.
+
+        The tree's pid and the process group it leads are signalled by number only while they still name this
+        tree: once its first process has been reaped the kernel may give the number to any new process (pid_max
+        is 32768 on the development machine, and a test run starts tens of thousands), so a late stop (a cancel
+        from another thread, after the worker died) would kill a stranger's process group. What is left then is
+        the cgroup's to kill, and a bubblewrap tree's PID namespace died with its first process."""
         with self._lock:
             if hit is not None and self._hit is None:
                 self._hit = hit
-        if isinstance(
-            self.proc, ForkedProcess
-        ):  # no PID namespace of its own may end its tree (a GPU worker)
-            kill_tree(self.proc.pid)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        if isinstance(self.proc, ForkedProcess):  # reaped by its own parent: alive is the only safe state
+            if self.proc.poll() is None:  # no PID namespace of its own may end its tree (a GPU worker)
+                kill_tree(self.proc.pid)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+        elif self.proc.returncode is None:  # not reaped here yet: alive, or a zombie that holds its number
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         if self.cgroup is not None:
             self.cgroup.kill()
 
