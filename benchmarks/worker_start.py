@@ -4,7 +4,9 @@
 1. Forked: ``--workers`` (default 30) workers started one after another on ``--device`` (``cpu``, or
    ``cuda:0``, where start includes the CUDA context and the cold-L2 gate kernel), each timed from the request
    to its ready message (:meth:`fibserve.bench.worker.pool.WorkerProcess.wait_ready`), then discarded. The first
-   start also starts the zygote and is reported on its own. Goal: p50 under 100 ms.
+   start also starts the zygote and is reported on its own. Goal: p50 under 100 ms. The ready message's own
+   steps (``start_ms``: the CUDA context, the gate kernel, CUPTI with ``FIBSERVE_KERNEL_SPAN=1``) are reported
+   too, and how many workers took the gate kernel's build from the zygote's seed.
 2. Fresh: ``--fresh`` (default 5) bubblewrap sandboxes running a new Python that imports torch and the worker
    module, which is what every worker start cost before the zygote.
 3. Evaluations: ``--evaluations`` (default 20) CPU evaluations of a Python vector add on one Evaluator with a warm
@@ -38,20 +40,35 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def forked_starts(device: str, count: int) -> tuple[float, list[float]]:
-    """The first start (zygote included) and the next ``count`` starts, in ms."""
+def forked_starts(device: str, count: int) -> tuple[float, list[float], list[dict]]:
+    """The first start (zygote included) and the next ``count`` starts, in ms, and every start's ready message
+    (its ``start_ms`` steps and ``gate_seeded``)."""
     from fibserve.bench.worker.pool import WorkerProcess
 
-    times = []
+    times, ready = [], []
     for index in range(count + 1):
         start = time.perf_counter()
         worker = WorkerProcess(device)
         forked = time.perf_counter()
-        worker.wait_ready(300)
+        ready.append(worker.wait_ready(300))
         times.append((time.perf_counter() - start) * 1e3)
-        print(f"start {index}: {times[-1]:.1f} ms (fork {(forked - start) * 1e3:.1f} ms)", flush=True)
+        steps = ", ".join(f"{name} {ms:.1f}" for name, ms in ready[-1].get("start_ms", {}).items())
+        print(
+            f"start {index}: {times[-1]:.1f} ms (fork {(forked - start) * 1e3:.1f} ms"
+            f"{'; ' + steps if steps else ''}; gate seeded: {ready[-1].get('gate_seeded')})",
+            flush=True,
+        )
         worker.kill()
-    return times[0], times[1:]
+    return times[0], times[1:], ready
+
+
+def step_medians(ready: list[dict]) -> dict[str, float]:
+    """The median of each start step (ms) over the forked starts' ready messages."""
+    names = sorted({name for message in ready for name in message.get("start_ms", {})})
+    return {
+        name: statistics.median(m["start_ms"][name] for m in ready if name in m.get("start_ms", {}))
+        for name in names
+    }
 
 
 def fresh_starts(device: str, count: int) -> list[float]:
@@ -130,7 +147,9 @@ def main() -> int:
     out = Path(os.environ.get("OUT", "bench-results"))
     out.mkdir(parents=True, exist_ok=True)
 
-    first, forked = forked_starts(args.device, args.workers)
+    first, forked, ready = forked_starts(args.device, args.workers)
+    steps = step_medians(ready[1:])
+    seeded = sum(bool(message.get("gate_seeded")) for message in ready[1:])
     fresh = fresh_starts(args.device, args.fresh) if args.fresh else []
     evaluations = cpu_evaluations(args.evaluations) if args.evaluations else None
     p50 = statistics.median(forked)
@@ -140,6 +159,8 @@ def main() -> int:
         "load_average": os.getloadavg(),
         "first_start_ms": first,
         "forked_ms": {"p50": p50, "p90": percentile(forked, 0.9), "max": max(forked), "count": len(forked)},
+        "forked_step_ms_p50": steps,
+        "gate_seeded": seeded,
         "fresh_ms": {"p50": statistics.median(fresh), "max": max(fresh), "count": len(fresh)}
         if fresh
         else None,
@@ -155,6 +176,12 @@ def main() -> int:
         f"- forked: p50 {p50:.1f} ms, p90 {result['forked_ms']['p90']:.1f} ms, max {max(forked):.1f} ms"
         f" over {len(forked)} (goal p50 < {GOAL_P50_MS:.0f} ms: {'PASS' if result['pass'] else 'FAIL'})",
     ]
+    if steps:
+        lines.append(
+            "- forked, the worker's own steps (p50): "
+            + ", ".join(f"{name} {ms:.1f} ms" for name, ms in steps.items())
+            + f"; gate kernel from the zygote's seed in {seeded} of {len(forked)}"
+        )
     if fresh:
         lines.append(
             f"- fresh sandbox importing torch: p50 {statistics.median(fresh):.0f} ms over {len(fresh)}"

@@ -262,3 +262,68 @@ def test_nothing_a_candidate_sets_in_its_cuda_context_reaches_the_next(trace_set
     for report in reports:
         evaluation = _evaluation(report)
         assert evaluation.status is EvaluationStatus.PASSED, evaluation.log
+
+
+TRITON_CACHE_POISON = """import os
+
+for root, _dirs, names in os.walk(os.environ["TRITON_CACHE_DIR"]):
+    for name in names:  # replaced, not rewritten in place: this worker's own gate has its libraries mapped
+        with open(os.path.join(root, name + ".new"), "wb") as handle:
+            handle.write(b"planted by the last candidate")
+        os.replace(os.path.join(root, name + ".new"), os.path.join(root, name))
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
+
+TRITON_CACHE_FINDS_POISON = """import os
+
+files = [os.path.join(root, name) for root, _dirs, names in os.walk(os.environ["TRITON_CACHE_DIR"]) for name in names]
+if not files:
+    raise RuntimeError("SEED MISSING: this worker's Triton cache is empty")
+planted = [path for path in files if open(path, "rb").read(8) == b"planted "]
+if planted:
+    raise RuntimeError(f"ISOLATION BROKEN: the last candidate's cache files reached this worker: {planted}")
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+def test_every_gpu_worker_takes_the_gate_kernel_from_the_zygotes_seed() -> None:
+    from fibserve.bench.worker.pool import WorkerProcess
+
+    for _ in range(3):
+        worker = WorkerProcess("cuda:0")
+        try:
+            ready = worker.wait_ready(300)
+        finally:
+            worker.kill()
+        assert ready["gate_seeded"] is True, ready
+        assert set(ready["start_ms"]) >= {"context", "gate"}, ready
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+def test_a_candidate_that_spoils_its_triton_cache_leaves_the_next_workers_intact(
+    trace_set, tmp_path: Path
+) -> None:
+    config = tmp_path / "no-policy.yaml"
+    config.write_text("defaults:\n  enforce_source_policy: false\n")
+    definition = trace_set.definition("vector_add_f32")
+    workload = min(trace_set.workloads_for("vector_add_f32"), key=lambda w: w.axes["N"])
+    with Evaluator("cuda:0", warm_spare=True, config_path=config) as evaluator:
+        reports = [
+            evaluator.evaluate(definition, _solution(name, source, "sm_90a"), [workload])
+            for name, source in (
+                ("spoils", TRITON_CACHE_POISON),
+                ("finds spoiled", TRITON_CACHE_FINDS_POISON),
+            )
+        ]
+    for report in reports:
+        evaluation = _evaluation(report)
+        assert evaluation.status is EvaluationStatus.PASSED, evaluation.log

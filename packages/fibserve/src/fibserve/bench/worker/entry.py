@@ -8,8 +8,10 @@ drains, keeping only the start and the end.
 
 Requests (trusted -> worker) and replies (worker -> trusted), one JSON object per line:
 
-* on start the worker sends ``{"ready": true, "pid", "device", "torch"}`` once torch (and CUDA) are up, and
-  CUPTI too when its fork request said the trusted side will ask for spans (``warm_spans``);
+* on start the worker sends ``{"ready": true, "pid", "device", "torch", "start_ms", "gate_seeded"}`` once torch
+  (and CUDA, and the gate kernel) are up, and CUPTI too when its fork request said the trusted side will ask for
+  spans (``warm_spans``); ``start_ms`` times those steps, ``gate_seeded`` says whether the gate kernel's build
+  came from the zygote's seed (:mod:`fibserve.bench.worker.gate_seed`);
 * ``{"op": "load", "language", "entry_file", "symbol", "dps", "arity", "files"}`` (plus ``"package"`` for a
   Python/Triton package and ``"cast_outputs"`` for the reference's timing twin), after the trusted side sent
   one sealed memfd per name in ``files`` over the descriptor channel: the library (``solution.so``) or the
@@ -81,10 +83,16 @@ class Worker:
         self.channel = channel
         """The descriptor channel: the trusted side's memfds arrive here (:mod:`fibserve.bench.worker.handover`);
         None in the tool runner, which reads the build products from read-only mounts instead."""
+        self.start_ms: dict[str, float] = {}
+        """How long each step of this worker's start took (ms): ``context``, ``gate`` and, with spans asked
+        for, ``cupti`` (:func:`serve`)."""
         if self.device.type == "cuda":
+            began = time.perf_counter()
             torch.cuda.set_device(self.device)
             torch.zeros(1, device=self.device)  # create the context now, off the critical path
+            built = time.perf_counter()
             warm_gate(self.device, GATE_HOLD_MS)  # and compile the gated cold-L2 overwrite (l2_state)
+            self.start_ms = {"context": (built - began) * 1e3, "gate": (time.perf_counter() - built) * 1e3}
         self.fn: Any = None
         self.dps = True
         self.cast_outputs = False
@@ -344,10 +352,14 @@ def _os_errno(exc: BaseException | None) -> int | None:
     return None
 
 
-def serve(fd_in: int, fd_out: int, fd_channel: int, device: str, *, warm_spans: bool = False) -> None:
+def serve(
+    fd_in: int, fd_out: int, fd_channel: int, device: str, *, warm_spans: bool = False, seeded: bool = False
+) -> None:
     """Answer requests until ``exit`` or end of input; ``fd_channel`` is the descriptor channel. With
     ``warm_spans`` (the trusted side will ask for CUPTI spans) CUPTI is loaded before the worker says it is ready
-    (:meth:`fibserve.bench.worker.kernel_span.SpanRecording.warm`)."""
+    (:meth:`fibserve.bench.worker.kernel_span.SpanRecording.warm`). ``seeded``: the zygote's build of the gate
+    kernel was copied into this worker's Triton cache (:mod:`fibserve.bench.worker.gate_seed`); the ready
+    message says so, with the start's steps in ms (``start_ms``)."""
     reader = os.fdopen(fd_in, "r", encoding="utf-8")
     writer = os.fdopen(fd_out, "w", encoding="utf-8")
     channel = socket.socket(fileno=fd_channel)
@@ -358,8 +370,19 @@ def serve(fd_in: int, fd_out: int, fd_channel: int, device: str, *, warm_spans: 
 
     worker = Worker(device, channel)
     if warm_spans:
+        began = time.perf_counter()
         worker.recording.warm()
-    send({"ready": True, "pid": os.getpid(), "device": str(worker.device), "torch": torch.__version__})
+        worker.start_ms["cupti"] = (time.perf_counter() - began) * 1e3
+    send(
+        {
+            "ready": True,
+            "pid": os.getpid(),
+            "device": str(worker.device),
+            "torch": torch.__version__,
+            "start_ms": worker.start_ms,
+            "gate_seeded": seeded,
+        }
+    )
     for line in reader:
         req = json.loads(line)
         op = req.get("op")

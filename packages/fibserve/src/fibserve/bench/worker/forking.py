@@ -89,6 +89,7 @@ class Zygote:
         self._lock = threading.Lock()
         control, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         argv = [sys.executable, "-m", "fibserve.bench.worker.zygote", "--control", str(zygote_end.fileno())]
+        argv += ["--device", device]
         try:
             self.sandbox = Sandbox(
                 argv,

@@ -3,7 +3,9 @@
 Started by :mod:`fibserve.bench.worker.pool` as ``python -m fibserve.bench.worker.zygote --control FD --device D``
 inside a :class:`fibserve.sandbox.Sandbox` like any worker's. It imports torch, Triton and the worker's own
 modules once (about 2 CPU-seconds that every worker used to pay) and initialises nothing on the GPU (a CUDA
-context does not survive ``fork``), then forks one worker per request and never runs candidate code itself.
+context does not survive ``fork``), then forks one worker per request and never runs candidate code itself. On a GPU it first has a child of
+its own build the cold-L2 gate kernel into a Triton cache that each worker copies into its own
+(:mod:`fibserve.bench.worker.gate_seed`).
 
 The control socket carries one request per fork: a JSON object and, by ``SCM_RIGHTS``, five descriptors the
 trusted side made: the worker's request pipe (read end), its reply pipe (write end), its descriptor channel,
@@ -26,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -48,9 +51,9 @@ def _preload() -> None:
         import triton.language  # noqa: F401
 
 
-def _worker(request: dict[str, Any], fds: list[int]) -> None:
+def _worker(request: dict[str, Any], fds: list[int], seed: str | None) -> None:
     """The first child of a fork request: isolate, fork the worker (PID 1 of its namespaces), report its exit
-    code. Never returns."""
+    code; ``seed`` is the gate kernel's Triton cache (:mod:`fibserve.bench.worker.gate_seed`). Never returns."""
     req_r, rep_w, channel, out_w, status_w = fds
     try:
         if request.get("isolate", True):
@@ -71,22 +74,26 @@ def _worker(request: dict[str, Any], fds: list[int]) -> None:
         os._exit(0)
     os.close(status_w)
     try:
-        _become_worker(request, req_r, rep_w, channel, out_w)
+        _become_worker(request, req_r, rep_w, channel, out_w, seed)
     except BaseException:
         traceback.print_exc()
         os._exit(125)
     os._exit(0)
 
 
-def _become_worker(request: dict[str, Any], req_r: int, rep_w: int, channel: int, out_w: int) -> None:
+def _become_worker(
+    request: dict[str, Any], req_r: int, rep_w: int, channel: int, out_w: int, seed: str | None
+) -> None:
     os.setsid()
     os.dup2(out_w, 1)
     os.dup2(out_w, 2)
     _close_all_but({0, 1, 2, req_r, rep_w, channel})
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    from fibserve.bench.worker import gate_seed
     from fibserve.sandbox import nest
 
+    seeded = gate_seed.read(seed) if request["device"].startswith("cuda") else {}  # before /tmp is hidden
     if request.get("isolate", True):
         nest.private_mounts(request.get("tmp_bytes"), private_shm=not request["device"].startswith("cuda"))
         work = "/tmp"
@@ -94,6 +101,7 @@ def _become_worker(request: dict[str, Any], req_r: int, rep_w: int, channel: int
         work = tempfile.mkdtemp(prefix="fibserve-worker-")
     os.chdir(work)
     os.environ.update(HOME=work, TMPDIR=work, TRITON_CACHE_DIR=os.path.join(work, "triton"))
+    planted = gate_seed.plant(seeded, seed, os.environ["TRITON_CACHE_DIR"]) if seed and seeded else 0
     tempfile.tempdir = None  # tempfile caches TMPDIR
     nest.set_limits(request.get("cpu_s"), request.get("file_bytes"))
     if request.get("isolate", True):
@@ -108,7 +116,14 @@ def _become_worker(request: dict[str, Any], req_r: int, rep_w: int, channel: int
     sock.detach()
     from fibserve.bench.worker.entry import serve
 
-    serve(req_r, rep_w, channel, request["device"], warm_spans=bool(request.get("warm_spans")))
+    serve(
+        req_r,
+        rep_w,
+        channel,
+        request["device"],
+        warm_spans=bool(request.get("warm_spans")),
+        seeded=planted > 0,
+    )
 
 
 def _close_all_but(keep: set[int]) -> None:
@@ -126,6 +141,9 @@ def main() -> None:
         description="fibserve worker zygote (started by fibserve.bench.worker.pool)"
     )
     parser.add_argument("--control", type=int, required=True)
+    parser.add_argument(
+        "--device", default="cpu", help="the lane's device: cuda:N builds the gate kernel's seed"
+    )
     args = parser.parse_args()
     from fibserve.bench.worker.entry import die_with_parent
 
@@ -134,11 +152,23 @@ def main() -> None:
 
     nest.forbid_tracing()  # a worker must not reach into the process its siblings are forked from
     _preload()
+    from fibserve.bench.worker import gate_seed
+
+    seed = gate_seed.make(args.device)  # while this process still reaps its children
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # first children are reaped by the kernel
     control = socket.socket(fileno=args.control)
     control.sendall(
         json.dumps({"ready": True, "threads": len(os.listdir("/proc/self/task"))}).encode() + b"\n"
     )
+    try:
+        _serve_forks(control, seed)
+    finally:
+        if seed:
+            shutil.rmtree(seed, ignore_errors=True)
+
+
+def _serve_forks(control: socket.socket, seed: str | None) -> None:
+    """Fork a worker per request on ``control`` until it closes."""
     while True:
         try:
             data, fds, _flags, _address = socket.recv_fds(control, REQUEST_BYTES, 5)
@@ -150,7 +180,7 @@ def main() -> None:
         pid = os.fork()
         if pid == 0:
             control.close()
-            _worker(request, fds)
+            _worker(request, fds, seed)
         for fd in fds:
             os.close(fd)
         control.sendall(json.dumps({"forked": pid}).encode() + b"\n")
