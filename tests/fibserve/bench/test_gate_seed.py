@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 from fibserve.bench.worker import gate_seed
 
 
@@ -68,13 +67,22 @@ def test_no_seed_plants_nothing(tmp_path: Path) -> None:
     assert gate_seed.make("cpu") is None
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the failing build needs a machine without a GPU")
-@pytest.mark.parametrize("timeout_s", [60.0, 0.0], ids=["the child fails", "the child runs past its time"])
-def test_a_seed_that_cannot_be_built_leaves_nothing_behind(
-    tmp_path: Path, monkeypatch, timeout_s: float
-) -> None:
+def _fails(device: str, cache: str) -> bool:
+    return False
+
+
+def _hangs(device: str, cache: str) -> bool:
+    import time
+
+    time.sleep(60)
+    return True
+
+
+@pytest.mark.parametrize("build", [_fails, _hangs], ids=["the build fails", "the build runs past its time"])
+def test_a_seed_that_cannot_be_built_leaves_nothing_behind(tmp_path: Path, monkeypatch, build) -> None:
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
+    monkeypatch.setattr(gate_seed, "_build", build)  # the forked child runs it
     children, fork = [], os.fork
 
     def recorded_fork() -> int:
@@ -84,8 +92,17 @@ def test_a_seed_that_cannot_be_built_leaves_nothing_behind(
         return pid
 
     monkeypatch.setattr(os, "fork", recorded_fork)
-    assert gate_seed.make("cuda:0", timeout_s=timeout_s) is None
+    assert gate_seed.make("cuda:0", timeout_s=1.0) is None
     assert list(tmp_path.iterdir()) == []
     assert len(children) == 1
     with pytest.raises(ChildProcessError):  # the child was reaped, not left a zombie
         os.waitpid(children[0], os.WNOHANG)
+
+
+def test_a_copy_that_cannot_be_written_whole_is_not_left_half_written(tmp_path: Path) -> None:
+    seed, cache = tmp_path / "seed", tmp_path / "worker" / "triton"
+    _triton_like_cache(seed)
+    files = gate_seed.read(str(seed))
+    files["KEY1/fibserve_l2_gate.cubin/blocked"] = b"a file where the cubin must go"  # its parent is a file
+    assert gate_seed.plant(files, str(seed), str(cache)) == 0
+    assert not cache.exists()

@@ -10,8 +10,8 @@ Requests (trusted -> worker) and replies (worker -> trusted), one JSON object pe
 
 * on start the worker sends ``{"ready": true, "pid", "device", "torch", "start_ms", "gate_seeded"}`` once torch
   (and CUDA, and the gate kernel) are up, and CUPTI too when its fork request said the trusted side will ask for
-  spans (``warm_spans``); ``start_ms`` times those steps, ``gate_seeded`` says whether the gate kernel's build
-  came from the zygote's seed (:mod:`fibserve.bench.worker.gate_seed`);
+  spans (``warm_spans``); ``start_ms`` times those steps, ``gate_seeded`` whether the gate kernel's build came
+  from the zygote's seed, nothing compiled (:mod:`fibserve.bench.worker.gate_seed`);
 * ``{"op": "load", "language", "entry_file", "symbol", "dps", "arity", "files"}`` (plus ``"package"`` for a
   Python/Triton package and ``"cast_outputs"`` for the reference's timing twin), after the trusted side sent
   one sealed memfd per name in ``files`` over the descriptor channel: the library (``solution.so``) or the
@@ -86,13 +86,17 @@ class Worker:
         self.start_ms: dict[str, float] = {}
         """How long each step of this worker's start took (ms): ``context``, ``gate`` and, with spans asked
         for, ``cupti`` (:func:`serve`)."""
+        self.gate_compiled = False
+        """Whether building the gate kernel wrote to this worker's Triton cache (it was not all in the seed)."""
         if self.device.type == "cuda":
             began = time.perf_counter()
             torch.cuda.set_device(self.device)
             torch.zeros(1, device=self.device)  # create the context now, off the critical path
             built = time.perf_counter()
+            cached = _files_below(os.environ.get("TRITON_CACHE_DIR"))
             warm_gate(self.device, GATE_HOLD_MS)  # and compile the gated cold-L2 overwrite (l2_state)
             self.start_ms = {"context": (built - began) * 1e3, "gate": (time.perf_counter() - built) * 1e3}
+            self.gate_compiled = _files_below(os.environ.get("TRITON_CACHE_DIR")) != cached
         self.fn: Any = None
         self.dps = True
         self.cast_outputs = False
@@ -263,6 +267,13 @@ class Worker:
         return {"ok": True, "device_ms": read}
 
 
+def _files_below(directory: str | None) -> set[str]:
+    """The paths of the files below ``directory`` (empty when it is None or missing)."""
+    if not directory:
+        return set()
+    return {os.path.join(root, name) for root, _dirs, names in os.walk(directory) for name in names}
+
+
 def _import_entry(package_root: str, package: str, entry_file: str, symbol: str) -> Any:
     """Import ``<package>.<entry module>`` from ``package_root`` (the fibserve.build package layout) and return
     ``symbol`` (None when missing). The package directory also goes on sys.path for absolute sibling imports."""
@@ -359,7 +370,7 @@ def serve(
     ``warm_spans`` (the trusted side will ask for CUPTI spans) CUPTI is loaded before the worker says it is ready
     (:meth:`fibserve.bench.worker.kernel_span.SpanRecording.warm`). ``seeded``: the zygote's build of the gate
     kernel was copied into this worker's Triton cache (:mod:`fibserve.bench.worker.gate_seed`); the ready
-    message says so, with the start's steps in ms (``start_ms``)."""
+    message's ``gate_seeded`` says the gate then compiled nothing, ``start_ms`` times the start's steps."""
     reader = os.fdopen(fd_in, "r", encoding="utf-8")
     writer = os.fdopen(fd_out, "w", encoding="utf-8")
     channel = socket.socket(fileno=fd_channel)
@@ -380,7 +391,7 @@ def serve(
             "device": str(worker.device),
             "torch": torch.__version__,
             "start_ms": worker.start_ms,
-            "gate_seeded": seeded,
+            "gate_seeded": seeded and not worker.gate_compiled,
         }
     )
     for line in reader:

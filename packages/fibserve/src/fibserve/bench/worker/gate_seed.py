@@ -23,6 +23,7 @@ import shutil
 import signal
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 SEED_TIMEOUT_S = 120.0
@@ -34,37 +35,62 @@ GROUP_PREFIX = "__grp__"
 
 def make(device: str, timeout_s: float = SEED_TIMEOUT_S) -> str | None:
     """Build the gate kernel for ``device`` (``cuda:N``) into a fresh Triton cache directory, in a child process
-    that creates the CUDA context this one must not; the directory, or None where no gate could be built (not a
-    GPU, no Triton, the child failed or ran past ``timeout_s`` seconds, and was killed). Call it while this process
-    still reaps its children (before ``SIGCHLD`` is ignored)."""
+    (and process group) that creates the CUDA context this one must not; the directory, or None where no gate
+    could be built: not a GPU, no Triton, the child failed, or it ran past ``timeout_s`` seconds and its group was
+    killed. Never raises. Call it while this process still reaps its children (before ``SIGCHLD`` is ignored)."""
     if not device.startswith("cuda"):
         return None
-    cache = tempfile.mkdtemp(prefix="fibserve-gate-seed-")
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child exits without returning
-        code = 1
-        try:
-            os.environ["TRITON_CACHE_DIR"] = cache
-            import torch
-
-            from fibserve.bench.worker.clock import GATE_HOLD_MS
-            from fibserve.bench.worker.l2_state import warm_gate
-
-            torch.cuda.set_device(torch.device(device))
-            code = 0 if warm_gate(torch.device(device), GATE_HOLD_MS) else 1
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + timeout_s
-    while (status := os.waitpid(pid, os.WNOHANG))[0] == 0:
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            status = os.waitpid(pid, 0)
-            break
-        time.sleep(0.02)
-    if os.waitstatus_to_exitcode(status[1]) != 0:
+    cache = None
+    try:
+        cache = tempfile.mkdtemp(prefix="fibserve-gate-seed-")
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child exits without returning
+            code = 1
+            try:
+                os.setpgid(0, 0)  # its compilers (gcc, ptxas) die with it
+                code = 0 if _build(device, cache) else 1
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        if _wait(pid, timeout_s) == 0:
+            return cache
+    except OSError:
+        pass
+    if cache is not None:
         shutil.rmtree(cache, ignore_errors=True)
-        return None
-    return cache
+    return None
+
+
+def _build(device: str, cache: str) -> bool:
+    """In the child: the gate kernel built into ``cache`` (:func:`fibserve.bench.worker.l2_state.warm_gate`)."""
+    os.environ["TRITON_CACHE_DIR"] = cache
+    import torch
+
+    from fibserve.bench.worker.clock import GATE_HOLD_MS
+    from fibserve.bench.worker.l2_state import warm_gate
+
+    torch.cuda.set_device(torch.device(device))
+    return warm_gate(torch.device(device), GATE_HOLD_MS)
+
+
+def _wait(pid: int, timeout_s: float) -> int | None:
+    """The exit code of child ``pid``, waited for up to ``timeout_s`` seconds; None when it ran longer (its process
+    group is then killed, and it is reaped if it dies within a second: a child stuck in the GPU driver may not)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() <= deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    for _ in range(50):
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+        time.sleep(0.02)
+    return None
 
 
 def read(seed: str | None) -> dict[str, bytes]:
@@ -83,15 +109,18 @@ def read(seed: str | None) -> dict[str, bytes]:
 
 def plant(files: dict[str, bytes], seed: str, cache: str) -> int:
     """Write ``files`` (from :func:`read` of ``seed``) into the Triton cache directory ``cache``, group files'
-    paths moved from ``seed`` to ``cache``; the number of files written. Raises nothing: a file that cannot be
-    written is left out, and Triton builds what it misses."""
-    written = 0
-    for relative, data in files.items():
-        target = Path(cache, relative)
-        if Path(relative).name.startswith(GROUP_PREFIX):
-            data = data.replace(os.fsencode(seed), os.fsencode(cache))
-        with contextlib.suppress(OSError):
+    paths moved from ``seed`` to ``cache``, group files last; the number of files written. All or nothing: where a
+    file cannot be written, ``cache`` is removed and 0 returned (a group file naming a missing member would make
+    Triton take a partial build for a whole one), and the worker builds the gate itself. Raises nothing."""
+    ordered = sorted(files.items(), key=lambda item: Path(item[0]).name.startswith(GROUP_PREFIX))
+    try:
+        for relative, data in ordered:
+            target = Path(cache, relative)
+            if Path(relative).name.startswith(GROUP_PREFIX):
+                data = data.replace(os.fsencode(seed), os.fsencode(cache))
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-            written += 1
-    return written
+    except OSError:
+        shutil.rmtree(cache, ignore_errors=True)
+        return 0
+    return len(ordered)

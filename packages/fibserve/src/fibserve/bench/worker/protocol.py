@@ -36,6 +36,10 @@ class Ready(_Reply):
     pid: int
     device: str
     torch: str
+    start_ms: dict[str, float] = {}
+    """How long each step of the start took: ``context``, ``gate``, ``cupti`` (ms)."""
+    gate_seeded: bool = False
+    """The gate kernel came from the zygote's build (:mod:`fibserve.bench.worker.gate_seed`), none was compiled."""
 
 
 class Failed(_Reply):

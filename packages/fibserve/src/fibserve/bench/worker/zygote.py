@@ -3,9 +3,9 @@
 Started by :mod:`fibserve.bench.worker.pool` as ``python -m fibserve.bench.worker.zygote --control FD --device D``
 inside a :class:`fibserve.sandbox.Sandbox` like any worker's. It imports torch, Triton and the worker's own
 modules once (about 2 CPU-seconds that every worker used to pay) and initialises nothing on the GPU (a CUDA
-context does not survive ``fork``), then forks one worker per request and never runs candidate code itself. On a GPU it first has a child of
-its own build the cold-L2 gate kernel into a Triton cache that each worker copies into its own
-(:mod:`fibserve.bench.worker.gate_seed`).
+context does not survive ``fork``), then forks one worker per request and never runs candidate code itself.
+On a GPU it first has a child of its own build the cold-L2 gate kernel into a Triton cache that each worker
+copies into its own (:mod:`fibserve.bench.worker.gate_seed`).
 
 The control socket carries one request per fork: a JSON object and, by ``SCM_RIGHTS``, five descriptors the
 trusted side made: the worker's request pipe (read end), its reply pipe (write end), its descriptor channel,
@@ -40,8 +40,11 @@ REQUEST_BYTES = 1 << 16
 """Largest fork request (JSON)."""
 
 
-def _preload() -> None:
-    """Import what every worker uses, without touching the GPU."""
+def _preload(device: str) -> None:
+    """Import what every worker uses, without touching the GPU; on a GPU, also fill Triton's process-wide caches
+    that every worker's first compile (of the gate kernel, even from the seed) would fill again: the hash of
+    Triton's own files and its 400 MB library (0.5 s), the CUDA library's directory (``ldconfig -p``) and ptxas's
+    version (for sm_90, where the other targets miss)."""
     import torch  # noqa: F401
 
     import fibserve.bench.worker.entry  # noqa: F401
@@ -49,6 +52,21 @@ def _preload() -> None:
     with contextlib.suppress(ImportError):
         import triton
         import triton.language  # noqa: F401
+    if not device.startswith("cuda"):
+        return
+    with contextlib.suppress(Exception):
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+    with contextlib.suppress(Exception):
+        from triton.backends.nvidia.driver import libcuda_dirs
+
+        libcuda_dirs()
+    with contextlib.suppress(Exception):
+        from triton.backends.nvidia.compiler import get_ptxas, get_ptxas_version
+
+        get_ptxas(90)
+        get_ptxas_version(90)
 
 
 def _worker(request: dict[str, Any], fds: list[int], seed: str | None) -> None:
@@ -151,7 +169,7 @@ def main() -> None:
     from fibserve.sandbox import nest
 
     nest.forbid_tracing()  # a worker must not reach into the process its siblings are forked from
-    _preload()
+    _preload(args.device)
     from fibserve.bench.worker import gate_seed
 
     seed = gate_seed.make(args.device)  # while this process still reaps its children
@@ -160,10 +178,11 @@ def main() -> None:
     control.sendall(
         json.dumps({"ready": True, "threads": len(os.listdir("/proc/self/task"))}).encode() + b"\n"
     )
+    zygote = os.getpid()
     try:
         _serve_forks(control, seed)
     finally:
-        if seed:
+        if seed and os.getpid() == zygote:  # not a fork that unwound here before it could exit
             shutil.rmtree(seed, ignore_errors=True)
 
 
