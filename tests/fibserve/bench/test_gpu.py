@@ -20,8 +20,8 @@ def test_cold_l2_buffer_is_at_least_twice_l2_and_timing_is_bounded():
     l2 = torch.cuda.get_device_properties(device).L2_cache_size
     assert flush.buffer.numel() * 4 >= 2 * l2
     a = torch.randn(2048, 2048, device=device)
-    ms, bound, overwrite = time_call(lambda: a @ a, device, flush)
-    assert 0 < ms <= bound and overwrite > 0
+    timed = time_call(lambda: a @ a, device, flush)
+    assert 0 < timed.ms <= timed.bound_ms and timed.overwrite_ms > 0
 
 
 @gpu
@@ -44,9 +44,9 @@ def test_bound_covers_side_stream_work_that_overlaps_the_l2_overwrite():
             a @ a
 
     for _ in range(3):
-        ms, bound, _ = time_call(on_side_stream, device, flush)
-        assert ms < 0.25 * main_ms
-        assert bound >= 0.8 * main_ms, (ms, bound, main_ms)
+        timed = time_call(on_side_stream, device, flush)
+        assert timed.ms < 0.25 * main_ms
+        assert timed.bound_ms >= 0.8 * main_ms, (timed, main_ms)
 
 
 @gpu

@@ -31,4 +31,5 @@ def test_the_baseline_as_candidate_passes_and_every_number_is_labelled(trace_set
     assert seen.speedup_basis == "baseline" and seen.baseline.solution == baseline.name
     assert 0.9 < evaluation.performance.speedup_factor < 1.1
     assert seen.vs_reference.timed and seen.vs_reference.speedup > 1  # the fp32 reference is far slower
-    assert seen.roofline.device_model == "H200" and 0.05 < seen.roofline.fraction <= 1.0
+    model = torch.cuda.get_device_name(0)  # the lent machine is an H200 or an H100
+    assert seen.roofline.device_model in model and 0.05 < seen.roofline.fraction <= 1.0

@@ -6,24 +6,26 @@ kernel, whatever the host does (docs/gpu-results.md, eighth session: a one-eleme
 events, 0.93 us in CUPTI), so a 1.6 us kernel read 2.6x its GPU time. CUPTI timestamps each kernel, copy and
 memset on the GPU itself, as Nsight Systems shows them.
 
-:class:`SpanRecording` keeps CUPTI's activity recording (through ``torch.profiler``, whose libkineto drives
-CUPTI) on across a worker's timed calls and reads it when the trusted side asks (once a trial) or before the
-worker runs anything else. Starting and stopping the profiler around every call cost 2.7 to 4 ms of host time
-per call on the H200 (docs/gpu-results.md, ninth session). Each timed attempt begins with the cold-L2
-overwrite's ``passes`` launches of the gate kernel (:mod:`fibserve.bench.worker.l2_gate_kernel`), which hold
-every SM until the call is queued, and ends, once the device is synchronized, with one more launch of it
-that does nothing (:meth:`fibserve.bench.worker.l2_state.Gate.mark`). An attempt's work is every activity,
-on any stream, that ends after its last overwrite pass and starts before its end mark: what the worker runs
-after a call (copying a returned value into the outputs) is after the mark. Its span runs from the first
-such activity's start to the last one's end (gaps between the call's kernels included, as they are part of
-its latency); a call that was timed again (:func:`fibserve.bench.worker.clock.time_call`) is its last attempt.
-The worker imports this module; it uses only torch and the standard library.
+:class:`SpanRecording` keeps CUPTI's activity recording (:mod:`fibserve.bench.worker.cupti`, CUPTI's own API
+through ctypes) on across a worker's timed calls and reads it when the trusted side asks (once a trial) or before
+the worker runs anything else. Starting and stopping a recording around every call (through ``torch.profiler``
+then) cost 2.7 to 4 ms of host time per call on the H200 (docs/gpu-results.md, ninth session). Each timed attempt
+begins with the cold-L2 overwrite's ``passes`` launches of the gate kernel
+(:mod:`fibserve.bench.worker.l2_gate_kernel`), which hold every SM until the call is queued, and ends, once the
+device is synchronized, with one more launch of it that does nothing
+(:meth:`fibserve.bench.worker.l2_state.Gate.mark`). An attempt's work is every activity, on any stream, that ends
+after its last overwrite pass and starts before its end mark: what the worker runs after a call (copying a
+returned value into the outputs) is after the mark. Its span runs from the first such activity's start to the
+last one's end (gaps between the call's kernels included, as they are part of its latency); a call that was timed
+again (:func:`fibserve.bench.worker.clock.time_call`) is its last attempt. A recording that lost any record has no
+spans.
+
+The worker imports this module; it uses only the standard library (and CUPTI, once a recording starts).
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,12 +52,12 @@ class SpanRecording:
     """CUPTI activity recording across timed calls: :meth:`start` once, :meth:`add` each timed call's
     attempt count, :meth:`finish` for each call's span (ms).
 
-    Never raises: a profiler that cannot start (another profiler running in this process, no CUPTI) or stop
+    Never raises: a recording that cannot start (no CUPTI, another profiler holding it) or that lost records
     gives no spans, and the trusted side keeps the calls' CUDA-event times.
     """
 
     def __init__(self) -> None:
-        self._profile: Any = None
+        self._activities: Any = None
         self.attempts: list[int] = []
         """Attempts of each timed call recorded since :meth:`start` (2 for a call timed again)."""
         self.passes = 1
@@ -64,68 +66,55 @@ class SpanRecording:
     @property
     def on(self) -> bool:
         """Whether the recording runs."""
-        return self._profile is not None
+        return self._activities is not None
 
     def start(self, passes: int) -> None:
         """Start recording (no-op when it runs); each attempt begins with ``passes`` gate kernels and ends with
-        the gate's end mark. The first start in a process also initialises CUPTI (7.07 s on the H100 machine):
-        a worker whose fork request said spans will be asked for has done it as it started (:meth:`warm`);
-        another pays it in its first timed request that asks for spans, a warm-up. A GPU worker loads CUPTI
-        only with ``FIBSERVE_KERNEL_SPAN=1`` (:func:`requested`)."""
-        if self._profile is not None:
+        the gate's end mark. The first start in a process loads CUPTI (13 ms on the H100 machine,
+        docs/gpu-results.md, thirteenth session; :meth:`warm` does it as a worker starts)."""
+        if self._activities is not None:
             return
         self.attempts, self.passes = [], max(1, int(passes))
         try:
-            from torch.profiler import ProfilerActivity, profile
+            from fibserve.bench.worker.cupti import activities
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                profile_ = profile(activities=[ProfilerActivity.CUDA])
-                profile_.__enter__()
-            self._profile = profile_
+            recording = activities()
+            recording.enable()
+            self._activities = recording
         except Exception:
-            self._profile = None
+            self._activities = None
             self.attempts = []
 
     def warm(self) -> None:
-        """Load and initialise CUPTI now, with an empty recording started and stopped: a worker does this as it
-        starts when the trusted side will ask it for spans (:func:`requested`), so that a warm spare has paid
-        for it before it is handed out. The first start in a process took 7.07 s on the H100 machine (later
-        ones 1 ms; docs/gpu-results.md, twelfth session), and each evaluation's three workers paid it in their
-        first timed call: 10 to 21 s of the first trial."""
+        """Load CUPTI now, with an empty recording started and stopped: a GPU worker does this as it starts when
+        the trusted side will ask it for spans (:func:`requested`)."""
         self.start(1)
         self.finish("")
 
     def add(self, attempts: int) -> None:
         """Count one timed call of ``attempts`` attempts (ignored when the recording does not run)."""
-        if self._profile is not None:
+        if self._activities is not None:
             self.attempts.append(int(attempts))
 
     def finish(self, gate: str) -> list[float | None]:
         """Stop recording; the span (ms) of each call added since :meth:`start`, in order (None where it
-        could not be read; all None when the records do not match the calls, see :func:`call_spans`).
+        could not be read; all None when records were lost or do not match the calls, see :func:`call_spans`).
         [] when the recording did not run."""
-        if self._profile is None:
+        if self._activities is None:
             return []
-        profile_, attempts = self._profile, self.attempts
-        self._profile, self.attempts = None, []
+        recording, attempts = self._activities, self.attempts
+        self._activities, self.attempts = None, []
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                profile_.__exit__(None, None, None)
-                # the raw records: torch.profiler's own events() builds a tree of every record, in Python
-                records = [
-                    (e.name(), e.start_ns(), e.end_ns())
-                    for e in profile_.profiler.kineto_results.events()
-                    if e.device_type().name == "CUDA"
-                ]
+            records, lost = recording.collect()
         except Exception:
+            return [None] * len(attempts)
+        if lost:
             return [None] * len(attempts)
         return call_spans(relative_us(records), attempts, self.passes, gate)
 
 
 def relative_us(records: Sequence[tuple[str, int, int]]) -> list[Activity]:
-    """Activity records ``(name, start_ns, end_ns)`` (integer ns since the epoch, as libkineto gives them) as
+    """Activity records ``(name, start_ns, end_ns)`` (integer ns, as CUPTI gives them) as
     ``(name, start_us, end_us)`` from the earliest start. The subtraction is done in integers first: an epoch
     time in us as a float (about 1.80e15) is a multiple of 0.25 us: every span came out on 0.25 us steps (a
     torch.add of 1.63 us in CUPTI at 1.50, a 25.84 us GEMM at 26.25; docs/gpu-results.md, eleventh session)."""
