@@ -33,7 +33,7 @@ Writes ``$OUT/peer_flashinfer_bench.json`` (every figure, so ``--render`` can ju
 2 on a setup failure (flashinfer_bench not importable, no GPU, bad arguments).
 
     python benchmarks/peer_flashinfer_bench.py [--trials N] [--m 128,1000]   # on the GPU (gpu_validate.sh peer)
-    FIBSERVE_KERNEL_SPAN=1 python benchmarks/peer_flashinfer_bench.py        # FIBServe with its CUPTI spans
+    FIBSERVE_KERNEL_SPAN=0 python benchmarks/peer_flashinfer_bench.py        # FIBServe on CUDA events instead
     python benchmarks/peer_flashinfer_bench.py --render saved.json           # judge and render a saved run
 """
 
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     trials = f"{args.trials} trials" if args.trials else "default trials"
     from fibserve.bench.worker.kernel_span import requested
 
-    spans = "CUPTI spans on, FIBSERVE_KERNEL_SPAN=1" if requested() else "CUDA events, the spans off"
+    spans = "CUPTI spans on" if requested() else "CUDA events, the spans off by FIBSERVE_KERNEL_SPAN=0"
     header = (
         f"FlashInfer-Bench {peer_version} (default config) and FIBServe (Evaluator('cuda:0'), default config, "
         f"{spans}), "

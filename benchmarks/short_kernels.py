@@ -10,10 +10,11 @@ it. For each case this prints, and writes to ``$OUT/short_kernels.json``:
 - ``clock_us``: :func:`fibserve.bench.worker.clock.time_call` in this process (the primitive every worker runs,
   with this device's overwrite plan), median of 100 calls; ``unreleased_us`` the same with the gate's release
   off (``FIBSERVE_L2_RELEASE=0``'s plan), and ``clock_minus_cupti_us``: what the events add to the kernel;
-- ``span_us``: the same calls' CUPTI span (recorded across them, :mod:`fibserve.bench.worker.kernel_span`),
-  what an evaluation reports on the ``device`` basis; ``call_wall_ms`` and ``span_call_wall_ms``: the host's
+- ``span_us``: the same calls' CUPTI span (recorded across them, :mod:`fibserve.bench.worker.kernel_span`, through
+  CUPTI's own API as a worker records them; measured for every case before the first ``torch.profiler`` window,
+  whose libkineto takes CUPTI's callbacks over), what an evaluation reports on the ``device`` basis; ``call_wall_ms`` and ``span_call_wall_ms``: the host's
   wall time per timed call without and with the span (the profiler's cost);
-- ``evaluator_us`` (on the ``device`` basis only with ``FIBSERVE_KERNEL_SPAN=1`` in the environment, else on CUDA
+- ``evaluator_us`` (on the ``device`` basis unless ``FIBSERVE_KERNEL_SPAN=0`` is in the environment, then on CUDA
   events): the candidate's ``latency_ms`` from a full :class:`fibserve.bench.Evaluator` evaluation (a
   Python candidate running the same op in its sandboxed worker), and ``evaluator_baseline_us``, the baseline's
   median (the same op in its twin), for the cases that are bundled definitions;
@@ -176,6 +177,7 @@ def main() -> None:
             torch.randn(1024, 1024, device=device, dtype=torch.bfloat16),
         ),
     }
+    calls = {}
     for name, make in cases.items():
         a, b = make()
         out = (
@@ -188,6 +190,11 @@ def main() -> None:
             if name.startswith("add")
             else (lambda a=a, b=b, out=out: torch.matmul(a, b.T, out=out))
         )
+        calls[name] = fn
+    # every span before the first torch.profiler window: libkineto's CUPTI callbacks, once registered, replace the
+    # worker's own (fibserve.bench.worker.cupti), which then record nothing in this process
+    spans = {name: _clock_us(fn, flush, device, span=True) for name, fn in calls.items()}
+    for name, fn in calls.items():
         row: dict[str, Any] = {
             "case": name,
             "cupti_us": cupti_us(fn, flush),
@@ -195,7 +202,7 @@ def main() -> None:
         }
         row["clock_us"], _, row["call_wall_ms"] = _clock_us(fn, flush, device)
         row["unreleased_us"] = _clock_us(fn, unreleased, device)[0]
-        _, row["span_us"], row["span_call_wall_ms"] = _clock_us(fn, flush, device, span=True)
+        _, row["span_us"], row["span_call_wall_ms"] = spans[name]
         row["span_over_cupti"] = row["span_us"] / row["cupti_us"]
         row["clock_over_cupti"] = row["clock_us"] / row["cupti_us"]
         row["clock_minus_cupti_us"] = row["clock_us"] - row["cupti_us"]

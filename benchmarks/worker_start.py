@@ -5,7 +5,7 @@
    ``cuda:0``, where start includes the CUDA context and the cold-L2 gate kernel), each timed from the request
    to its ready message (:meth:`fibserve.bench.worker.pool.WorkerProcess.wait_ready`), then discarded. The first
    start also starts the zygote and is reported on its own. Goal: p50 under 100 ms. The ready message's own
-   steps (``start_ms``: the CUDA context, the gate kernel, CUPTI with ``FIBSERVE_KERNEL_SPAN=1``) are reported
+   steps (``start_ms``: the CUDA context, the gate kernel, CUPTI unless ``FIBSERVE_KERNEL_SPAN=0``) are reported
    too, and how many workers took the gate kernel's build from the zygote's seed.
 2. Fresh: ``--fresh`` (default 5) bubblewrap sandboxes running a new Python that imports torch and the worker
    module, which is what every worker start cost before the zygote.

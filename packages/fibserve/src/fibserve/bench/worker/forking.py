@@ -46,7 +46,7 @@ def own_pid_namespace(device: str) -> bool:
 def fork_request(device: str, limits: Limits) -> dict[str, Any]:
     """The zygote's fork request for a worker on ``device`` with ``limits`` (the JSON part; the descriptors go
     beside it): whether to isolate it and in which PID namespace, its limits, and ``warm_spans``, whether it
-    loads CUPTI as it starts (a GPU worker when ``FIBSERVE_KERNEL_SPAN=1``,
+    loads CUPTI as it starts (a GPU worker, unless ``FIBSERVE_KERNEL_SPAN=0``,
     :func:`fibserve.bench.worker.kernel_span.requested`)."""
     return {
         "device": device,

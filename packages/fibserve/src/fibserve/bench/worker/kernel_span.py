@@ -30,18 +30,17 @@ from collections.abc import Sequence
 from typing import Any
 
 KERNEL_SPAN_ENV = "FIBSERVE_KERNEL_SPAN"
-"""``1`` in the evaluating process's environment turns the CUPTI spans on (:func:`requested`). Still off by
-default. With them on (H100, 2026-12-05; docs/gpu-results.md, twelfth session) torch.matmul against itself kept
-43 of 44 evaluations within 1% on gemm_n7168_k5120 and 18 of 18 on attention, and FIBServe was ahead of
-FlashInfer-Bench on 9 of 9 lines; the GPU tests outside ``test_gpu_release.py`` have not yet run with them on,
-and some assert the CUDA-event basis."""
+"""``0`` in the evaluating process's environment turns the CUPTI spans off (:func:`requested`); they are on by
+default since 2026-12-05 (docs/gpu-results.md, thirteenth session: the GPU suite's timing, zygote, attention and
+reference-solution tests passed with them, and each worker loads CUPTI in about 20 ms as it starts). Off, every
+latency is on CUDA events, which add 2.4 to 3.1 us to any kernel."""
 
 
 def requested() -> bool:
-    """Whether the evaluating process asks its GPU workers for spans (``FIBSERVE_KERNEL_SPAN=1``). Read by the
-    trusted side only: the timing loop, and the pool, whose workers then load CUPTI as they start
+    """Whether the evaluating process asks its GPU workers for spans (unless ``FIBSERVE_KERNEL_SPAN=0``). Read by
+    the trusted side only: the timing loop, and the pool, whose workers then load CUPTI as they start
     (:meth:`SpanRecording.warm`)."""
-    return os.environ.get(KERNEL_SPAN_ENV, "0") == "1"
+    return os.environ.get(KERNEL_SPAN_ENV, "1") != "0"
 
 
 Activity = tuple[str, float, float]
