@@ -34,21 +34,25 @@ DEFINITION = "gemm_n7168_k5120"
 
 
 def select_workloads(workloads: list, axis: str) -> list:
-    """The workloads ``axis`` names: ``all``, or ``NAME=VALUE`` of a var axis (every workload with that value).
+    """The workloads ``axis`` names: ``all``, or ``NAME=VALUE[,VALUE...]`` of a var axis (every workload with one
+    of those values, in the definition's order).
 
     Raises:
-        ValueError: ``axis`` is neither, or names no workload (the message lists the values there are).
+        ValueError: ``axis`` is neither, or a value names no workload (the message lists the values there are).
     """
     if axis == "all":
         return list(workloads)
-    name, sep, value = axis.partition("=")
-    if not sep or not value.lstrip("-").isdigit():
-        raise ValueError(f"--axis {axis!r}: give NAME=VALUE (e.g. M=8192) or all")
-    chosen = [w for w in workloads if w.axes.get(name) == int(value)]
-    if not chosen:
-        values = sorted({w.axes[name] for w in workloads if name in w.axes})
-        raise ValueError(f"--axis {axis!r} names no workload; {name} takes {values or 'no value'} here")
-    return chosen
+    name, sep, listed = axis.partition("=")
+    values = listed.split(",")
+    if not sep or not all(value.lstrip("-").isdigit() for value in values):
+        raise ValueError(f"--axis {axis!r}: give NAME=VALUE[,VALUE...] (e.g. M=8192) or all")
+    present = sorted({w.axes[name] for w in workloads if name in w.axes})
+    missing = [value for value in values if int(value) not in present]
+    if missing:
+        raise ValueError(
+            f"--axis {axis!r}: {name}={','.join(missing)} names no workload; {name} takes {present or 'no value'} here"
+        )
+    return [w for w in workloads if w.axes.get(name) in {int(value) for value in values}]
 
 
 def main() -> int:
@@ -58,7 +62,9 @@ def main() -> int:
     parser.add_argument("--band", type=float, default=0.01, help="allowed |speedup - 1|")
     parser.add_argument("--definition", default=DEFINITION, help="a bundled definition with a baseline")
     parser.add_argument(
-        "--axis", default="M=8192", help="the workload: NAME=VALUE of its var axis, or all (every workload)"
+        "--axis",
+        default="M=8192",
+        help="the workloads: NAME=VALUE[,VALUE...] of its var axis, or all (every workload)",
     )
     args = parser.parse_args()
 

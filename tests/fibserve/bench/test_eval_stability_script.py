@@ -20,12 +20,15 @@ def gemm_workloads() -> list:
 def test_all_names_every_workload_and_a_value_names_its_own(script, gemm_workloads) -> None:
     assert [w.axes["M"] for w in script.select_workloads(gemm_workloads, "all")] == [70, 232, 972, 2379, 8192]
     assert [w.axes["M"] for w in script.select_workloads(gemm_workloads, "M=232")] == [232]
+    assert [w.axes["M"] for w in script.select_workloads(gemm_workloads, "M=8192,232")] == [232, 8192]
 
 
 @pytest.mark.parametrize(
     ("axis", "message"),
     [
-        ("M=71", r"names no workload; M takes \[70, 232, 972, 2379, 8192\] here"),
+        ("M=71", r"M=71 names no workload; M takes \[70, 232, 972, 2379, 8192\] here"),
+        ("M=70,71", r"M=71 names no workload"),
+        ("M=70,", "give NAME=VALUE"),
         ("M", "give NAME=VALUE"),
         ("seq_len=4096", "seq_len takes no value"),
     ],
