@@ -5,7 +5,12 @@ checked against torch.profiler's (tests/fibserve/bench/test_gpu_release.py, benc
 from __future__ import annotations
 
 import ctypes
+import os
+import re
+import shutil
+import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 from fibserve.bench.worker import cupti
@@ -33,10 +38,10 @@ def test_kernels_copies_and_memsets_read_as_named_spans_and_other_kinds_are_skip
     copy, _ = _record(cupti.KIND_MEMCPY, 4_000, 4_500)
     memset, _ = _record(cupti.KIND_MEMSET, 5_000, 5_010)
     other, _ = _record(30, 1, 2)  # SYNCHRONIZATION: not recorded
-    assert cupti.decode(ctypes.addressof(kernel)) == (GATE, 1_000, 3_250)
-    assert cupti.decode(ctypes.addressof(copy)) == ("memcpy", 4_000, 4_500)
-    assert cupti.decode(ctypes.addressof(memset)) == ("memset", 5_000, 5_010)
-    assert cupti.decode(ctypes.addressof(other)) is None
+    assert cupti.decode(ctypes.addressof(kernel), _read_name) == (GATE, 1_000, 3_250)
+    assert cupti.decode(ctypes.addressof(copy), _read_name) == ("memcpy", 4_000, 4_500)
+    assert cupti.decode(ctypes.addressof(memset), _read_name) == ("memset", 5_000, 5_010)
+    assert cupti.decode(ctypes.addressof(other), _read_name) is None
     assert kept
 
 
@@ -46,13 +51,31 @@ def test_kernels_copies_and_memsets_read_as_named_spans_and_other_kinds_are_skip
         (cupti.KIND_CONCURRENT_KERNEL, 10, 5, b"k"),  # ends before it starts
         (cupti.KIND_CONCURRENT_KERNEL, 10, 20, None),  # a kernel without a name
         (cupti.KIND_MEMCPY, 10, 5, None),
+        (cupti.KIND_CONCURRENT_KERNEL, 0, 0, b"k"),  # CUPTI could not take its timestamps (not finished)
+        (cupti.KIND_MEMSET, 10, 0, None),
     ],
-    ids=["backwards kernel", "nameless kernel", "backwards copy"],
+    ids=["backwards kernel", "nameless kernel", "backwards copy", "unfinished kernel", "unfinished memset"],
 )
 def test_a_record_that_does_not_read_sensibly_is_refused(record) -> None:
     raw, _kept = _record(*record)
     with pytest.raises(ValueError):
-        cupti.decode(ctypes.addressof(raw))
+        cupti.decode(ctypes.addressof(raw), _read_name)
+
+
+def _read_name(pointer: int) -> str:
+    with open("/proc/self/mem", "rb", buffering=0) as memory:
+        return cupti.read_c_string(memory.fileno(), pointer)
+
+
+def test_a_name_is_read_to_its_nul_across_pages_and_an_unmapped_address_is_an_error_not_a_crash() -> None:
+    long_name = b"_Z" + b"x" * (3 * cupti.NAME_CHUNK) + b"\0tail"
+    text = ctypes.create_string_buffer(long_name)
+    assert _read_name(ctypes.addressof(text)) == long_name.split(b"\0")[0].decode()
+    with pytest.raises(ValueError, match="not readable"):
+        _read_name(0x10)  # the zero page is never mapped
+    endless = ctypes.create_string_buffer(b"y" * (cupti.MAX_NAME_BYTES + 10))
+    with pytest.raises(ValueError, match="longer than"):
+        _read_name(ctypes.addressof(endless))
 
 
 class _Library:
@@ -83,7 +106,11 @@ def _activities(library: _Library) -> cupti.Activities:
     activities = object.__new__(cupti.Activities)  # no libcupti here: the constructor would refuse
     activities._lib = library
     activities._lock = threading.Lock()
-    activities._buffers, activities._records, activities.dropped = {}, [], 0
+    activities._pool = [ctypes.create_string_buffer(64) for _ in range(cupti.POOL_BUFFERS)]
+    activities._free = [(ctypes.addressof(raw) + 7) & ~7 for raw in activities._pool]
+    activities._own = frozenset(activities._free)
+    activities._memory = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+    activities._records, activities.dropped = [], 0
     return activities
 
 
@@ -91,25 +118,30 @@ def test_a_filled_buffer_gives_its_records_and_counts_what_was_lost() -> None:
     good, kept = _record(cupti.KIND_CONCURRENT_KERNEL, 100, 200, b"work")
     bad, _ = _record(cupti.KIND_CONCURRENT_KERNEL, 300, 200, b"work")
     activities = _activities(_Library([ctypes.addressof(good), ctypes.addressof(bad)], dropped=2))
-    activities._complete(None, 7, 0, 1 << 20, 320)
+    activities._complete(None, 7, activities._free[0], 1 << 20, 320)
     records, lost = activities.collect()
     assert records == [("work", 100, 200)] and lost == 3  # the unreadable record and CUPTI's own two
     assert activities.collect() == ([], 0)  # collected once
     assert kept
 
 
-def test_cupti_gets_no_more_buffers_than_the_cap() -> None:
+def test_cupti_gets_buffers_from_the_pool_only_and_each_returns_to_it() -> None:
     activities = _activities(_Library([]))
     buffer, size, count = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
-    for _ in range(cupti.MAX_BUFFERS):
+    handed = []
+    for _ in range(cupti.POOL_BUFFERS):
         activities._request(ctypes.pointer(buffer), ctypes.pointer(size), ctypes.pointer(count))
-        assert buffer.value and buffer.value % 8 == 0 and size.value == cupti.BUFFER_BYTES
+        assert buffer.value in activities._own and buffer.value % 8 == 0 and size.value == cupti.BUFFER_BYTES
+        handed.append(buffer.value)
+    assert len(set(handed)) == cupti.POOL_BUFFERS
     activities._request(ctypes.pointer(buffer), ctypes.pointer(size), ctypes.pointer(count))
     assert not buffer.value and size.value == 0  # CUPTI drops what it cannot store, and says so in its count
-    first = next(iter(activities._buffers))
-    activities._complete(None, 0, first, cupti.BUFFER_BYTES, 0)  # a returned buffer makes room for one more
+    activities._complete(None, 0, handed[0], cupti.BUFFER_BYTES, 0)  # a returned buffer is handed out again
+    activities._complete(
+        None, 0, 12345, cupti.BUFFER_BYTES, 0
+    )  # a buffer that is not the pool's is not taken
     activities._request(ctypes.pointer(buffer), ctypes.pointer(size), ctypes.pointer(count))
-    assert buffer.value and len(activities._buffers) == cupti.MAX_BUFFERS
+    assert buffer.value == handed[0] and activities._free == []
 
 
 def test_no_library_is_a_clear_refusal() -> None:
@@ -137,3 +169,42 @@ def test_a_recording_that_lost_any_record_has_no_spans(monkeypatch: pytest.Monke
     recording.add(1)
     expected = [None] if lost else [pytest.approx(0.00141, abs=1e-9)]
     assert recording.finish(GATE) == expected
+
+
+def _header_dirs() -> list:
+    """Directories holding a cupti_activity.h: the one Triton ships, and a CUDA toolkit's, where present."""
+    import triton
+
+    dirs = {
+        "triton's": Path(triton.__file__).parent / "backends" / "nvidia" / "include",
+        "the CUDA toolkit's": Path("/usr/local/cuda/include"),
+    }
+    return [pytest.param(d, id=name) for name, d in dirs.items() if (d / "cupti_activity.h").is_file()]
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@pytest.mark.parametrize("include", _header_dirs())
+def test_the_offsets_read_are_cuptis_own_in_the_newest_records_its_header_declares(
+    include: Path, tmp_path: Path
+) -> None:
+    header = (include / "cupti_activity.h").read_text(errors="replace")
+
+    def newest(kind: str) -> str:
+        versions = [int(v) for v in re.findall(rf"}}\s*CUpti_Activity{kind}(\d+)\s*;", header)]
+        return f"CUpti_Activity{kind}{max(versions)}"
+
+    kernel, memcpy, memset = newest("Kernel"), newest("Memcpy"), newest("Memset")
+    source = tmp_path / "offsets.c"
+    source.write_text(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <cupti_activity.h>\n"
+        f'int main(void) {{ printf("%zu %zu %zu %zu %zu %zu %zu\\n", offsetof({kernel}, start), '
+        f"offsetof({kernel}, end), offsetof({kernel}, name), offsetof({memcpy}, start), offsetof({memcpy}, end), "
+        f"offsetof({memset}, start), offsetof({memset}, end)); return 0; }}\n"
+    )
+    binary = tmp_path / "offsets"
+    subprocess.run(
+        ["gcc", "-I", str(include), str(source), "-o", str(binary)], check=True, capture_output=True
+    )
+    printed = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split()
+    start, end, name = cupti.START_OFFSET, cupti.END_OFFSET, cupti.NAME_OFFSET
+    assert [int(n) for n in printed] == [start, end, name, start, end, start, end], (kernel, memcpy, memset)

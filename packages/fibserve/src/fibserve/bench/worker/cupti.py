@@ -5,15 +5,25 @@ Why not ``torch.profiler`` (libkineto), which drove the spans first: its first s
 7.1 s on the H100 machine, every GPU worker paying it as it started, where CUPTI's own
 ``cuptiActivityEnable`` took 13 ms and a flush 0.5 ms (docs/gpu-results.md, thirteenth session).
 
-:class:`Activities` registers two callbacks with CUPTI (``cuptiActivityRegisterCallbacks``): one hands CUPTI
-1 MiB buffers (at most :data:`MAX_BUFFERS` at a time, so a candidate launching without end cannot grow this
-process: records beyond are dropped, and a recording that dropped any is reported as such), the other decodes
-each filled buffer (``cuptiActivityGetNextRecord``). It records three kinds: ``CONCURRENT_KERNEL`` (10; kernels
-run concurrently, unlike ``KERNEL``, which serialises them), ``MEMCPY`` (1) and ``MEMSET`` (2). Every record of
-the three starts with ``uint32 kind`` and has ``uint64 start`` and ``uint64 end`` (ns) at bytes 16 and 24; a
-kernel record's ``const char *name`` is at byte 104 (``CUpti_ActivityKernel4`` to ``CUpti_ActivityKernel9``,
-CUPTI's cupti_activity.h). A record that does not read sensibly (an end before its start, a kernel without a
-name) counts as dropped, so a wrong layout gives no spans rather than wrong ones.
+:class:`Activities` registers two callbacks with CUPTI (``cuptiActivityRegisterCallbacks``): one hands CUPTI a
+buffer from a pool made once (:data:`POOL_BUFFERS` of :data:`BUFFER_BYTES`; none when all are out, so a candidate
+launching without end cannot grow this process: CUPTI drops what it cannot store, and a recording that dropped any
+record gives no spans), the other decodes each filled buffer (``cuptiActivityGetNextRecord``) and returns it to the
+pool. The callbacks are Python: CUPTI's own worker thread delivers a buffer that fills during a recording, and
+takes the GIL to do it while the worker's thread may hold the GIL and wait on CUPTI to launch (PyTorch met this
+deadlock in its own CUPTI client). A trial's recording is flushed from the worker's thread when the trusted side
+asks for its spans; an honest trial's records fill a few hundred kB of a 4 MiB buffer, so only a candidate that
+launches some 20,000 kernels in one trial can reach that path, and then at the risk of its own worker.
+
+It records three kinds: ``CONCURRENT_KERNEL`` (10; kernels run concurrently, unlike ``KERNEL``, which serialises
+them), ``MEMCPY`` (1) and ``MEMSET`` (2). Every record of the three starts with ``uint32 kind`` and has ``uint64
+start`` and ``uint64 end`` (ns) at bytes 16 and 24; a kernel record's ``const char *name`` is at byte 104
+(``CUpti_ActivityKernel4`` to ``CUpti_ActivityKernel10``, ``CUpti_ActivityMemcpy6``, ``CUpti_ActivityMemset4`` of
+CUPTI's cupti_activity.h, CUDA 12 and 13; tests/fibserve/bench/test_cupti_records.py checks them against the
+header Triton ships). A record that does not read sensibly (a zero timestamp, which CUPTI leaves where it could
+not take one, an end before its start, a kernel without a readable name) counts as dropped, so a wrong layout
+gives no spans rather than wrong ones. Names are read through ``/proc/self/mem``, where an address that is not
+mapped is an error rather than a crash.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import glob
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 KIND_MEMCPY = 1
 KIND_MEMSET = 2
@@ -35,9 +45,13 @@ KINDS = (KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMSET)
 START_OFFSET, END_OFFSET, NAME_OFFSET = 16, 24, 104
 """Byte offsets in an activity record: start and end (ns) in all three kinds, a kernel's name pointer."""
 
-BUFFER_BYTES = 1 << 20
-MAX_BUFFERS = 64
-"""Buffers handed to CUPTI and not yet returned, at most (64 MiB); further requests get none (records dropped)."""
+BUFFER_BYTES = 4 << 20
+POOL_BUFFERS = 4
+"""The buffer pool: made once, 16 MiB; a request when every buffer is out gets none (CUPTI drops the records)."""
+
+NAME_CHUNK = 4096
+MAX_NAME_BYTES = 1 << 16
+"""A kernel name is read in chunks up to its NUL, at most this long (longer: unreadable)."""
 
 FLUSH_FORCED = 1
 """``CUPTI_ACTIVITY_FLAG_FLUSH_FORCED``: flush buffers that are not full too."""
@@ -60,29 +74,61 @@ class CuptiUnavailable(RuntimeError):
     """CUPTI could not be loaded or would not record (no library, another profiler holds it)."""
 
 
-def decode(address: int) -> Record | None:
-    """The activity record at ``address`` as ``(name, start_ns, end_ns)``; None for another kind, or one that does
-    not read sensibly (see the module docstring)."""
+def decode(address: int, read_name: Callable[[int], str]) -> Record | None:
+    """The activity record at ``address`` as ``(name, start_ns, end_ns)``, a kernel's name read by ``read_name``
+    from its pointer; None for another kind.
+
+    Raises:
+        ValueError: the record does not read sensibly (see the module docstring).
+    """
     kind = ctypes.c_uint32.from_address(address).value
     if kind not in KINDS:
         return None
     start = ctypes.c_uint64.from_address(address + START_OFFSET).value
     end = ctypes.c_uint64.from_address(address + END_OFFSET).value
-    if end < start:
-        raise ValueError("activity record ends before it starts")
+    if start == 0 or end == 0 or end < start:
+        raise ValueError(f"activity record with timestamps {start}, {end}")
     if kind == KIND_CONCURRENT_KERNEL:
-        raw = ctypes.c_char_p.from_address(address + NAME_OFFSET).value
-        if not raw:
+        pointer = ctypes.c_void_p.from_address(address + NAME_OFFSET).value
+        if not pointer:
             raise ValueError("kernel record without a name")
-        name = raw.decode("utf-8", "replace")
-    else:
-        name = "memcpy" if kind == KIND_MEMCPY else "memset"
-    return name, start, end
+        return read_name(pointer), start, end
+    return ("memcpy" if kind == KIND_MEMCPY else "memset"), start, end
+
+
+def read_c_string(memory: int, pointer: int) -> str:
+    """The NUL-terminated string at ``pointer`` of this process, read from ``memory`` (an open ``/proc/self/mem``).
+
+    Raises:
+        ValueError: the address is not mapped, or no NUL within :data:`MAX_NAME_BYTES`.
+    """
+    data = b""
+    while len(data) < MAX_NAME_BYTES:
+        at = pointer + len(data)
+        want = NAME_CHUNK - at % NAME_CHUNK  # to the page's end: the next page may not be mapped
+        try:
+            chunk = os.pread(memory, want, at)
+        except OSError as exc:
+            raise ValueError(f"kernel name at {pointer:#x} not readable: {exc}") from None
+        if not chunk:
+            raise ValueError(f"kernel name at {pointer:#x} not readable")
+        end = chunk.find(b"\0")
+        if end >= 0 and len(data) + end <= MAX_NAME_BYTES:
+            return (data + chunk[:end]).decode("utf-8", "replace")
+        data += chunk
+    raise ValueError(f"kernel name at {pointer:#x} longer than {MAX_NAME_BYTES} bytes")
 
 
 def library_paths() -> list[str]:
-    """Where a ``libcupti`` may be: the names in :data:`LIBRARY_NAMES`, then the NVIDIA wheels' directories on
-    ``sys.path`` (``nvidia/*/lib``, as torch's CUDA wheels install it)."""
+    """Where a ``libcupti`` may be: a copy this process has mapped already (two copies would fight over CUPTI's
+    callbacks), the names in :data:`LIBRARY_NAMES`, then the NVIDIA wheels' directories on ``sys.path``
+    (``nvidia/*/lib``, as torch's CUDA wheels install it)."""
+    loaded = []
+    with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+        for line in maps:
+            path = line.split(maxsplit=5)[-1].strip() if line.count(" ") >= 5 else ""
+            if os.path.basename(path).startswith("libcupti.so") and path not in loaded:
+                loaded.append(path)
     found = [
         path
         for entry in sys.path
@@ -90,7 +136,7 @@ def library_paths() -> list[str]:
         for pattern in ("nvidia/*/lib/libcupti.so*", "nvidia/*/*/lib/libcupti.so*")
         for path in sorted(glob.glob(os.path.join(entry, pattern)))
     ]
-    return [*LIBRARY_NAMES, *found]
+    return [*loaded, *LIBRARY_NAMES, *found]
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -135,7 +181,14 @@ class Activities:
         except AttributeError as exc:
             raise CuptiUnavailable(f"the CUPTI library lacks {exc}") from None
         self._lock = threading.Lock()
-        self._buffers: dict[int, ctypes.Array] = {}
+        self._pool = [ctypes.create_string_buffer(BUFFER_BYTES + 8) for _ in range(POOL_BUFFERS)]
+        self._free = [(ctypes.addressof(raw) + 7) & ~7 for raw in self._pool]  # records are 8-byte aligned
+        """Pool buffers not held by CUPTI (aligned addresses)."""
+        self._own = frozenset(self._free)
+        try:
+            self._memory = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise CuptiUnavailable(f"cannot read kernel names from /proc/self/mem: {exc}") from None
         self._records: list[Record] = []
         self.dropped = 0
         """Records lost since the last :meth:`collect`: no buffer given, CUPTI's own count, or unreadable."""
@@ -145,20 +198,20 @@ class Activities:
             raise CuptiUnavailable(f"cuptiActivityRegisterCallbacks returned {result}")
 
     def _request(self, buffer, size, max_records) -> None:  # called by CUPTI, on any thread
-        try:
-            with self._lock:
-                if len(self._buffers) >= MAX_BUFFERS:
-                    buffer[0], size[0], max_records[0] = None, 0, 0
-                    return
-                raw = ctypes.create_string_buffer(BUFFER_BYTES + 8)
-                address = (ctypes.addressof(raw) + 7) & ~7  # records are 8-byte aligned
-                self._buffers[address] = raw
-            buffer[0], size[0], max_records[0] = address, BUFFER_BYTES, 0
-        except Exception:
-            buffer[0], size[0], max_records[0] = None, 0, 0
+        with self._lock:
+            address = self._free.pop() if self._free else None
+        buffer[0], size[0], max_records[0] = address, BUFFER_BYTES if address else 0, 0
 
     def _complete(self, context, stream_id, buffer, size, valid) -> None:  # called by CUPTI, on any thread
-        records, dropped = [], 0
+        records, dropped, names = [], 0, {}
+
+        def read_name(
+            pointer: int,
+        ) -> str:  # one read per kernel: CUPTI shares a kernel's name between records
+            if pointer not in names:
+                names[pointer] = read_c_string(self._memory, pointer)
+            return names[pointer]
+
         try:
             record = ctypes.c_void_p()
             while (
@@ -166,7 +219,7 @@ class Activities:
                 and record.value
             ):
                 try:
-                    decoded = decode(record.value)
+                    decoded = decode(record.value, read_name)
                 except ValueError:
                     dropped += 1
                     continue
@@ -178,7 +231,8 @@ class Activities:
         except Exception:
             dropped += 1
         with self._lock:
-            self._buffers.pop(buffer, None)
+            if buffer in self._own and buffer not in self._free:
+                self._free.append(buffer)
             self._records.extend(records)
             self.dropped += dropped
 
@@ -212,6 +266,7 @@ class Activities:
 
 
 _ACTIVITIES: Activities | None = None
+_REFUSED: CuptiUnavailable | None = None
 _ACTIVITIES_LOCK = threading.Lock()
 
 
@@ -219,10 +274,16 @@ def activities() -> Activities:
     """This process's :class:`Activities`, made on first use.
 
     Raises:
-        CuptiUnavailable: as :class:`Activities` (and again on every later call).
+        CuptiUnavailable: as :class:`Activities`; a later call raises the same at once, without trying again.
     """
-    global _ACTIVITIES
+    global _ACTIVITIES, _REFUSED
     with _ACTIVITIES_LOCK:
+        if _REFUSED is not None:
+            raise _REFUSED
         if _ACTIVITIES is None:
-            _ACTIVITIES = Activities()
+            try:
+                _ACTIVITIES = Activities()
+            except CuptiUnavailable as exc:
+                _REFUSED = exc
+                raise
         return _ACTIVITIES

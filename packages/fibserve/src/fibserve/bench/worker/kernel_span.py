@@ -20,7 +20,7 @@ last one's end (gaps between the call's kernels included, as they are part of it
 again (:func:`fibserve.bench.worker.clock.time_call`) is its last attempt. A recording that lost any record has no
 spans.
 
-The worker imports this module; it uses only the standard library (and CUPTI, once a recording starts).
+The worker imports this module; it uses only the standard library (and CUPTI and torch, once a recording starts).
 """
 
 from __future__ import annotations
@@ -104,6 +104,10 @@ class SpanRecording:
         recording, attempts = self._activities, self.attempts
         self._activities, self.attempts = None, []
         try:
+            import torch
+
+            if torch.cuda.is_initialized():  # CUPTI's flush waits for nothing: the end mark may still run
+                torch.cuda.synchronize()
             records, lost = recording.collect()
         except Exception:
             return [None] * len(attempts)
