@@ -202,9 +202,10 @@ class Gate:
 
 
 def warm_gate(device: torch.device, hold_ms: float = 0.0) -> bool:
-    """Compile the gate kernel now (a worker does it while it starts, off the critical path: Triton's JIT
-    takes a second or so, and a worker's Triton cache is private), on a small buffer with the same
-    specialization as the cold-L2 buffer; False when no gate can be built here."""
+    """Build the gate kernel now (a worker does it while it starts, off the critical path), on a small buffer with
+    the same specialization as the cold-L2 buffer; False when no gate can be built here. Into an empty Triton
+    cache this took 1.39 to 1.93 s on the H100; a worker's cache is private, and starts as a copy of the zygote's
+    build (:mod:`fibserve.bench.worker.gate_seed`), which left 0.17 s (docs/gpu-results.md, thirteenth session)."""
     if device.type != "cuda":
         return False
     try:
