@@ -338,3 +338,20 @@ def test_a_candidate_that_spoils_its_triton_cache_leaves_the_next_workers_intact
     for report in reports:
         evaluation = _evaluation(report)
         assert evaluation.status is EvaluationStatus.PASSED, evaluation.log
+
+
+def test_a_zygote_that_does_not_answer_in_time_is_not_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fibserve.sandbox import WORKER_LIMITS
+
+    started, sandbox = [], forking.Sandbox
+
+    def recorded(*args, **kwargs):
+        started.append(sandbox(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(forking, "Sandbox", recorded)
+    with pytest.raises(forking.ZygoteError, match="did not answer"):
+        forking.Zygote(
+            "cpu", interpret_triton=False, limits=WORKER_LIMITS, timeout=0.05
+        )  # it imports torch first
+    assert len(started) == 1 and not started[0].alive

@@ -105,7 +105,11 @@ class Zygote:
             zygote_end.close()
         self._control = control
         self._buffer = b""
-        ready = self._read(timeout)
+        try:
+            ready = self._read(timeout)
+        except ZygoteError:
+            self.close()  # one that did not answer in time is not left running
+            raise
         if not ready.get("ready"):
             self.close()
             raise ZygoteError(f"the worker zygote sent {ready!r} instead of ready")
