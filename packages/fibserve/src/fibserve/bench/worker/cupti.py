@@ -12,8 +12,9 @@ record gives no spans), the other decodes each filled buffer (``cuptiActivityGet
 pool. The callbacks are Python: CUPTI's own worker thread delivers a buffer that fills during a recording, and
 takes the GIL to do it while the worker's thread may hold the GIL and wait on CUPTI to launch (PyTorch met this
 deadlock in its own CUPTI client). A trial's recording is flushed from the worker's thread when the trusted side
-asks for its spans; an honest trial's records fill a few hundred kB of a 4 MiB buffer, so only a candidate that
-launches some 20,000 kernels in one trial can reach that path, and then at the risk of its own worker.
+asks for its spans. A kernel record is 216 bytes (``CUpti_ActivityKernel10``), so a trial of 60 calls of a dozen
+kernels each, gate kernels included, fills about 160 kB of a 4 MiB buffer: only a candidate that launches some
+19,000 kernels in one trial reaches that path, and then at the risk of its own worker.
 
 It records three kinds: ``CONCURRENT_KERNEL`` (10; kernels run concurrently, unlike ``KERNEL``, which serialises
 them), ``MEMCPY`` (1) and ``MEMSET`` (2). Every record of the three starts with ``uint32 kind`` and has ``uint64
