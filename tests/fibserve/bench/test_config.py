@@ -77,3 +77,17 @@ def test_unknown_section_in_a_file_is_an_error(tmp_path):
 def test_config_round_trips_as_json():
     config = resolve_config(_definition(), {"atol": 0.2})
     assert EvalConfig.model_validate_json(config.model_dump_json()) == config
+
+
+def test_an_edited_config_file_takes_effect_at_once_and_no_caller_shares_a_parse(tmp_path) -> None:
+    """Parses are kept by content (resolving the packaged defaults was half of a CPU evaluation): an operator's
+    edit is still read on the next resolve, and a caller that changes what it got changes nobody else's."""
+    from fibserve.bench import config
+
+    path = tmp_path / "operator.yaml"
+    path.write_text("defaults:\n  iterations: 7\n")
+    assert config.resolve_config(None, config_path=path).iterations == 7
+    path.write_text("defaults:\n  iterations: 9\n")
+    assert config.resolve_config(None, config_path=path).iterations == 9
+    config._load_yaml(None)["defaults"]["iterations"] = -1
+    assert config.resolve_config(None).iterations == 50
