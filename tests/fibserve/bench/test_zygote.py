@@ -355,3 +355,34 @@ def test_a_zygote_that_does_not_answer_in_time_is_not_left_running(monkeypatch: 
             "cpu", interpret_triton=False, limits=WORKER_LIMITS, timeout=0.05
         )  # it imports torch first
     assert len(started) == 1 and not started[0].alive
+
+
+def test_a_zygote_outlives_the_thread_that_asked_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bubblewrap dies with the thread that forked it: a zygote that a pool's spare thread started used to die when
+    that pool closed, under the next pool of the process (a fresh clone's run lost a test to it)."""
+    import threading
+    import time
+
+    from fibserve.bench.worker.pool import WorkerProcess
+    from fibserve.sandbox import WORKER_LIMITS
+
+    monkeypatch.setattr(forking, "_ZYGOTES", {})  # a zygote of this test's own
+    started = {}
+    thread = threading.Thread(
+        target=lambda: started.update(
+            zygote=forking.zygote_for("cpu", interpret_triton=False, limits=WORKER_LIMITS)
+        )
+    )
+    thread.start()
+    thread.join()
+    try:
+        time.sleep(1.0)
+        assert started["zygote"].alive
+        worker = WorkerProcess("cpu")
+        try:
+            assert worker.wait_ready(60)["ready"]
+        finally:
+            worker.kill()
+        assert forking._ZYGOTES[("cpu", False)] is started["zygote"]  # the same one: it was not restarted
+    finally:
+        started["zygote"].close()

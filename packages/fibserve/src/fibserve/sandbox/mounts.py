@@ -20,7 +20,9 @@ The sandbox's root is an empty read-only tmpfs; only these are mounted into it:
 Nothing else of the host exists inside: no home directories, no checkout, no service state, no build cache
 beyond the paths passed in. The processes run in their own user (uid 65534 inside, mapped to the service's
 own uid outside, which keeps CUDA IPC working), PID, IPC, network, mount, UTS and cgroup namespaces, with no
-capabilities, in a session of their own, and die with the service.
+capabilities, in a session of their own, and die with the service: with the *thread* of the service that started
+them (``--die-with-parent`` is ``PR_SET_PDEATHSIG``), so a sandbox that must outlive a request is started from a
+thread that lives as long as the process (the zygotes: :mod:`fibserve.bench.worker.forking`).
 """
 
 from __future__ import annotations

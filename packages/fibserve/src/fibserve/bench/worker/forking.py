@@ -26,6 +26,7 @@ import socket
 import struct
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,6 +205,11 @@ def _sender_pid(channel: socket.socket, timeout: float) -> int:
 
 _ZYGOTES: dict[tuple[str, bool], Zygote] = {}
 _ZYGOTES_LOCK = threading.Lock()
+_ZYGOTE_STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fibserve-zygotes")
+"""The thread every zygote is started from, which lives as long as the process. Bubblewrap's
+``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked it ends: a zygote that a
+pool's spare thread started died when that pool closed, under every later pool of the process that shared it,
+and a fork racing that death failed (a fresh clone's run lost a test to it on 2026-12-05)."""
 
 
 def zygote_for(device: str, *, interpret_triton: bool, limits: Limits) -> Zygote:
@@ -219,5 +225,6 @@ def zygote_for(device: str, *, interpret_triton: bool, limits: Limits) -> Zygote
         if zygote is None or not zygote.alive:
             if zygote is not None:
                 zygote.close()
-            zygote = _ZYGOTES[key] = Zygote(device, interpret_triton=interpret_triton, limits=limits)
+            started = _ZYGOTE_STARTER.submit(Zygote, device, interpret_triton=interpret_triton, limits=limits)
+            zygote = _ZYGOTES[key] = started.result()
         return zygote
