@@ -79,11 +79,18 @@ def test_config_round_trips_as_json():
     assert EvalConfig.model_validate_json(config.model_dump_json()) == config
 
 
-def test_an_edited_config_file_takes_effect_at_once_and_no_caller_shares_a_parse(tmp_path) -> None:
+def test_an_edited_config_file_takes_effect_at_once_and_no_caller_shares_a_parse(
+    tmp_path, monkeypatch
+) -> None:
     """Parses are kept by content (resolving the packaged defaults was half of a CPU evaluation): an operator's
     edit is still read on the next resolve, and a caller that changes what it got changes nobody else's."""
     from fibserve.bench import config
 
+    monkeypatch.delenv(config.CONFIG_ENV, raising=False)
+    config.resolve_config(None)
+    kept = config._parsed.cache_info().hits
+    config.resolve_config(None)
+    assert config._parsed.cache_info().hits == kept + 1  # the packaged defaults were not parsed again
     path = tmp_path / "operator.yaml"
     path.write_text("defaults:\n  iterations: 7\n")
     assert config.resolve_config(None, config_path=path).iterations == 7

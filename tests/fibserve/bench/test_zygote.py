@@ -367,14 +367,18 @@ def test_a_zygote_outlives_the_thread_that_asked_for_it(monkeypatch: pytest.Monk
     from fibserve.sandbox import WORKER_LIMITS
 
     monkeypatch.setattr(forking, "_ZYGOTES", {})  # a zygote of this test's own
-    started = {}
-    thread = threading.Thread(
-        target=lambda: started.update(
-            zygote=forking.zygote_for("cpu", interpret_triton=False, limits=WORKER_LIMITS)
-        )
-    )
+    started: dict = {}
+
+    def ask() -> None:
+        try:
+            started["zygote"] = forking.zygote_for("cpu", interpret_triton=False, limits=WORKER_LIMITS)
+        except BaseException as exc:  # shown by the assertion below, not lost in the thread
+            started["error"] = exc
+
+    thread = threading.Thread(target=ask)
     thread.start()
     thread.join()
+    assert "zygote" in started, started.get("error")
     try:
         time.sleep(1.0)
         assert started["zygote"].alive
@@ -386,3 +390,32 @@ def test_a_zygote_outlives_the_thread_that_asked_for_it(monkeypatch: pytest.Monk
         assert forking._ZYGOTES[("cpu", False)] is started["zygote"]  # the same one: it was not restarted
     finally:
         started["zygote"].close()
+
+
+def test_a_forked_child_starts_a_zygote_of_its_own_and_leaves_its_parents_alone() -> None:
+    """After a fork the parent's zygotes are not the child's: the zygote thread does not exist there (a start
+    would wait for it for ever), and closing a copy would kill the parent's zygote through its cgroup."""
+    from fibserve.bench.worker.pool import WorkerProcess
+    from fibserve.sandbox import WORKER_LIMITS
+
+    parents = forking.zygote_for("cpu", interpret_triton=False, limits=WORKER_LIMITS)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child exits without returning
+        code = 1
+        try:
+            import signal
+
+            signal.alarm(120)  # a hang ends the child, and the test with its exit code
+            worker = WorkerProcess("cpu")
+            worker.wait_ready(60)
+            worker.kill()
+            mine = forking.zygote_for("cpu", interpret_triton=False, limits=WORKER_LIMITS)
+            code = 0 if mine is not parents else 2
+            mine.close()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (
+        parents.alive and forking.zygote_for("cpu", interpret_triton=False, limits=WORKER_LIMITS) is parents
+    )

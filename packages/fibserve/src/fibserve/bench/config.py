@@ -126,8 +126,9 @@ def _load_yaml(path: Path | str | None) -> dict[str, Any]:
 @functools.lru_cache(maxsize=16)
 def _parsed(text: str) -> Any:
     """``text`` parsed as YAML, kept by its content: every evaluation resolves its config, and parsing the
-    packaged defaults.yaml was half of a CPU evaluation of a vector add (28 of 54 ms, 2026-12-05). A file is
-    still read each time, so an operator's edit takes effect on the next evaluation."""
+    packaged defaults.yaml was half of a CPU evaluation of a vector add (54.0 ms each, 29.4 ms once kept;
+    cProfile, 2026-12-05). A file is still read each time, so an operator's edit takes effect on the next
+    evaluation."""
     return yaml.safe_load(text) or {}
 
 

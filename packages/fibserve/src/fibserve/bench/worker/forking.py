@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import socket
 import struct
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,12 +109,11 @@ class Zygote:
         self._buffer = b""
         try:
             ready = self._read(timeout)
-        except ZygoteError:
-            self.close()  # one that did not answer in time is not left running
+            if not isinstance(ready, dict) or not ready.get("ready"):
+                raise ZygoteError(f"the worker zygote sent {ready!r} instead of ready")
+        except BaseException:
+            self.close()  # one that did not answer, or not in time, is not left running
             raise
-        if not ready.get("ready"):
-            self.close()
-            raise ZygoteError(f"the worker zygote sent {ready!r} instead of ready")
 
     @property
     def alive(self) -> bool:
@@ -183,7 +183,7 @@ class Zygote:
         return Forked(sandbox, req_w, rep_r, channel)
 
     def close(self) -> None:
-        """Kill the zygote (its workers live on until they are discarded)."""
+        """Kill the zygote, and with its sandbox every worker forked from it."""
         self._control.close()
         self.sandbox.close()
 
@@ -203,13 +203,63 @@ def _sender_pid(channel: socket.socket, timeout: float) -> int:
     raise ZygoteError("the forked worker's first message carried no credentials (it exited?)")
 
 
+class _ZygoteThread:
+    """The one thread every zygote is started from: a daemon thread, so it lives until the process exits.
+
+    Bubblewrap's ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked it ends: a
+    zygote that a pool's spare thread started died when that pool closed, with every worker forked from it, and a
+    fork racing that death failed (a fresh clone's run lost a test to it on 2026-12-05). Not an executor's thread:
+    those are joined as the interpreter shuts down, before the atexit handlers that let workers exit cleanly.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self, *args: Any, **kwargs: Any) -> Future[Zygote]:
+        """``Zygote(*args, **kwargs)``, made on the thread."""
+        future: Future[Zygote] = Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="fibserve-zygotes", daemon=True)
+                self._thread.start()
+        self._jobs.put((future, args, kwargs))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            future, args, kwargs = self._jobs.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(Zygote(*args, **kwargs))
+                except BaseException as exc:
+                    future.set_exception(exc)
+
+
 _ZYGOTES: dict[tuple[str, bool], Zygote] = {}
 _ZYGOTES_LOCK = threading.Lock()
-_ZYGOTE_STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fibserve-zygotes")
-"""The thread every zygote is started from, which lives as long as the process. Bubblewrap's
-``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked it ends: a zygote that a
-pool's spare thread started died when that pool closed, under every later pool of the process that shared it,
-and a fork racing that death failed (a fresh clone's run lost a test to it on 2026-12-05)."""
+_ZYGOTE_THREAD = _ZygoteThread()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's zygotes, lock and thread are not the child's (a closed copy would kill the
+    parent's zygote through its cgroup; the thread does not exist here)."""
+    global _ZYGOTES, _ZYGOTES_LOCK, _ZYGOTE_THREAD
+    _ZYGOTES, _ZYGOTES_LOCK, _ZYGOTE_THREAD = {}, threading.Lock(), _ZygoteThread()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _close_when_started(started: Future[Zygote]) -> None:
+    """Close the zygote ``started`` makes, once made: its caller stopped waiting for it."""
+
+    def close(done: Future[Zygote]) -> None:
+        if done.exception() is None:
+            done.result().close()
+
+    started.add_done_callback(close)
 
 
 def zygote_for(device: str, *, interpret_triton: bool, limits: Limits) -> Zygote:
@@ -225,6 +275,10 @@ def zygote_for(device: str, *, interpret_triton: bool, limits: Limits) -> Zygote
         if zygote is None or not zygote.alive:
             if zygote is not None:
                 zygote.close()
-            started = _ZYGOTE_STARTER.submit(Zygote, device, interpret_triton=interpret_triton, limits=limits)
-            zygote = _ZYGOTES[key] = started.result()
+            started = _ZYGOTE_THREAD.start(device, interpret_triton=interpret_triton, limits=limits)
+            try:
+                zygote = _ZYGOTES[key] = started.result()
+            except BaseException:
+                _close_when_started(started)  # interrupted: one that starts after all is not left running
+                raise
         return zygote

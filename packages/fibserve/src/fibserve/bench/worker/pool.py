@@ -342,7 +342,8 @@ class WorkerPool:
         self.spares = max(0, spares) if self.status.usable else 0
         self._spares: list[Future[WorkerProcess]] = []
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"spares-{device}")
-        """Spares are forked here, off the caller's path (the first one also starts the zygote)."""
+        """Spares are forked here, off the caller's path (the first one also has the zygote started, on the zygote
+        thread of :mod:`fibserve.bench.worker.forking`, which outlives this one)."""
         self.started_count = 0
         self._replenish()
 

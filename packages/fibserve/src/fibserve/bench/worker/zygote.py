@@ -1,7 +1,7 @@
 """The warm interpreter a lane's workers are forked from (UNTRUSTED side: it runs in a bubblewrap sandbox).
 
-Started by :mod:`fibserve.bench.worker.pool` as ``python -m fibserve.bench.worker.zygote --control FD --device D``
-inside a :class:`fibserve.sandbox.Sandbox` like any worker's. It imports torch, Triton and the worker's own
+Started by :mod:`fibserve.bench.worker.forking` (on its zygote thread) as ``python -m fibserve.bench.worker.zygote
+--control FD --device D`` inside a :class:`fibserve.sandbox.Sandbox` like any worker's. It imports torch, Triton and the worker's own
 modules once (about 2 CPU-seconds that every worker used to pay) and initialises nothing on the GPU (a CUDA
 context does not survive ``fork``), then forks one worker per request and never runs candidate code itself.
 On a GPU it first has a child of its own build the cold-L2 gate kernel into a Triton cache that each worker
