@@ -89,41 +89,52 @@ def main() -> int:
         print(f"eval_stability: {args.definition} names no baseline Solution", file=sys.stderr)
         return 2
     solution = baseline.model_copy(update={"name": "baseline_as_candidate", "author": "eval_stability"})
-    results = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[dict] = []
     with Evaluator("cuda:0") as evaluator:
         for workload in workloads:
             print(f"workload {workload.uuid} {dict(workload.axes)}", flush=True)
-            rows = [
-                _measured(evaluator, definition, solution, baseline, workload, i) for i in range(args.repeats)
-            ]
-            speedups = [r["speedup"] for r in rows if "speedup" in r]
-            results.append(
-                {
-                    "workload": workload.uuid,
-                    "axes": dict(workload.axes),
-                    "speedup_min": min(speedups, default=None),
-                    "speedup_max": max(speedups, default=None),
-                    "all_within_band": len(speedups) == args.repeats
-                    and all(abs(x - 1.0) <= args.band for x in speedups),
-                    "runs": rows,
-                }
-            )
-    ok = all(r["all_within_band"] for r in results)
-    result = {
+            entry = {"workload": workload.uuid, "axes": dict(workload.axes), "runs": []}
+            results.append(entry)
+            for i in range(args.repeats):
+                entry["runs"].append(_measured(evaluator, definition, solution, baseline, workload, i))
+                entry.update(summarise(entry["runs"], args.repeats, args.band))
+                _write(out, _result(args, baseline, results))  # kept after every run: a step may be cut short
+    result = _result(args, baseline, results)
+    lines = _write(out, result)
+    print("\n".join(lines[: 4 + len(results)]))
+    return 0 if result["all_within_band"] else 1
+
+
+def summarise(runs: list[dict], repeats: int, band: float) -> dict:
+    """One workload's verdict from its runs so far: the least and greatest speedup, and whether all ``repeats``
+    runs are done and within ``band`` of 1 (a run that failed has no speedup, and fails the verdict)."""
+    speedups = [r["speedup"] for r in runs if "speedup" in r]
+    return {
+        "speedup_min": min(speedups, default=None),
+        "speedup_max": max(speedups, default=None),
+        "all_within_band": len(speedups) == repeats and all(abs(x - 1.0) <= band for x in speedups),
+    }
+
+
+def _result(args: argparse.Namespace, baseline, results: list[dict]) -> dict:
+    return {
         "definition": args.definition,
         "axis": args.axis,
         "baseline": baseline.name,
         "band": [1 - args.band, 1 + args.band],
-        "all_within_band": ok,
+        "all_within_band": bool(results) and all(r["all_within_band"] for r in results),
         "workloads": results,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+
+
+def _write(out: Path, result: dict) -> list[str]:
+    """``eval_stability.json`` and ``.md`` under ``out``; the table's lines."""
     (out / "eval_stability.json").write_text(json.dumps(result, indent=2))
     lines = _table(result)
     (out / "eval_stability.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[: 4 + len(results)]))
-    return 0 if ok else 1
+    return lines
 
 
 def _measured(evaluator, definition, solution, baseline, workload, i: int) -> dict:

@@ -97,3 +97,47 @@ def test_a_run_reads_the_basis_release_and_events_over_span_from_the_timing_fact
     assert row["wall_s"] >= 0.0  # how long the evaluation took: the CUPTI start-up showed there
     out = capsys.readouterr().out
     assert "basis device, released False/True" in out and out.rstrip().endswith(f"{row['wall_s']} s")
+
+
+def test_a_workload_passes_only_once_every_run_is_in_and_within_the_band(script) -> None:
+    """The verdict is kept after every run (a step cut short keeps its runs), so a part must not pass."""
+    within = [{"run": i, "speedup": 1.0 + 0.002 * i} for i in range(3)]
+    assert script.summarise(within[:2], 3, 0.01) == {
+        "speedup_min": 1.0,
+        "speedup_max": 1.002,
+        "all_within_band": False,
+    }
+    assert script.summarise(within, 3, 0.01)["all_within_band"] is True
+    assert (
+        script.summarise([*within[:2], {"run": 2, "error": "timeout"}], 3, 0.01)["all_within_band"] is False
+    )
+    assert script.summarise([*within[:2], {"run": 2, "speedup": 1.0101}], 3, 0.01)["all_within_band"] is False
+    assert script.summarise([], 3, 0.01) == {
+        "speedup_min": None,
+        "speedup_max": None,
+        "all_within_band": False,
+    }
+
+
+def test_a_result_cut_short_is_written_and_reads_as_a_fail(script, tmp_path) -> None:
+    import argparse
+    import json
+    from types import SimpleNamespace
+
+    args = argparse.Namespace(definition="gemm_n7168_k5120", axis="M=70", band=0.01)
+    run = {
+        "run": 0, "speedup": 1.004, "speedup_p10": 0.99, "speedup_p90": 1.01, "ratio_of_medians": 1.003,
+        "candidate_ms": {"median": 0.03, "p10": 0.029, "p90": 0.031}, "reference_ms": {"median": 0.0301},
+        "vs_reference": 40.0, "roofline_fraction": 0.4, "sm_clock_start": 1980, "sm_clock_end": 1980,
+        "power_start_w": 120, "power_end_w": 300, "temp_start_c": 40, "temp_end_c": 45,
+        "timing_basis": "device", "candidate_released": True, "reference_released": True, "wall_s": 1.5,
+    }  # fmt: skip
+    entry = {"workload": "3817345d-2b16", "axes": {"M": 70}, "runs": [run]}
+    entry.update(script.summarise(entry["runs"], 10, 0.01))
+    result = script._result(args, SimpleNamespace(name="gemm_baseline"), [entry])
+    lines = script._write(tmp_path, result)
+    assert (
+        json.loads((tmp_path / "eval_stability.json").read_text())["workloads"][0]["runs"][0]["speedup"]
+        == 1.004
+    )
+    assert "FAIL" in lines[0] and (tmp_path / "eval_stability.md").read_text().startswith(lines[0])
