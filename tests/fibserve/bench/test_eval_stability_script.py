@@ -38,14 +38,19 @@ def test_an_axis_that_names_no_workload_says_what_there_is(script, gemm_workload
         script.select_workloads(gemm_workloads, axis)
 
 
-def test_the_table_gives_one_verdict_line_per_workload_then_its_runs(script) -> None:
-    run = {
+def _run() -> dict:
+    """One run's row as the script keeps it."""
+    return {
         "run": 0, "speedup": 1.004, "speedup_p10": 0.99, "speedup_p90": 1.01, "ratio_of_medians": 1.003,
         "candidate_ms": {"median": 0.03, "p10": 0.029, "p90": 0.031}, "reference_ms": {"median": 0.0301},
         "vs_reference": 40.0, "roofline_fraction": 0.4, "sm_clock_start": 1980, "sm_clock_end": 1980,
         "power_start_w": 120, "power_end_w": 300, "temp_start_c": 40, "temp_end_c": 45,
         "timing_basis": "device", "candidate_released": True, "reference_released": False, "wall_s": 3.1,
     }  # fmt: skip
+
+
+def test_the_table_gives_one_verdict_line_per_workload_then_its_runs(script) -> None:
+    run = _run()
     result = {
         "definition": "gemm_n7168_k5120",
         "axis": "all",
@@ -125,13 +130,7 @@ def test_a_result_cut_short_is_written_and_reads_as_a_fail(script, tmp_path) -> 
     from types import SimpleNamespace
 
     args = argparse.Namespace(definition="gemm_n7168_k5120", axis="M=70", band=0.01)
-    run = {
-        "run": 0, "speedup": 1.004, "speedup_p10": 0.99, "speedup_p90": 1.01, "ratio_of_medians": 1.003,
-        "candidate_ms": {"median": 0.03, "p10": 0.029, "p90": 0.031}, "reference_ms": {"median": 0.0301},
-        "vs_reference": 40.0, "roofline_fraction": 0.4, "sm_clock_start": 1980, "sm_clock_end": 1980,
-        "power_start_w": 120, "power_end_w": 300, "temp_start_c": 40, "temp_end_c": 45,
-        "timing_basis": "device", "candidate_released": True, "reference_released": True, "wall_s": 1.5,
-    }  # fmt: skip
+    run = _run()
     entry = {"workload": "3817345d-2b16", "axes": {"M": 70}, "runs": [run]}
     entry.update(script.summarise(entry["runs"], 10, 0.01))
     result = script._result(args, SimpleNamespace(name="gemm_baseline"), [entry])
