@@ -419,3 +419,56 @@ def test_a_forked_child_starts_a_zygote_of_its_own_and_leaves_its_parents_alone(
     assert (
         parents.alive and forking.zygote_for("cpu", interpret_triton=False, limits=WORKER_LIMITS) is parents
     )
+
+
+def test_a_zygote_that_says_something_else_than_ready_is_not_left_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fibserve.sandbox import WORKER_LIMITS
+
+    started, sandbox = [], forking.Sandbox
+
+    def recorded(*args, **kwargs):
+        started.append(sandbox(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(forking, "Sandbox", recorded)
+    monkeypatch.setattr(forking.Zygote, "_read", lambda self, timeout: ["not", "a", "message"])
+    with pytest.raises(forking.ZygoteError, match="instead of ready"):
+        forking.Zygote("cpu", interpret_triton=False, limits=WORKER_LIMITS)
+    assert len(started) == 1 and not started[0].alive
+
+
+def test_a_zygote_whose_caller_stopped_waiting_is_closed_once_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An interrupt (Ctrl-C) while the zygote thread starts one must not leave it running unheld."""
+    from concurrent.futures import Future
+
+    from fibserve.sandbox import WORKER_LIMITS
+
+    class Interrupted(Future):
+        waited = False
+
+        def result(self, timeout=None):
+            if not self.waited:  # the caller's wait is interrupted; the callback reads the result later
+                self.waited = True
+                raise KeyboardInterrupt
+            return super().result(timeout)
+
+    class Started:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    pending = Interrupted()
+    monkeypatch.setattr(forking, "_ZYGOTES", {})
+    monkeypatch.setattr(
+        forking, "_ZYGOTE_THREAD", type("Thread", (), {"start": lambda self, *a, **k: pending})()
+    )
+    with pytest.raises(KeyboardInterrupt):
+        forking.zygote_for("cpu", interpret_triton=False, limits=WORKER_LIMITS)
+    zygote = Started()
+    pending.set_result(zygote)  # it started after all
+    assert zygote.closed and forking._ZYGOTES == {}
