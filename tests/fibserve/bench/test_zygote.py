@@ -340,9 +340,8 @@ def test_a_candidate_that_spoils_its_triton_cache_leaves_the_next_workers_intact
         assert evaluation.status is EvaluationStatus.PASSED, evaluation.log
 
 
-def test_a_zygote_that_does_not_answer_in_time_is_not_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fibserve.sandbox import WORKER_LIMITS
-
+def _record_sandboxes(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every sandbox :mod:`fibserve.bench.worker.forking` starts from now on, in a list."""
     started, sandbox = [], forking.Sandbox
 
     def recorded(*args, **kwargs):
@@ -350,6 +349,13 @@ def test_a_zygote_that_does_not_answer_in_time_is_not_left_running(monkeypatch: 
         return started[-1]
 
     monkeypatch.setattr(forking, "Sandbox", recorded)
+    return started
+
+
+def test_a_zygote_that_does_not_answer_in_time_is_not_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fibserve.sandbox import WORKER_LIMITS
+
+    started = _record_sandboxes(monkeypatch)
     with pytest.raises(forking.ZygoteError, match="did not answer"):
         forking.Zygote(
             "cpu", interpret_triton=False, limits=WORKER_LIMITS, timeout=0.05
@@ -426,13 +432,7 @@ def test_a_zygote_that_says_something_else_than_ready_is_not_left_running(
 ) -> None:
     from fibserve.sandbox import WORKER_LIMITS
 
-    started, sandbox = [], forking.Sandbox
-
-    def recorded(*args, **kwargs):
-        started.append(sandbox(*args, **kwargs))
-        return started[-1]
-
-    monkeypatch.setattr(forking, "Sandbox", recorded)
+    started = _record_sandboxes(monkeypatch)
     monkeypatch.setattr(forking.Zygote, "_read", lambda self, timeout: ["not", "a", "message"])
     with pytest.raises(forking.ZygoteError, match="instead of ready"):
         forking.Zygote("cpu", interpret_triton=False, limits=WORKER_LIMITS)
