@@ -29,10 +29,11 @@ def pool():
     pool.close()
 
 
-def _reference_twin(pool, definition, data):
-    """The reference's timing twin as the evaluator builds it, with slots laid out like the candidate's."""
+def _reference_twin(pool, definition, data, count=3):
+    """The reference's timing twin as the evaluator builds it, with ``count`` slots laid out like the
+    candidate's."""
     twin = ReferenceTwin(pool, definition, resolve_config(definition), arch="sm_90a", note=print)
-    return twin, twin.slots(data, 3, CPU)
+    return twin, twin.slots(data, count, CPU)
 
 
 def _reference_side(twin, twin_slots):
@@ -87,6 +88,51 @@ def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path
     assert extra["timed_outputs_checked_for_poison"] == 2 * (1 + 6)  # every candidate reply, warmup included
     assert performance.speedup_factor > 0
     assert abs(extra["unexplained_round_trip_ms"]) < 5.0  # two alike workers: about the same round trip
+
+
+def test_more_slots_than_input_sets_are_all_timed_and_a_random_few_validated(
+    pool, trace_set, make_solution, monkeypatch
+):
+    """On a GPU each side rotates over up to ``timing_slots`` buffer slots (placements), more than its input
+    sets: every slot is timed, and after each trial one slot per input set, drawn at random, has its last
+    output compared in full (as many comparisons as with one slot per input set, on slots the candidate
+    cannot predict)."""
+    import fibserve.bench.timing.checks as checks
+    from fibserve.bench.timing import loop as loop_module
+
+    monkeypatch.setattr(checks, "SAMPLE_DENOMINATOR", 10**9)  # only the validations after each trial
+    monkeypatch.setattr(
+        loop_module.secrets, "randbits", lambda bits: 12345
+    )  # the loop's draws, made repeatable
+    definition, worker, data, slots = setup_vector_add(
+        pool, trace_set, make_solution, "add_correct.py", slots=5
+    )
+    twin, twin_slots = _reference_twin(pool, definition, data, count=5)
+    config = resolve_config(definition, {"warmup": 1, "iterations": 10, "trials": 4})
+    real_call, real_judge, called, judged = loop_module.worker_call, loop_module.judge, [], []
+
+    def call(target, request, *args, **kwargs):
+        if target is worker and not request["warmup"]:
+            called.append(request["slot"])
+        return real_call(target, request, *args, **kwargs)
+
+    def judge(slots_, slot, *args, **kwargs):
+        judged.append(slot)
+        return real_judge(slots_, slot, *args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "worker_call", call)
+    monkeypatch.setattr(loop_module, "judge", judge)
+    try:
+        performance, validated = measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
+    finally:
+        worker.kill()
+        twin.discard()
+    assert performance.extra["slots"] == 5 and performance.extra["pairs"] == 40
+    assert sorted(set(called)) == [0, 1, 2, 3, 4] and all(called.count(s) == 8 for s in range(5))
+    assert validated == len(judged) == 4 * 3  # three a trial, of five slots
+    per_trial = [judged[3 * t : 3 * t + 3] for t in range(4)]
+    assert all(len(set(t)) == 3 for t in per_trial)
+    assert set(judged) - {0, 1, 2}  # drawn over all five, not the first three
 
 
 def test_pointer_cache_survives_one_trial_but_not_the_rotation(

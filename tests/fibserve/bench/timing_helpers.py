@@ -12,10 +12,10 @@ from fibserve.bench.worker.slots import WorkloadData, allocate_slots
 CPU = torch.device("cpu")
 
 
-def setup_vector_add(pool, trace_set, make_solution, kernel, language="python", dps=True):
+def setup_vector_add(pool, trace_set, make_solution, kernel, language="python", dps=True, slots=3):
     """``(definition, worker, data, slots)``: ``kernels/<kernel>`` loaded in a worker of ``pool`` for the
-    first vector_add_f32 workload, three input sets with their reference outputs, three slots; every timed call
-    gets fresh inputs as in an evaluation (``data.varied``)."""
+    first vector_add_f32 workload, three input sets with their reference outputs, ``slots`` slots; every timed
+    call gets fresh inputs as in an evaluation (``data.varied``)."""
     definition = trace_set.definition("vector_add_f32")
     workload = trace_set.workloads_for("vector_add_f32")[0]
     solution = make_solution(kernel, "vector_add_f32", language=language, dps=dps)
@@ -33,5 +33,4 @@ def setup_vector_add(pool, trace_set, make_solution, kernel, language="python", 
         varied=variable_inputs(definition, workload),
         reference=lambda inputs: run_reference(definition, inputs, shapes),
     )
-    slots = allocate_slots(worker, data, 3, CPU, 60)
-    return definition, worker, data, slots
+    return definition, worker, data, allocate_slots(worker, data, slots, CPU, 60)

@@ -60,10 +60,23 @@ class EvalConfig(BaseModel):
     """Trials per workload; the input sets rotate between buffer slots from one trial to the next."""
     num_input_sets: int = Field(3, ge=1, le=16)
     """Distinct seeded input sets per workload (random inputs differ; scalars and safetensors do not)."""
+    timing_slots: int = Field(16, ge=1, le=64)
+    """Buffer slots each side's timed calls rotate over on a GPU (at least ``num_input_sets``, the input sets
+    taking turns in them), each slot its own allocations, so that a latency is a median over that many
+    placements in device memory. Why: on the H100 (2026-12-05, docs/gpu-results.md "Fourteenth session")
+    torch.matmul at M=232, N=7168, K=5120 read up to 2% apart from one slot to another of the same worker
+    (per-slot medians of the pair ratios: SD 1.07% over 12 evaluations, 0.39% of it sampling), so with 3
+    slots a side the same kernel against itself read 0.98 to 1.02 from one evaluation to the next. Capped by
+    ``timing_slot_bytes``; on CPU the slots are the input sets'."""
+    timing_slot_bytes: int = Field(2 << 30, ge=0)
+    """Device memory (bytes) one side's slots may take together beyond the input sets' own: a workload whose
+    slot needs more than ``timing_slot_bytes / timing_slots`` gets fewer slots (never fewer than its input
+    sets)."""
     cold_l2: bool = True
     """Overwrite a buffer of at least twice the L2 size before every timed call (GPU only)."""
     validate_timed_outputs: bool = True
-    """Compare the output of the last timed call of each input set in each trial with the reference."""
+    """Compare the output of the last timed call in each of ``num_input_sets`` slots per trial, drawn at
+    random after the trial, with the reference (besides the sampled timed calls)."""
     check_input_mutation: bool = True
     """Compare the inputs after each correctness call with a pristine copy."""
     vary_inputs: bool = True

@@ -38,7 +38,14 @@ from fibserve.bench.timing.sides import ReferencePlan
 from fibserve.bench.timing.twin import TwinError
 from fibserve.bench.worker.pool import WorkerError, WorkerPool, WorkerProcess
 from fibserve.bench.worker.protocol import Failed, Loaded, ProtocolViolation, parse_reply
-from fibserve.bench.worker.slots import AllocationRefused, Slots, WorkloadData, allocate_slots, worker_failure
+from fibserve.bench.worker.slots import (
+    AllocationRefused,
+    Slots,
+    WorkloadData,
+    allocate_slots,
+    timing_slot_count,
+    worker_failure,
+)
 from fibserve.static_analysis import analyse
 from fibserve.trace import (
     Correctness,
@@ -425,7 +432,13 @@ class EvaluationSession:
         loaded = self._ensure_worker()
         if isinstance(loaded, Evaluation):
             return loaded
-        slot_count = max(1, min(self.config.num_input_sets, len(data.inputs)))
+        slot_count = timing_slot_count(
+            data,
+            self.lane.device,
+            self.config.num_input_sets,
+            self.config.timing_slots,
+            self.config.timing_slot_bytes,
+        )
         try:
             slots = allocate_slots(loaded, data, slot_count, self.lane.device, self.config.timeouts.load)
         except OSError as exc:  # this process could not make the buffers: nobody's fault but the machine's

@@ -139,6 +139,9 @@ class TimingFacts(Comparisons):
     iterations: int | None = None
     trials: int | None = None
     input_sets: int | None = None
+    slots: int | None = None
+    """Buffer slots per side that the timed calls rotated over, each its own allocations (a latency is a median
+    over that many placements in device memory; ``timing_slots`` of the evaluation config)."""
     cold_l2: bool | None = None
     l2_flush_bytes: int | None = None
     """Bytes overwritten before each call for a cold L2 (0 when ``cold_l2`` is off)."""

@@ -273,7 +273,7 @@ class _TimingLoop:
         self._interleave(holds)
         self.read_spans()
         if self.config.validate_timed_outputs:
-            for s in range(min(len(holds), self.config.iterations)) if self.config.iterations else ():
+            for s in self._validated_slots(len(holds)):
                 judge(
                     self.slots,
                     s,
@@ -284,6 +284,13 @@ class _TimingLoop:
                     self.references(self.holding[s]),
                 )
                 self.validated += 1
+
+    def _validated_slots(self, count: int) -> list[int]:
+        """The slots of ``count`` whose last timed outputs are compared with the reference after a trial: one per
+        input set (all of them when there are no more slots than input sets), drawn now, after the calls, so
+        the candidate cannot know which of its calls will be read."""
+        used = min(count, self.config.iterations)
+        return sorted(self.rng.sample(range(used), min(used, len(self.data.inputs))))
 
     def _rotate(self, trial: int) -> list[int]:
         """Fill every slot of every side with the input set it holds in ``trial``; returns slot -> input set."""
@@ -492,6 +499,7 @@ def _performance(loop: _TimingLoop, reference_plan: ReferencePlan | None, defini
             "iterations": config.iterations,
             "trials": config.trials,
             "input_sets": len(loop.data.inputs),
+            "slots": len(loop.slots.inputs),
             "cold_l2": config.cold_l2,
             "l2_flush_bytes": clock.cold_l2_bytes(device) if config.cold_l2 else 0,
             "timed_outputs_validated": loop.validated,
