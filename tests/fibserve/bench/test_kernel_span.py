@@ -260,6 +260,7 @@ def _loop(cand_device: float | None, ref_device: float | None) -> types.SimpleNa
         candidate_calls=[_times(0.00435, cand_device) for _ in range(10)],
         candidate_wall_ms=[0.3] * 10,
         data=types.SimpleNamespace(inputs=[{}]),
+        slots=types.SimpleNamespace(inputs=[{}]),
         validated=0,
         checked=10,
         probe=None,
