@@ -75,7 +75,9 @@ def test_the_table_gives_one_verdict_line_per_workload_then_its_runs(script) -> 
     assert any(line.startswith("| 0 | error: RUNTIME_ERROR |") for line in lines)
 
 
-def test_a_run_reads_the_basis_release_and_events_over_span_from_the_timing_facts(script, capsys) -> None:
+def test_a_run_reads_the_basis_slots_release_and_events_over_span_from_the_timing_facts(
+    script, capsys
+) -> None:
     import types
 
     from fibserve.trace import Performance
@@ -83,7 +85,7 @@ def test_a_run_reads_the_basis_release_and_events_over_span_from_the_timing_fact
     summary = {"median": 0.027, "p10": 0.0265, "p90": 0.028}
     extra = {
         "candidate_ms": summary, "reference_ms": summary, "speedup_p10": 0.97, "speedup_p90": 1.03,
-        "timing_basis": "device", "events_over_span_ms": {"reference": 0.0025, "candidate": 0.0033},
+        "timing_basis": "device", "events_over_span_ms": {"reference": 0.0025, "candidate": 0.0033}, "slots": 16,
         "l2_overwrite": {"candidate_released": False, "reference_released": True},
         "device_start": {"sm_clock_mhz": 1980.0}, "device_end": {"sm_clock_mhz": 1980.0},
     }  # fmt: skip
@@ -101,7 +103,10 @@ def test_a_run_reads_the_basis_release_and_events_over_span_from_the_timing_fact
     assert row["events_over_span_ms"] == {"reference": 0.0025, "candidate": 0.0033}
     assert row["wall_s"] >= 0.0  # how long the evaluation took: the CUPTI start-up showed there
     out = capsys.readouterr().out
-    assert "basis device, released False/True" in out and out.rstrip().endswith(f"{row['wall_s']} s")
+    assert row["slots"] == 16  # the placements each side's latency is a median over
+    assert "basis device, 16 slots, released False/True" in out and out.rstrip().endswith(
+        f"{row['wall_s']} s"
+    )
 
 
 def test_a_workload_passes_only_once_every_run_is_in_and_within_the_band(script) -> None:
