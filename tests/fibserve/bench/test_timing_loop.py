@@ -90,20 +90,27 @@ def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path
     assert abs(extra["unexplained_round_trip_ms"]) < 5.0  # two alike workers: about the same round trip
 
 
-def test_more_slots_than_input_sets_are_all_timed_and_a_random_few_validated(
+def test_more_slots_than_input_sets_are_all_timed_and_one_slot_per_input_set_validated(
     pool, trace_set, make_solution, monkeypatch
 ):
     """On a GPU each side rotates over up to ``timing_slots`` buffer slots (placements), more than its input
-    sets: every slot is timed, and after each trial one slot per input set, drawn at random, has its last
-    output compared in full (as many comparisons as with one slot per input set, on slots the candidate
-    cannot predict)."""
+    sets: every slot is timed as often as the others, and after each trial, for every input set, the last
+    output of one slot that held it is compared in full, the slot drawn from the operating system's randomness
+    (the loop's own generator makes the variations the candidate reads)."""
+    import random
+
     import fibserve.bench.timing.checks as checks
     from fibserve.bench.timing import loop as loop_module
 
+    class Drawn(random.Random):
+        draws = 0
+
+        def choice(self, seq):
+            Drawn.draws += 1
+            return super().choice(seq)
+
     monkeypatch.setattr(checks, "SAMPLE_DENOMINATOR", 10**9)  # only the validations after each trial
-    monkeypatch.setattr(
-        loop_module.secrets, "randbits", lambda bits: 12345
-    )  # the loop's draws, made repeatable
+    monkeypatch.setattr(loop_module, "_UNSEEN", Drawn(7))  # repeatable here
     definition, worker, data, slots = setup_vector_add(
         pool, trace_set, make_solution, "add_correct.py", slots=5
     )
@@ -128,11 +135,38 @@ def test_more_slots_than_input_sets_are_all_timed_and_a_random_few_validated(
         worker.kill()
         twin.discard()
     assert performance.extra["slots"] == 5 and performance.extra["pairs"] == 40
-    assert sorted(set(called)) == [0, 1, 2, 3, 4] and all(called.count(s) == 8 for s in range(5))
-    assert validated == len(judged) == 4 * 3  # three a trial, of five slots
-    per_trial = [judged[3 * t : 3 * t + 3] for t in range(4)]
-    assert all(len(set(t)) == 3 for t in per_trial)
-    assert set(judged) - {0, 1, 2}  # drawn over all five, not the first three
+    assert all(called.count(s) == 8 for s in range(5))
+    assert validated == len(judged) == Drawn.draws == 4 * 3
+    for trial in range(4):  # slot s holds input set (s + trial) % 3
+        assert sorted((s + trial) % 3 for s in judged[3 * trial : 3 * trial + 3]) == [0, 1, 2]
+    assert set(judged) - {0, 1, 2}  # drawn over all five slots, not the first three
+
+
+def test_each_trial_starts_its_turn_over_the_slots_further_on(pool, trace_set, make_solution, monkeypatch):
+    """With 16 slots and 50 pairs a trial visits two slots once more than the others, and a comparator timed on
+    every other pair would meet only even slots: each trial's turn starts ``iterations + 1`` slots on."""
+    from fibserve.bench.timing import loop as loop_module
+
+    definition, worker, data, slots = setup_vector_add(
+        pool, trace_set, make_solution, "add_correct.py", slots=4
+    )
+    twin, twin_slots = _reference_twin(pool, definition, data, count=4)
+    config = resolve_config(definition, {"warmup": 0, "iterations": 6, "trials": 2})
+    real_call, called = loop_module.worker_call, []
+
+    def call(target, request, *args, **kwargs):
+        if target is worker:
+            called.append(request["slot"])
+        return real_call(target, request, *args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "worker_call", call)
+    try:
+        measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
+    finally:
+        worker.kill()
+        twin.discard()
+    # trial 1 starts 7 slots on: 7 mod 4 = 3
+    assert called == [0, 1, 2, 3, 0, 1, 3, 0, 1, 2, 3, 0]
 
 
 def test_pointer_cache_survives_one_trial_but_not_the_rotation(

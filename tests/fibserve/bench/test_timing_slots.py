@@ -27,23 +27,30 @@ MIB = 1 << 20
 
 def test_a_gpu_side_gets_up_to_the_most_slots_its_budget_holds():
     data = _data(3, MIB, MIB // 4)  # 2 MiB + 1 MiB a slot
-    assert timing_slot_count(data, GPU, 3, 16, 1 << 30) == 16
-    assert timing_slot_count(data, GPU, 3, 16, 30 * MIB) == 10
-    assert timing_slot_count(data, GPU, 3, 16, 30 * MIB - 1) == 9
+    assert timing_slot_count(data, GPU, 3, 16, 1 << 30, 50) == 16
+    assert timing_slot_count(data, GPU, 3, 16, 30 * MIB, 50) == 10
+    assert timing_slot_count(data, GPU, 3, 16, 30 * MIB - 1, 50) == 9
+
+
+def test_no_more_slots_than_a_trials_pairs():
+    """A request with few iterations would leave slots it asked for unused (and name them in the result)."""
+    assert timing_slot_count(_data(3, MIB, MIB // 4), GPU, 3, 16, 1 << 30, 5) == 5
 
 
 def test_never_fewer_slots_than_input_sets_nor_more_sets_than_the_data_has():
     data = _data(3, MIB, MIB // 4)
-    assert timing_slot_count(data, GPU, 3, 16, 0) == 3
-    assert timing_slot_count(data, GPU, 5, 2, 1 << 30) == 3  # five asked for, three made
-    assert timing_slot_count(_data(1, MIB, MIB // 4), GPU, 3, 16, 0) == 1
+    assert timing_slot_count(data, GPU, 3, 16, 0, 50) == 3
+    assert timing_slot_count(data, GPU, 3, 16, 1 << 30, 1) == 3
+    assert timing_slot_count(data, GPU, 5, 2, 1 << 30, 50) == 3  # five asked for, three made
+    assert timing_slot_count(_data(1, MIB, MIB // 4), GPU, 3, 16, 0, 50) == 1
 
 
-def test_small_slots_and_cpu_sides_keep_one_slot_per_input_set():
-    """Buffers under 1 MiB share the caching allocator's segments: more slots would not be more places."""
-    assert timing_slot_count(_data(3, MIB // 2 - 1, 0), GPU, 3, 16, 1 << 30) == 3
-    assert timing_slot_count(_data(3, MIB // 2, 0), GPU, 3, 16, 1 << 30) == 16
-    assert timing_slot_count(_data(3, MIB, MIB // 4), torch.device("cpu"), 3, 16, 1 << 30) == 3
+def test_slots_of_small_buffers_and_cpu_sides_keep_one_slot_per_input_set():
+    """PyTorch's caching allocator serves requests of at most 1 MiB from shared segments: slots none of whose
+    buffers is larger would not be more places, however many buffers they hold."""
+    assert timing_slot_count(_data(3, MIB // 2, MIB // 4), GPU, 3, 16, 1 << 30, 50) == 3  # 1 MiB + 1 MiB
+    assert timing_slot_count(_data(3, MIB // 2 + 1, 0), GPU, 3, 16, 1 << 30, 50) == 16
+    assert timing_slot_count(_data(3, MIB, MIB // 4), torch.device("cpu"), 3, 16, 1 << 30, 50) == 3
 
 
 @pytest.mark.parametrize("key", ["timing_slots", "timing_slot_bytes"])

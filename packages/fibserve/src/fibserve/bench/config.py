@@ -64,19 +64,20 @@ class EvalConfig(BaseModel):
     """Buffer slots each side's timed calls rotate over on a GPU (at least ``num_input_sets``, the input sets
     taking turns in them), each slot its own allocations, so that a latency is a median over that many
     placements in device memory. Why: on the H100 (2026-12-05, docs/gpu-results.md "Fourteenth session")
-    torch.matmul at M=232, N=7168, K=5120 read up to 2% apart from one slot to another of the same worker
+    torch.matmul at M=232, N=7168, K=5120 read up to 4% apart from one slot to another of the same worker
     (per-slot medians of the pair ratios: SD 1.07% over 12 evaluations, 0.39% of it sampling), so with 3
-    slots a side the same kernel against itself read 0.98 to 1.02 from one evaluation to the next. Capped by
-    ``timing_slot_bytes``; on CPU the slots are the input sets'."""
+    slots a side the same kernel against itself read 0.9923 to 1.0096 over those 12 evaluations. Capped by
+    ``timing_slot_bytes`` and by ``iterations``; on CPU, and for workloads with no buffer over 1 MiB, the
+    slots are the input sets' (:func:`fibserve.bench.worker.slots.timing_slot_count`)."""
     timing_slot_bytes: int = Field(2 << 30, ge=0)
-    """Device memory (bytes) one side's slots may take together beyond the input sets' own: a workload whose
-    slot needs more than ``timing_slot_bytes / timing_slots`` gets fewer slots (never fewer than its input
-    sets)."""
+    """Device memory (bytes) all of one side's slots may take together: a workload whose slot needs more than
+    ``timing_slot_bytes / timing_slots`` gets fewer slots (never fewer than its input sets, whatever they
+    take)."""
     cold_l2: bool = True
     """Overwrite a buffer of at least twice the L2 size before every timed call (GPU only)."""
     validate_timed_outputs: bool = True
-    """Compare the output of the last timed call in each of ``num_input_sets`` slots per trial, drawn at
-    random after the trial, with the reference (besides the sampled timed calls)."""
+    """After each trial, compare with the reference the last output of one slot per input set, drawn at random
+    among the slots that held it (besides the sampled timed calls)."""
     check_input_mutation: bool = True
     """Compare the inputs after each correctness call with a pristine copy."""
     vary_inputs: bool = True

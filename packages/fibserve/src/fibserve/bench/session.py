@@ -438,6 +438,7 @@ class EvaluationSession:
             self.config.num_input_sets,
             self.config.timing_slots,
             self.config.timing_slot_bytes,
+            self.config.iterations,
         )
         try:
             slots = allocate_slots(loaded, data, slot_count, self.lane.device, self.config.timeouts.load)

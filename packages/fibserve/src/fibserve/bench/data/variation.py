@@ -20,7 +20,7 @@ varied ones, which the validation of timed outputs catches.
 
 What a varied call computes is checked against the reference of its own inputs
 (:meth:`Variation.inputs`), computed after the call, outside the timed region, for the calls that are
-validated in full (a sample, and the last call of every slot in every trial).
+validated in full (a sample, and after every trial the last call of one slot per input set).
 """
 
 from __future__ import annotations

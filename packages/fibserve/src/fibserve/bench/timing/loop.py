@@ -2,8 +2,9 @@
 
 On a GPU; the CPU tests run the same bookkeeping with ``perf_counter``. ``trials`` trials; in trial ``t`` slot
 ``s`` holds input set ``(s + t) mod K`` (input rotation: the contents behind each pointer change between
-trials); ``warmup`` untimed calls, then ``iterations`` pairs of one candidate call and one call of what it is
-compared with (the baseline Solution, and the reference as often as its budget allows:
+trials; on a GPU there are more slots than input sets, :func:`fibserve.bench.worker.slots.timing_slot_count`);
+``warmup`` untimed calls, then ``iterations`` pairs on the slots in turn, each trial's turn starting further on,
+of one candidate call and one call of what it is compared with (the baseline Solution, and the reference as often as its budget allows:
 :mod:`fibserve.bench.timing.sides`), in alternating order, each with cold L2 and device-wide synchronisation. All
 sides are timed the same way, in worker processes of the same construction (the candidate's sandbox worker
 and one timing twin per comparator, :mod:`fibserve.bench.timing.twin`): before each call the trusted side
@@ -12,8 +13,8 @@ comparator's output sits in exported memory while the candidate runs. ``speedup_
 the per-pair ratios ``primary / candidate`` (the baseline when the definition has one).
 
 The defences on the timed calls (:mod:`fibserve.bench.timing.checks`): right after every candidate reply its
-outputs must hold no poison, and a sample drawn then is compared in full; the last output of every slot in
-every trial is compared in full; reported times must fit in the round trip timed here, and the candidate's
+outputs must hold no poison, and a sample drawn then is compared in full; after each trial, for every input
+set, the last output of one slot that held it, drawn then, is compared in full; reported times must fit in the round trip timed here, and the candidate's
 unexplained round trip must stay close to the twin's.
 """
 
@@ -60,6 +61,9 @@ from fibserve.bench.worker.slots import (
 )
 from fibserve.trace import EvaluationStatus, Performance, TimingFacts
 
+_UNSEEN = secrets.SystemRandom()
+"""Draws what the candidate must not predict from anything it sees (the validated slots)."""
+
 
 @dataclass
 class _Recorded:
@@ -102,6 +106,8 @@ class _TimingLoop:
     """Host pids of the twins' sandboxes, paused during candidate calls alike."""
     previous: int | None = None
     """Who made the last timed call of the trial (-1: the candidate; :mod:`fibserve.bench.timing.neighbour_bias`)."""
+    called: set[int] = field(default_factory=set)
+    """Slots the candidate was called on in the current trial (its warm-up included)."""
     holding: dict[int, Variation] = field(default_factory=dict)
     """Slot -> the inputs the candidate's last call on it had (:mod:`fibserve.bench.data.variation`)."""
     rng: random.Random = field(default_factory=lambda: random.Random(secrets.randbits(64)))
@@ -167,6 +173,7 @@ class _TimingLoop:
         input_set = varied.input_set
         self._vary(self.slots, slot, varied)
         self.holding[slot] = varied
+        self.called.add(slot)
         poison(self.slots, slot, self.device)
         with guard.paused(self.twin_pids):  # both sides reach their calls alike: each was paused before
             started = time.perf_counter()
@@ -269,11 +276,12 @@ class _TimingLoop:
                 for pid in guard.sandbox_pids(side.slots.worker.proc.pid)
             ]
         self.previous = None
+        self.called = set()
         self._warm_up(trial, holds)
-        self._interleave(holds)
+        self._interleave(trial, holds)
         self.read_spans()
         if self.config.validate_timed_outputs:
-            for s in self._validated_slots(len(holds)):
+            for s in self._validated_slots(holds):
                 judge(
                     self.slots,
                     s,
@@ -285,12 +293,15 @@ class _TimingLoop:
                 )
                 self.validated += 1
 
-    def _validated_slots(self, count: int) -> list[int]:
-        """The slots of ``count`` whose last timed outputs are compared with the reference after a trial: one per
-        input set (all of them when there are no more slots than input sets), drawn now, after the calls, so
-        the candidate cannot know which of its calls will be read."""
-        used = min(count, self.config.iterations)
-        return sorted(self.rng.sample(range(used), min(used, len(self.data.inputs))))
+    def _validated_slots(self, holds: list[int]) -> list[int]:
+        """The slots whose last outputs are compared with the reference after a trial (``holds``: slot -> the
+        input set it held): for each input set, one of the slots called with it in this trial, drawn now, after
+        the calls, from the operating system's randomness (the loop's own generator also makes the variations
+        the candidate reads), so the candidate cannot know which of its calls will be read."""
+        called = sorted(self.called)
+        return [
+            _UNSEEN.choice([s for s in called if holds[s] == k]) for k in sorted({holds[s] for s in called})
+        ]
 
     def _rotate(self, trial: int) -> list[int]:
         """Fill every slot of every side with the input set it holds in ``trial``; returns slot -> input set."""
@@ -317,11 +328,15 @@ class _TimingLoop:
                     ),
                 )
 
-    def _interleave(self, holds: list[int]) -> None:
-        """``iterations`` pairs on rotating slots, candidate first on even iterations and last on odd ones."""
+    def _interleave(self, trial: int, holds: list[int]) -> None:
+        """``iterations`` pairs on the slots in turn, candidate first on even iterations and last on odd ones.
+        Each trial's turn starts ``iterations + 1`` slots after the last one's, so that the slots a trial visits
+        once more than the others differ from trial to trial, and a comparator timed on every other pair
+        (:meth:`Side.due`) meets odd slots as well as even ones."""
         count = len(holds)
+        start = trial * (self.config.iterations + 1)
         for i in range(self.config.iterations):
-            s = i % count
+            s = (start + i) % count
             index = len(self.candidate_calls)
             order = [-1] + [k for k, side in enumerate(self.sides) if side.due(index)]
             varied = self.fresh(holds[s])  # both sides of the pair get the same fresh inputs

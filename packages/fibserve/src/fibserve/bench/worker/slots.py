@@ -270,29 +270,30 @@ def allocate_slots(
     return slots
 
 
-PLACED_SLOT_BYTES = 1 << 20
-"""A slot smaller than this (bytes) gets no slots beyond the input sets': PyTorch's caching allocator packs
-requests under 1 MiB into shared 2 MiB segments, so such slots would not lie in places of their own."""
+SMALL_POOL_BYTES = 1 << 20
+"""PyTorch's caching allocator serves every request of at most this many bytes from shared 2 MiB segments (its
+``kSmallSize``): a slot none of whose buffers is larger gets no slots beyond the input sets', which would not lie
+in places of their own."""
 
 
 def timing_slot_count(
-    data: WorkloadData, device: torch.device, input_sets: int, most: int, budget_bytes: int
+    data: WorkloadData, device: torch.device, input_sets: int, most: int, budget_bytes: int, calls: int
 ) -> int:
     """How many buffer slots each side of a timing pair gets: on a GPU up to ``most``, as many as fit in
-    ``budget_bytes`` of device memory (each slot holds one call's inputs and outputs), and never fewer than the
-    input sets (``input_sets``, at most as many as ``data`` has). On CPU, and for slots under
-    :data:`PLACED_SLOT_BYTES`, the input sets' alone: the latency's dependence on where its buffers lie was
-    measured on the GPU (``EvalConfig.timing_slots``)."""
+    ``budget_bytes`` of device memory together (each slot holds one call's inputs and outputs), no more than the
+    ``calls`` (timed pairs) of a trial, and never fewer than the input sets (``input_sets``, at most as many as
+    ``data`` has). On CPU, and where no buffer is larger than :data:`SMALL_POOL_BYTES`, the input sets' alone:
+    the latency's dependence on where its buffers lie was measured on the GPU (``EvalConfig.timing_slots``)."""
     sets = max(1, min(input_sets, len(data.inputs)))
     if device.type != "cuda":
         return sets
     first = data.inputs[0]
     specs = [buffer_spec(tuple(v.shape), v.dtype) for v in first.values() if isinstance(v, torch.Tensor)]
     specs += [buffer_spec(shape, data.output_dtypes[name]) for name, shape in data.output_shapes.items()]
-    per_slot = sum(int(spec["nbytes"]) for spec in specs)
-    if per_slot < PLACED_SLOT_BYTES:
+    sizes = [int(spec["nbytes"]) for spec in specs]
+    if max(sizes, default=0) <= SMALL_POOL_BYTES:
         return sets
-    return max(sets, min(most, budget_bytes // per_slot))
+    return max(sets, min(most, calls, budget_bytes // sum(sizes)))
 
 
 class AllocationRefused(RuntimeError):
