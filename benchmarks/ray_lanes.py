@@ -128,7 +128,7 @@ def main() -> None:
             finally:
                 stop(proc)
             cluster = RayCluster()
-            survivors: list[int] = []
+            survivors: list[int] = []  # their pids
             try:
                 if args.gpu:
                     cluster.add_node(cpus=lanes, resources={}, gpus=lanes)
@@ -141,7 +141,7 @@ def main() -> None:
                 finally:
                     stop(proc)
             finally:
-                survivors = cluster.stop()
+                survivors = [proc.pid for proc in cluster.stop()]
         identical = sorted(plain.pop("summaries")) == sorted(through_ray.pop("summaries"))
         if not args.no_compare and not identical:
             raise SystemExit(f"{lanes} lanes: results differ between the plain and the Ray service")

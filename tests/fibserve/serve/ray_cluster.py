@@ -3,7 +3,9 @@
 Each node is one ``ray start --block`` process (head or worker) in a session of its own, with a fixed small
 resource set; every process it starts (GCS, raylet, agents, workers) is found again through the process
 tree, so :meth:`RayCluster.stop` ends exactly the processes this cluster started (no ``ray stop``, which
-would end every Ray process of the machine) and says which survived.
+would end every Ray process of the machine) and says which survived. A process is remembered by its pid and
+start time (:class:`Seen`), never by its number alone: pid_max is 32768 here, and a number a Ray process had
+was seen handed to another test's process, which a kill by number would end.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from serve_helpers import free_port
 
@@ -46,14 +49,20 @@ START_ATTEMPTS = 3
 when the agent (a Python process) is slower, which happens here under a load average above 10."""
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the state first), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _children() -> dict[int, list[int]]:
     tree: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        tree.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        fields = _stat(int(stat.parent.name))
+        if fields is not None:
+            tree.setdefault(int(fields[1]), []).append(int(stat.parent.name))
     return tree
 
 
@@ -67,13 +76,39 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
+class Seen(NamedTuple):
+    """One process as it was seen: its number and its start time (clock ticks after boot, the 22nd field of
+    ``/proc/<pid>/stat``), which tells it from a later process given the same number."""
+
+    pid: int
+    start: int
+
+
+def identify(pids: list[int]) -> set[Seen]:
+    """The processes ``pids`` name now (those already gone are left out)."""
+    return {Seen(pid, int(fields[19])) for pid in pids if (fields := _stat(pid)) is not None}
+
+
+def alive(proc: Seen) -> bool:
+    """Whether ``proc`` still runs: its number names a process started when it was, and not a zombie."""
+    fields = _stat(proc.pid)
+    return fields is not None and int(fields[19]) == proc.start and fields[0] != "Z"
+
+
+def send(proc: Seen, sig: int) -> None:
+    """Send ``sig`` to ``proc`` if it is still there, and to nothing else: its pidfd, opened before the start
+    time is checked, names that one process whatever the number comes to name later."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        pidfd = os.pidfd_open(proc.pid)
     except OSError:
-        return False
-    return state != "Z"
+        return
+    try:
+        fields = _stat(proc.pid)
+        if fields is not None and int(fields[19]) == proc.start:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, sig)
+    finally:
+        os.close(pidfd)
 
 
 class RayCluster:
@@ -84,7 +119,7 @@ class RayCluster:
         self.temp_dir = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
         self.port = free_port()
         self.nodes: list[subprocess.Popen[bytes]] = []
-        self.seen: set[int] = set()
+        self.seen: set[Seen] = set()
 
     @property
     def address(self) -> str:
@@ -112,7 +147,7 @@ class RayCluster:
     def _start_node(
         self, cpus: int, resources: dict[str, float], timeout_s: float, gpus: int, extra_env: dict[str, str]
     ) -> tuple:
-        """One ``ray start``: (process, its log, the pids of every process seen below it while it started)."""
+        """One ``ray start``: (process, its log, every process seen below it while it started)."""
         head = not self.nodes
         if head:
             self.port = free_port()
@@ -141,7 +176,7 @@ class RayCluster:
             )
         deadline, started = time.monotonic() + timeout_s, set()
         while True:  # noting the processes as they appear: a failed start leaves them orphaned
-            started |= set(descendants(proc.pid))
+            started |= identify(descendants(proc.pid))
             text = log_path.read_text(errors="replace")
             if "Ray runtime started" in text or proc.poll() is not None or time.monotonic() > deadline:
                 return proc, text, started
@@ -150,43 +185,43 @@ class RayCluster:
     def remember(self) -> None:
         """Note every process the nodes have started so far (workers appear as lanes start)."""
         for node in self.nodes:
-            self.seen.update(descendants(node.pid))
+            self.seen |= identify(descendants(node.pid))
 
     def kill_node(self, node: subprocess.Popen[bytes]) -> None:
         """SIGKILL a node and everything it started, as when its host loses power."""
         self.kill_tree(node)
 
-    def kill_tree(self, node: subprocess.Popen[bytes], also: set[int] = frozenset()) -> None:
-        """SIGKILL ``node``'s process, everything below it and the pids ``also``, and reap it.
+    def kill_tree(self, node: subprocess.Popen[bytes], also: set[Seen] = frozenset()) -> None:
+        """SIGKILL ``node``'s process, everything below it and the processes ``also``, and reap it.
 
         Every process is stopped (SIGSTOP) before any is killed, as a host losing power stops them all at
         once: killed one by one, a lane's actor could outlive its sandbox worker by a moment and report the
         worker's death as the task's failure, which no real power loss lets it do."""
-        stopped: set[int] = set()
-        while todo := {*descendants(node.pid), *also} - stopped:  # again: a process may have forked meanwhile
-            for pid in todo:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGSTOP)
+        stopped: set[Seen] = set()
+        while (
+            todo := {*identify(descendants(node.pid)), *also} - stopped
+        ):  # again: one may have forked meanwhile
+            for proc in todo:
+                send(proc, signal.SIGSTOP)
             stopped |= todo
         self.seen |= stopped
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        for proc in stopped:
+            send(proc, signal.SIGKILL)
         node.wait(timeout=30)
 
-    def stop(self, timeout_s: float = 30.0) -> list[int]:
-        """SIGTERM every node (workers first), SIGKILL what is left after ``timeout_s``; the pids that survived."""
+    def stop(self, timeout_s: float = 30.0) -> list[Seen]:
+        """SIGTERM every node (workers first), SIGKILL what is left after ``timeout_s``; the processes that
+        survived."""
         self.remember()
         for node in reversed(self.nodes):
             if node.poll() is None:
                 node.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and any(alive(pid) for pid in self.seen):
+        while time.monotonic() < deadline and any(alive(proc) for proc in self.seen):
             time.sleep(0.2)
-        survivors = [pid for pid in self.seen if alive(pid)]
-        for pid in survivors:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        survivors = [proc for proc in self.seen if alive(proc)]
+        for proc in survivors:
+            send(proc, signal.SIGKILL)
         for node in self.nodes:
             if node.poll() is None:
                 node.wait(timeout=10)

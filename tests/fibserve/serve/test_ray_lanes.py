@@ -248,6 +248,6 @@ def test_clean_shutdown_leaves_no_ray_process(cluster: RayCluster, ray_server: S
     assert "Application shutdown complete" in ray_server.log()
     survivors = cluster.stop()
     assert survivors == []
-    assert not [pid for pid in cluster.seen if alive(pid)]
+    assert not [proc for proc in cluster.seen if alive(proc)]
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert str(cluster.temp_dir) not in ps
