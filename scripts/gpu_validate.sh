@@ -43,7 +43,8 @@
 #               over 60 s once CUPTI was timed behind the gate, on 2026-12-05: give it shortk:90)
 #   buildahead  benchmarks/build_ahead.py on cuda:0: $BUILD_AHEAD_CUDA (30) CUDA candidates with distinct sources through
 #               one GPU lane, without and with 8 build-ahead workers (issue 29's evaluations per minute)
-#   workers     benchmarks/worker_start.py --device cuda:0: a GPU worker's start, forked from the zygote
+#   workers     benchmarks/worker_start.py --device cuda:0: a GPU worker's start, forked from the zygote, then
+#               $WORKER_EVALUATIONS (10) evaluations of a vector add: what each waited for its workers (give it workers:90)
 #   peer        benchmarks/peer_flashinfer_bench.py: the same solutions through FlashInfer-Bench 0.1.2 and FIBServe,
 #               back to back (needs .whl/peer/ from scripts/device_wheels.sh --peer, installed into
 #               /tmp/peer-site for this step only; on the H200 on 2026-12-05 it took 117 s, and ran out peer:120
@@ -230,7 +231,8 @@ for item in "${steps[@]}"; do
         peer) run_step peer "$limit" peer ;;
         buildahead) run_step buildahead "$limit" python3 benchmarks/build_ahead.py --devices cuda:0 \
             --cuda "${BUILD_AHEAD_CUDA:-30}" --other 0 --build-workers 0,8 --max-wall-s "$(((limit - 20) / 2))" ;;
-        workers) run_step workers "$limit" python3 benchmarks/worker_start.py --device cuda:0 --evaluations 0 \
+        workers) run_step workers "$limit" python3 benchmarks/worker_start.py --device cuda:0 \
+            --evaluations "${WORKER_EVALUATIONS:-10}" \
             --workers "${WORKER_STARTS:-10}" --fresh 2 ;;
         raylane) run_step raylane "$limit" python3 benchmarks/ray_lanes.py --gpu --lanes 1 --language cuda \
             --requests "${RAY_REQUESTS:-50}" ;;
