@@ -183,7 +183,8 @@ def _measured(evaluator, definition, solution, baseline, workload, i: int) -> di
         f"{cand['median']:.4f} ms [{cand['p10']:.4f}, {cand['p90']:.4f}], reference {ref['median']:.4f} ms, "
         f"SM clock {row['sm_clock_start']} -> {row['sm_clock_end']} MHz, unexplained round trip "
         f"{row['unexplained_round_trip_ms']} ms, against {row['speedup_basis']}, vs reference "
-        f"{row['vs_reference']}, roofline {row['roofline_fraction']}, basis {row['timing_basis']}, {row['slots']} slots, released "
+        f"{row['vs_reference']}, roofline {row['roofline_fraction']}, basis {row['timing_basis']}, "
+        f"{row['slots']} slots, released "
         f"{row['candidate_released']}/{row['reference_released']}, events over span {row['events_over_span_ms']}, "
         f"{row['wall_s']} s",
         flush=True,

@@ -65,8 +65,9 @@ class EvalConfig(BaseModel):
     taking turns in them), each slot its own allocations, so that a latency is a median over that many
     placements in device memory. Why: on the H100 (2026-12-05, docs/gpu-results.md "Fourteenth session")
     torch.matmul at M=232, N=7168, K=5120 read up to 2.5% apart from one slot to another of the same worker
-    (per-slot medians of the pair ratios up to 4% apart: SD 1.07% over 12 evaluations, 0.39% of it sampling), so with 3
-    slots a side the same kernel against itself read 0.9923 to 1.0096 over those 12 evaluations. Capped by
+    (per-slot medians of the pair ratios up to 4% apart: SD 1.07% over 12 evaluations, 0.39% of it
+    sampling), so with 3 slots a side the same kernel against itself read 0.9923 to 1.0096 over those 12
+    evaluations. Capped by
     ``timing_slot_bytes`` and by ``iterations``; on CPU, and for workloads with no buffer over 1 MiB, the
     slots are the input sets' (:func:`fibserve.bench.worker.slots.timing_slot_count`)."""
     timing_slot_bytes: int = Field(2 << 30, ge=0)

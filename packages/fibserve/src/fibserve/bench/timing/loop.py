@@ -3,19 +3,20 @@
 On a GPU; the CPU tests run the same bookkeeping with ``perf_counter``. ``trials`` trials; in trial ``t`` slot
 ``s`` holds input set ``(s + t) mod K`` (input rotation: the contents behind each pointer change between
 trials; on a GPU there are more slots than input sets, :func:`fibserve.bench.worker.slots.timing_slot_count`);
-``warmup`` untimed calls, then ``iterations`` pairs on the slots in turn, each trial's turn starting further on,
-of one candidate call and one call of what it is compared with (the baseline Solution, and the reference as often as its budget allows:
-:mod:`fibserve.bench.timing.sides`), in alternating order, each with cold L2 and device-wide synchronisation. All
-sides are timed the same way, in worker processes of the same construction (the candidate's sandbox worker
-and one timing twin per comparator, :mod:`fibserve.bench.timing.twin`): before each call the trusted side
-poisons that side's outputs and sends one request. A twin's outputs are poisoned again after its call, so no
-comparator's output sits in exported memory while the candidate runs. ``speedup_factor`` is the median of
-the per-pair ratios ``primary / candidate`` (the baseline when the definition has one).
+``warmup`` untimed calls, then ``iterations`` pairs on the slots in turn, each trial's turn starting further
+on, of one candidate call and one call of what it is compared with (the baseline Solution, and the reference
+as often as its budget allows: :mod:`fibserve.bench.timing.sides`), in alternating order, each with cold L2 and
+device-wide synchronisation. All sides are timed the same way, in worker processes of the same construction
+(the candidate's sandbox worker and one timing twin per comparator, :mod:`fibserve.bench.timing.twin`): before
+each call the trusted side poisons that side's outputs and sends one request. A twin's outputs are poisoned
+again after its call, so no comparator's output sits in exported memory while the candidate runs.
+``speedup_factor`` is the median of the per-pair ratios ``primary / candidate`` (the baseline when the
+definition has one).
 
 The defences on the timed calls (:mod:`fibserve.bench.timing.checks`): right after every candidate reply its
 outputs must hold no poison, and a sample drawn then is compared in full; after each trial, for every input
-set, the last output of one slot that held it, drawn then, is compared in full; reported times must fit in the round trip timed here, and the candidate's
-unexplained round trip must stay close to the twin's.
+set, the last output of one slot that held it, drawn then, is compared in full; reported times must fit in the
+round trip timed here, and the candidate's unexplained round trip must stay close to the twin's.
 """
 
 from __future__ import annotations
