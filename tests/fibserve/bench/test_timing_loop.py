@@ -41,6 +41,32 @@ def _reference_side(twin, twin_slots):
     return [Side("reference", twin.solution.name, twin_slots)]
 
 
+def _measured_requests(pool, trace_set, make_solution, monkeypatch, overrides, count=3):
+    """``add_correct.py`` timed against the reference's twin, both with ``count`` slots; returns the
+    performance, the validated outputs and every request sent, as ``(to the candidate, request)``."""
+    from fibserve.bench.timing import loop as loop_module
+
+    definition, worker, data, slots = setup_vector_add(
+        pool, trace_set, make_solution, "add_correct.py", slots=count
+    )
+    twin, twin_slots = _reference_twin(pool, definition, data, count=count)
+    real, sent = loop_module.worker_call, []
+
+    def recorded(target, request, *args, **kwargs):
+        sent.append((target is worker, request))
+        return real(target, request, *args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "worker_call", recorded)
+    try:
+        performance, validated = measure(
+            slots, _reference_side(twin, twin_slots), data, resolve_config(definition, overrides), CPU
+        )
+    finally:
+        worker.kill()
+        twin.discard()
+    return performance, validated, sent
+
+
 def _timing_failure(pool, trace_set, make_solution, kernel, overrides, *, correctness_first=False):
     """Run ``kernel`` through the timing loop against the reference's twin; returns the CandidateFailure it
     must end in (the test fails when it ends in none)."""
@@ -82,7 +108,7 @@ def test_interleaved_timing_bookkeeping(pool, trace_set, make_solution, tmp_path
         worker.kill()
         twin.discard()
     extra = performance.extra
-    assert extra["pairs"] == 12 and validated >= 2 * 3  # the last call per slot and trial, plus samples
+    assert extra["pairs"] == 12 and validated >= 2 * 3  # one slot per input set and trial, plus samples
     assert extra["candidate_ms"]["count"] == 12 and extra["reference_ms"]["count"] == 12
     assert extra["timing_basis"] == "events"
     assert extra["timed_outputs_checked_for_poison"] == 2 * (1 + 6)  # every candidate reply, warmup included
@@ -111,29 +137,17 @@ def test_more_slots_than_input_sets_are_all_timed_and_one_slot_per_input_set_val
 
     monkeypatch.setattr(checks, "SAMPLE_DENOMINATOR", 10**9)  # only the validations after each trial
     monkeypatch.setattr(loop_module, "_UNSEEN", Drawn(7))  # repeatable here
-    definition, worker, data, slots = setup_vector_add(
-        pool, trace_set, make_solution, "add_correct.py", slots=5
-    )
-    twin, twin_slots = _reference_twin(pool, definition, data, count=5)
-    config = resolve_config(definition, {"warmup": 1, "iterations": 10, "trials": 4})
-    real_call, real_judge, called, judged = loop_module.worker_call, loop_module.judge, [], []
-
-    def call(target, request, *args, **kwargs):
-        if target is worker and not request["warmup"]:
-            called.append(request["slot"])
-        return real_call(target, request, *args, **kwargs)
+    real_judge, judged = loop_module.judge, []
 
     def judge(slots_, slot, *args, **kwargs):
         judged.append(slot)
         return real_judge(slots_, slot, *args, **kwargs)
 
-    monkeypatch.setattr(loop_module, "worker_call", call)
     monkeypatch.setattr(loop_module, "judge", judge)
-    try:
-        performance, validated = measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
-    finally:
-        worker.kill()
-        twin.discard()
+    performance, validated, sent = _measured_requests(
+        pool, trace_set, make_solution, monkeypatch, {"warmup": 1, "iterations": 10, "trials": 4}, count=5
+    )
+    called = [request["slot"] for mine, request in sent if mine and not request["warmup"]]
     assert performance.extra["slots"] == 5 and performance.extra["pairs"] == 40
     assert all(called.count(s) == 8 for s in range(5))
     assert validated == len(judged) == Drawn.draws == 4 * 3
@@ -145,26 +159,10 @@ def test_more_slots_than_input_sets_are_all_timed_and_one_slot_per_input_set_val
 def test_each_trial_starts_its_turn_over_the_slots_further_on(pool, trace_set, make_solution, monkeypatch):
     """With 16 slots and 50 pairs a trial visits two slots once more than the others, and a comparator timed on
     every other pair would meet only even slots: each trial's turn starts ``iterations + 1`` slots on."""
-    from fibserve.bench.timing import loop as loop_module
-
-    definition, worker, data, slots = setup_vector_add(
-        pool, trace_set, make_solution, "add_correct.py", slots=4
+    _, _, sent = _measured_requests(
+        pool, trace_set, make_solution, monkeypatch, {"warmup": 0, "iterations": 6, "trials": 2}, count=4
     )
-    twin, twin_slots = _reference_twin(pool, definition, data, count=4)
-    config = resolve_config(definition, {"warmup": 0, "iterations": 6, "trials": 2})
-    real_call, called = loop_module.worker_call, []
-
-    def call(target, request, *args, **kwargs):
-        if target is worker:
-            called.append(request["slot"])
-        return real_call(target, request, *args, **kwargs)
-
-    monkeypatch.setattr(loop_module, "worker_call", call)
-    try:
-        measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
-    finally:
-        worker.kill()
-        twin.discard()
+    called = [request["slot"] for mine, request in sent if mine]
     # trial 1 starts 7 slots on: 7 mod 4 = 3
     assert called == [0, 1, 2, 3, 0, 1, 3, 0, 1, 2, 3, 0]
 
@@ -357,23 +355,10 @@ def test_only_the_warm_up_requests_say_so(pool, trace_set, make_solution, monkey
     """Warm-up calls are flagged so that their stalls (a kernel's first launch, a library's first workspace
     allocation) do not turn the gate's release off for the timed calls (clock.time_call); on the H100 a twin's
     release was off for most calls of the first evaluation of M=8192. Timed calls must not carry the flag."""
-    from fibserve.bench.timing import loop as loop_module
-
-    definition, worker, data, slots = setup_vector_add(pool, trace_set, make_solution, "add_correct.py")
-    twin, twin_slots = _reference_twin(pool, definition, data)
-    config = resolve_config(definition, {"warmup": 2, "iterations": 4, "trials": 2})
-    real, sent = loop_module.worker_call, []
-
-    def recorded(target, request, *args, **kwargs):
-        sent.append((target is worker, request["repeat"], request["warmup"]))
-        return real(target, request, *args, **kwargs)
-
-    monkeypatch.setattr(loop_module, "worker_call", recorded)
-    try:
-        measure(slots, _reference_side(twin, twin_slots), data, config, CPU)
-    finally:
-        worker.kill()
-        twin.discard()
+    _, _, requests = _measured_requests(
+        pool, trace_set, make_solution, monkeypatch, {"warmup": 2, "iterations": 4, "trials": 2}
+    )
+    sent = [(mine, request["repeat"], request["warmup"]) for mine, request in requests]
     per_trial = len(sent) // 2
     for trial in (sent[:per_trial], sent[per_trial:]):
         warm, timed = trial[:3], trial[3:]
