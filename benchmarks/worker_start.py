@@ -98,7 +98,8 @@ def fresh_starts(device: str, count: int) -> list[float]:
 def evaluations(device: str, count: int) -> dict:
     """``count`` evaluations of a Python vector add on ``device`` by one Evaluator with a warm spare: per minute,
     the statuses, and the p50 of the ``worker_start`` and ``reference_worker`` phases (ms; the latter 0 on CPU,
-    where nothing is timed)."""
+    where nothing is timed), and of every phase of the report's ``timings_s`` (ms): where an evaluation's
+    time goes."""
     from fibserve.bench import Evaluator
     from fibserve.datasets import default_root
     from fibserve.trace import Solution, TraceSet
@@ -108,6 +109,7 @@ def evaluations(device: str, count: int) -> dict:
     workload = min(trace_set.workloads_for("vector_add_f32"), key=lambda w: w.axes["N"])
     source = "def run(x, y, z):\n    z.copy_(x + y)\n"
     phases: dict[str, list[float]] = {"worker_start": [], "reference_worker": []}
+    every_phase: list[dict[str, float]] = []
     statuses = []
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.yaml"
@@ -132,6 +134,7 @@ def evaluations(device: str, count: int) -> dict:
                 statuses.append(report.traces[0].evaluation.status.value)
                 for phase, kept in phases.items():
                     kept.append(report.timings_s.get(phase, 0.0) * 1e3)
+                every_phase.append(report.timings_s)
             wall = time.perf_counter() - began
     return {
         "device": device,
@@ -141,6 +144,10 @@ def evaluations(device: str, count: int) -> dict:
         "wall_s": wall,
         "worker_start_phase_ms_p50": statistics.median(phases["worker_start"]),
         "reference_worker_phase_ms_p50": statistics.median(phases["reference_worker"]),
+        "phase_ms_p50": {
+            name: statistics.median(t.get(name, 0.0) * 1e3 for t in every_phase)
+            for name in sorted({name for t in every_phase for name in t})
+        },
     }
 
 
@@ -201,6 +208,10 @@ def main() -> int:
             f"{evaluated['evaluations']} ({evaluated['statuses']}), waiting for the candidate's worker p50 "
             f"{evaluated['worker_start_phase_ms_p50']:.1f} ms and for the timing twin p50 "
             f"{evaluated['reference_worker_phase_ms_p50']:.1f} ms"
+        )
+        lines.append(
+            "- each evaluation's phases (p50, ms): "
+            + ", ".join(f"{name} {ms:.1f}" for name, ms in evaluated["phase_ms_p50"].items())
         )
     (out / "worker_start.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
