@@ -9,8 +9,8 @@ gemm_n7168_k5120); ``--definition mha_with_lse_d128 --axis seq_len=4096`` proves
 SDPA); ``--axis all`` runs every workload of the definition in turn (issue 35's goal: every workload of
 gemm_n7168_k5120, M=70 to 8192, and of one attention definition). For contrast it also reports the ratio of
 the two medians (what a cached or separately timed baseline would give), the speedup against the definition's
-reference (timed within its budget), the latency spread and the SM clock, power and temperature at the start
-and end of each measurement.
+reference (timed within its budget), the latency spread, the SM clock, power and temperature at the start
+and end of each measurement, and the seconds each phase of the evaluation took (the report's ``timings_s``).
 
     OUT=./bench-results python3 benchmarks/eval_stability.py
     OUT=./bench-results python3 benchmarks/eval_stability.py --axis all
@@ -176,6 +176,7 @@ def _measured(evaluator, definition, solution, baseline, workload, i: int) -> di
         "power_end_w": extra["device_end"].get("power_w"),
         "temp_start_c": extra["device_start"].get("temperature_c"),
         "temp_end_c": extra["device_end"].get("temperature_c"),
+        "phases_s": {name: round(seconds, 2) for name, seconds in report.timings_s.items()},
     }
     print(
         f"run {i}: speedup {row['speedup']:.4f} (pairs p10 {row['speedup_p10']:.4f} p90 "
@@ -186,7 +187,7 @@ def _measured(evaluator, definition, solution, baseline, workload, i: int) -> di
         f"{row['vs_reference']}, roofline {row['roofline_fraction']}, basis {row['timing_basis']}, "
         f"{row['slots']} slots, released "
         f"{row['candidate_released']}/{row['reference_released']}, events over span {row['events_over_span_ms']}, "
-        f"{row['wall_s']} s",
+        f"{row['wall_s']} s ({', '.join(f'{k} {v}' for k, v in row['phases_s'].items())})",
         flush=True,
     )
     return row

@@ -91,7 +91,8 @@ def test_a_run_reads_the_basis_slots_release_and_events_over_span_from_the_timin
     }  # fmt: skip
     performance = Performance(latency_ms=0.027, reference_latency_ms=0.027, speedup_factor=1.0, extra=extra)
     report = types.SimpleNamespace(
-        traces=[types.SimpleNamespace(evaluation=types.SimpleNamespace(performance=performance))]
+        traces=[types.SimpleNamespace(evaluation=types.SimpleNamespace(performance=performance))],
+        timings_s={"reference": 1.5049, "timing": 12.2, "total": 20.0},
     )
     evaluator = types.SimpleNamespace(evaluate=lambda *args, **kwargs: report)
     row = script._measured(evaluator, None, None, None, None, 0)
@@ -104,8 +105,10 @@ def test_a_run_reads_the_basis_slots_release_and_events_over_span_from_the_timin
     assert row["wall_s"] >= 0.0  # how long the evaluation took: the CUPTI start-up showed there
     out = capsys.readouterr().out
     assert row["slots"] == 16  # the placements each side's latency is a median over
+    # where the evaluation's time went, phase by phase (seq_len 16384 took 83 s, unexplained)
+    assert row["phases_s"] == {"reference": 1.5, "timing": 12.2, "total": 20.0}
     assert "basis device, 16 slots, released False/True" in out and out.rstrip().endswith(
-        f"{row['wall_s']} s"
+        f"{row['wall_s']} s (reference 1.5, timing 12.2, total 20.0)"
     )
 
 
