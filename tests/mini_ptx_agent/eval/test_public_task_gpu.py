@@ -23,9 +23,10 @@ from test_task_files import PUBLIC, public_reward
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-OUT_OF_BOUNDS = CUDA_ADD.replace("if (i < n) z[i]", "if (i < n) z[i + 4096]")
-"""The add with every store 4096 elements on: the last 4096 threads write past the end of ``z``. (Widening the
-bound instead wrote nothing out of bounds: the grid covers ``n`` rounded up to 256 threads, and no more.)"""
+OUT_OF_BOUNDS = CUDA_ADD.replace("if (i < n) z[i]", "if (i < n) z[i + 64]")
+"""The add with every store 64 elements on: the last 64 threads write the 64 floats just past the end of ``z``,
+where tests/fibserve/serve's planted overrun writes and memcheck finds it. (Widening the bound instead wrote
+nothing out of bounds: the grid covers ``n`` rounded up to 256 threads, and the workload's N is 1024.)"""
 
 
 @pytest.fixture(scope="module")
