@@ -109,6 +109,11 @@ class WorkerProcess:
         """Whether a request went unanswered in its time: its late reply would be read as the next one's."""
         self._shm_before = shm_cleanup.snapshot() if device.startswith("cuda") else None
         """The host's ``/dev/shm`` at the start, for a GPU worker (which shares it; a CPU worker's is private)."""
+        self._killed = False
+        """Whether the hard kill ran: its descriptors are closed, and closing their numbers again would close
+        whatever file of this process the kernel has given them to since."""
+        self._kill_lock = threading.Lock()
+        """One hard kill at a time (a graceful exit's thread and a caller's kill can meet)."""
         try:
             forked = zygote_for(device, interpret_triton=interpret_triton, limits=limits).fork(limits)
         except ZygoteError as exc:
@@ -294,15 +299,21 @@ class WorkerProcess:
         return shm_cleanup.held_files(tree_pids(self.proc.pid))
 
     def _hard_kill(self, shm: dict[shm_cleanup.FileId, str]) -> None:
-        _LIVE.discard(self)
-        self.sandbox.close()
-        self._channel.close()
-        with contextlib.suppress(OSError, ValueError):
-            self._req.close()
-        with contextlib.suppress(OSError):
-            os.close(self._rep)
-        if shm and self._shm_before is not None:
-            shm_cleanup.remove_left_behind(shm, self._shm_before, _held_by_live_workers())
+        """Kill the tree and close this side's descriptors, once: a later call (a second kill, or an exit
+        thread after a caller's kill) waits for the first to finish and does nothing."""
+        with self._kill_lock:
+            if self._killed:
+                return
+            self._killed = True
+            _LIVE.discard(self)
+            self.sandbox.close()
+            self._channel.close()
+            with contextlib.suppress(OSError, ValueError):
+                self._req.close()
+            with contextlib.suppress(OSError):
+                os.close(self._rep)
+            if shm and self._shm_before is not None:
+                shm_cleanup.remove_left_behind(shm, self._shm_before, _held_by_live_workers())
 
 
 def _package_files(package_dir: Path) -> dict[str, Path]:
