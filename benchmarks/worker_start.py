@@ -11,7 +11,8 @@
    module, which is what every worker start cost before the zygote.
 3. Evaluations: ``--evaluations`` (default 20) evaluations of a Python vector add on ``--device`` by one Evaluator
    with a warm spare: per minute, and what each waited for its candidate's worker (the ``worker_start`` phase:
-   the spare's start where it was not ready yet) and, on a GPU, for its timing twin (``reference_worker``).
+   the spare's start where it was not ready yet) and, on a GPU, for its timing twin (``reference_worker``), and
+   the p50 of every phase of the reports' ``timings_s`` (a phase an evaluation did not have counts as 0).
 
     OUT=./bench-results uv run python benchmarks/worker_start.py [--device cuda:0]
 

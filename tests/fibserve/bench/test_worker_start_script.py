@@ -17,3 +17,6 @@ def test_evaluations_report_the_waits_for_the_candidates_worker_and_the_twin(scr
     assert result["per_minute"] > 0
     assert result["worker_start_phase_ms_p50"] >= 0.0
     assert result["reference_worker_phase_ms_p50"] == 0.0  # on CPU nothing is timed: no twin starts
+    phases = result["phase_ms_p50"]  # where an evaluation's time goes, every phase of the report's timings_s
+    assert {"load", "correctness", "total"} <= set(phases) and "timing" not in phases
+    assert 0.0 < phases["correctness"] < phases["total"]
