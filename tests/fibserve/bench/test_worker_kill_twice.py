@@ -1,10 +1,11 @@
 """Killing a worker twice closes nothing of the trusted process's a second time.
 
 A retired worker's kill closed its reply pipe by descriptor number, and every later kill of the same worker (a
-test's ``finally``, a twin's close after its worker was killed, a graceful exit thread meeting a hard kill)
-closed that number again. By then the kernel had given it to another file of this process (the next worker's
-pidfd, its status pipe, a server's socket), which broke underneath its owner: a CI run saw a pidfd's
-``select`` fail with EBADF, a worker's exit read as a SIGKILL, and an unrelated test's socket closed.
+test's ``finally`` after the code under test killed it, a graceful exit's thread waking after a hard kill)
+closed that number again. By then the kernel may have given it to another file of this process (the next
+worker's pidfd, its status pipe, a server's socket), which broke underneath its owner: the likely cause of a
+fresh-clone CI run where a pidfd's ``select`` failed with EBADF, a worker's exit read as a SIGKILL, and an
+unrelated test's socket was closed.
 """
 
 from __future__ import annotations
