@@ -1,11 +1,11 @@
 """Killing a worker twice closes nothing of the trusted process's a second time.
 
-A retired worker's kill closed its reply pipe by descriptor number, and every later kill of the same worker (a
-test's ``finally`` after the code under test killed it, a graceful exit's thread waking after a hard kill)
-closed that number again. By then the kernel may have given it to another file of this process (the next
-worker's pidfd, its status pipe, a server's socket), which broke underneath its owner: the likely cause of a
-fresh-clone CI run where a pidfd's ``select`` failed with EBADF, a worker's exit read as a SIGKILL, and an
-unrelated test's socket was closed.
+A retired worker's kill closed its reply pipe by descriptor number, and every later kill of the same worker
+closed that number again: a timing twin discarding a dead worker that had been killed already (as
+test_timing_loop.py's dead-twin test does), or a graceful exit's thread waking after a hard kill. By then the
+kernel may have given the number to another file of this process (the next worker's pidfd, its status pipe, a
+server's socket), which broke underneath its owner: the likely cause of a fresh-clone CI run where a pidfd's
+``select`` failed with EBADF, a worker's exit read as a SIGKILL, and an unrelated test's socket was closed.
 """
 
 from __future__ import annotations
