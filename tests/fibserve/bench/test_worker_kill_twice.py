@@ -1,4 +1,6 @@
-"""Killing a worker twice closes nothing of the trusted process's a second time.
+"""A killed worker's descriptors are closed once, and never read or closed after: not by a second kill, not by
+a read that starts after the kill (a spare a closing pool killed, taken by a lane's ``acquire``), not under a
+read that was in progress. A closed pool hands out no worker.
 
 A retired worker's kill closed its reply pipe by descriptor number, and every later kill of the same worker
 closed that number again: a timing twin discarding a dead worker that had been killed already (as
@@ -16,7 +18,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from fibserve.bench.worker.pool import WorkerProcess
+from fibserve.bench.worker.pool import WorkerError, WorkerPool, WorkerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -68,3 +70,69 @@ def test_kills_from_two_threads_end_the_worker_once() -> None:
     with _numbers_taken_up_to(worker._rep) as opened:
         worker.kill(graceful=True)  # alive is False: no exit thread, a plain kill again
         assert _all_open(opened)
+
+
+def test_a_killed_worker_reads_nothing_from_the_file_that_took_its_reply_pipes_number() -> None:
+    """A spare killed by a closing pool before a lane's ``acquire`` read its start message: the read used the
+    freed number, by then another pipe of this process, and took that pipe's line as the worker's."""
+    worker = WorkerProcess("cpu")  # a spare: forked, its start message not read yet
+    reply_fd = worker._rep
+    worker.kill()
+    pipes = []
+    try:
+        while not pipes or pipes[-1][0] < reply_fd:
+            pipes.append(os.pipe())
+        read_end, write_end = pipes[-1]
+        assert read_end == reply_fd
+        line = b'{"ready": true, "from": "another pipe"}\n'
+        os.write(write_end, line)
+        with pytest.raises(WorkerError, match="killed") as refused:
+            worker.wait_ready(5)
+        assert refused.value.kind == "died"
+        with pytest.raises(WorkerError, match="killed"):
+            worker.request({"op": "ping"}, 5)
+        with pytest.raises(WorkerError, match="killed"):
+            worker.hand_over([write_end])
+        assert worker.resync(5) is True  # nothing was left unanswered: nothing to read
+        assert os.read(read_end, 1 << 10) == line  # the other pipe's line is still its own
+    finally:
+        for read_end, write_end in pipes:
+            os.close(read_end)
+            os.close(write_end)
+
+
+def test_a_kill_during_a_read_leaves_the_pipe_to_the_read(monkeypatch) -> None:
+    """A kill from another thread while a read is between its select and its ``os.read``: the pipe stays open
+    until the read ends, so the read never reads a number the kernel has given to another file meanwhile."""
+    worker = WorkerProcess("cpu")
+    worker.wait_ready(120)
+    inside, release = threading.Event(), threading.Event()
+    outcome: list[object] = []
+
+    def held_read(timeout: float) -> dict:
+        inside.set()
+        release.wait(30)
+        os.fstat(worker._rep)  # still this worker's pipe
+        return {"held": True}
+
+    monkeypatch.setattr(worker, "_read_line_open", held_read)
+    reader = threading.Thread(target=lambda: outcome.append(worker._read_line(30)))
+    reader.start()
+    assert inside.wait(10)
+    worker.kill()
+    os.fstat(worker._rep)  # the kill left the pipe to the read in progress
+    release.set()
+    reader.join(30)
+    assert outcome == [{"held": True}]
+    with _numbers_taken_up_to(worker._rep) as opened:
+        assert worker._rep in opened  # the read's end closed it, once
+        worker.kill()
+        assert _all_open(opened)
+
+
+def test_a_closed_pool_hands_out_no_worker() -> None:
+    pool = WorkerPool("cpu", spares=1)
+    pool.close()
+    with pytest.raises(WorkerError, match="closed") as refused:
+        pool.acquire(10)
+    assert refused.value.kind == "died"

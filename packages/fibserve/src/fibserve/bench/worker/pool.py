@@ -113,7 +113,10 @@ class WorkerProcess:
         """Whether the hard kill ran: its descriptors are closed, and closing their numbers again would close
         whatever file of this process the kernel has given them to since."""
         self._kill_lock = threading.Lock()
-        """One hard kill at a time (a graceful exit's thread and a caller's kill can meet)."""
+        """One hard kill at a time (a graceful exit's thread and a caller's kill can meet); guards ``_readers``."""
+        self._readers = 0
+        """Reads of the reply pipe in progress: a kill that meets one leaves the pipe's closing to its end, so
+        that no read ever selects or reads a number the kernel has given to another file."""
         try:
             forked = zygote_for(device, interpret_triton=interpret_triton, limits=limits).fork(limits)
         except ZygoteError as exc:
@@ -151,7 +154,25 @@ class WorkerProcess:
             self.sandbox.wait(2)
         return WorkerError(kind, message, self.log_tail(), self.limit_hit())
 
+    def _refuse_if_killed(self) -> None:
+        if self._killed:
+            raise self._error("died", "the worker was killed")
+
     def _read_line(self, timeout: float) -> dict[str, Any]:
+        with self._kill_lock:
+            killed = self._killed
+            self._readers += not killed
+        if killed:  # its reply pipe is closed: the number may be another file's now
+            self._refuse_if_killed()
+        try:
+            return self._read_line_open(timeout)
+        finally:
+            with self._kill_lock:
+                self._readers -= 1
+                if self._killed and self._readers == 0:
+                    os.close(self._rep)  # the kill met this read and left the pipe to it
+
+    def _read_line_open(self, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         selector = selectors.DefaultSelector()
         selector.register(self._rep, selectors.EVENT_READ)
@@ -203,12 +224,13 @@ class WorkerProcess:
                 went unanswered in its time (the worker is out of step: its late reply would answer this one;
                 :meth:`resync`).
         """
+        self._refuse_if_killed()
         if self._unanswered:
             raise self._error("protocol", "worker is out of step: an earlier request timed out")
         try:
             self._req.write(json.dumps(message) + "\n")
             self._req.flush()
-        except (BrokenPipeError, OSError):
+        except (OSError, ValueError):  # ValueError: a kill closed the pipe meanwhile
             raise self._error("died", "worker is gone (broken pipe)") from None
         try:
             return self._read_line(timeout)
@@ -239,6 +261,7 @@ class WorkerProcess:
         Raises:
             WorkerError: the worker is gone (``died``).
         """
+        self._refuse_if_killed()
         try:
             send_fds(self._channel, fds)
         except HandoverError as exc:
@@ -300,7 +323,8 @@ class WorkerProcess:
 
     def _hard_kill(self, shm: dict[shm_cleanup.FileId, str]) -> None:
         """Kill the tree and close this side's descriptors, once: a later call (a second kill, or an exit
-        thread after a caller's kill) waits for the first to finish and does nothing."""
+        thread after a caller's kill) waits for the first to finish and does nothing. A read of the reply pipe
+        still in progress (on another thread) closes that pipe when it ends, not this."""
         with self._kill_lock:
             if self._killed:
                 return
@@ -310,7 +334,7 @@ class WorkerProcess:
             self._channel.close()
             with contextlib.suppress(OSError, ValueError):
                 self._req.close()
-            with contextlib.suppress(OSError):
+            if self._readers == 0:  # else the last read in progress closes it when it ends
                 os.close(self._rep)
             if shm and self._shm_before is not None:
                 shm_cleanup.remove_left_behind(shm, self._shm_before, _held_by_live_workers())
@@ -352,6 +376,10 @@ class WorkerPool:
         self.limits = limits
         self.spares = max(0, spares) if self.status.usable else 0
         self._spares: list[Future[WorkerProcess]] = []
+        self._spares_lock = threading.Lock()
+        """``acquire`` (a lane's thread) and ``close`` (a stopping service's) both take spares: each spare goes to
+        one of them."""
+        self._closed = False
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"spares-{device}")
         """Spares are forked here, off the caller's path (the first one also has the zygote started, on the zygote
         thread of :mod:`fibserve.bench.worker.forking`, which outlives this one)."""
@@ -370,6 +398,7 @@ class WorkerPool:
         return WorkerProcess(self.device, interpret_triton=self.interpret_triton, limits=self.limits)
 
     def _replenish(self) -> None:
+        """Drop dead spares and start new ones up to ``spares`` (the caller holds ``_spares_lock``)."""
         for spare in [s for s in self._spares if s.done() and (s.exception() or not s.result().alive)]:
             self._spares.remove(spare)
             if spare.exception() is None:
@@ -381,12 +410,16 @@ class WorkerPool:
         """A ready worker (the oldest spare when there is one), starting its replacement at once.
 
         Raises:
-            WorkerError: the worker did not start within ``timeout`` seconds (an infrastructure problem).
+            WorkerError: the worker did not start within ``timeout`` seconds (an infrastructure problem), or the
+                pool was closed.
             fibserve.sandbox.SandboxUnavailable: candidates cannot be confined here.
         """
-        self._replenish()
-        spare = self._spares.pop(0) if self._spares else None
-        self._replenish()
+        with self._spares_lock:
+            if self._closed:
+                raise WorkerError("died", "the worker pool is closed (its evaluator was closed)")
+            self._replenish()
+            spare = self._spares.pop(0) if self._spares else None
+            self._replenish()
         deadline = time.monotonic() + timeout
         if spare is None:
             worker = self._start()
@@ -410,17 +443,20 @@ class WorkerPool:
         Raises:
             WorkerError: a spare did not start within ``timeout`` seconds.
         """
-        for spare in list(self._spares):
+        with self._spares_lock:
+            waiting = list(self._spares)
+        for spare in waiting:
             try:
                 spare.result(timeout).wait_ready(timeout)
             except FutureTimeout:
                 raise WorkerError("timeout", f"no worker was forked within {timeout:.0f} s") from None
 
     def close(self) -> None:
-        """Kill the spares and wait for workers still exiting."""
-        for spare in self._spares:
+        """Kill the spares and wait for workers still exiting; a later :meth:`acquire` raises ``WorkerError``."""
+        with self._spares_lock:
+            spares, self._spares, self._closed = self._spares, [], True
+        for spare in spares:
             spare.add_done_callback(_kill_started)
-        self._spares = []
         self._starter.shutdown(wait=True, cancel_futures=True)
         _join_exits()
 
