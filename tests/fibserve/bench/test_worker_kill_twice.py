@@ -78,12 +78,9 @@ def test_a_killed_worker_reads_nothing_from_the_file_that_took_its_reply_pipes_n
     worker = WorkerProcess("cpu")  # a spare: forked, its start message not read yet
     reply_fd = worker._rep
     worker.kill()
-    pipes = []
+    read_end, write_end = os.pipe()
+    os.dup2(read_end, reply_fd)  # another pipe of this process now holds the freed number
     try:
-        while not pipes or pipes[-1][0] < reply_fd:
-            pipes.append(os.pipe())
-        read_end, write_end = pipes[-1]
-        assert read_end == reply_fd
         line = b'{"ready": true, "from": "another pipe"}\n'
         os.write(write_end, line)
         with pytest.raises(WorkerError, match="killed") as refused:
@@ -94,16 +91,16 @@ def test_a_killed_worker_reads_nothing_from_the_file_that_took_its_reply_pipes_n
         with pytest.raises(WorkerError, match="killed"):
             worker.hand_over([write_end])
         assert worker.resync(5) is True  # nothing was left unanswered: nothing to read
-        assert os.read(read_end, 1 << 10) == line  # the other pipe's line is still its own
+        assert os.read(reply_fd, 1 << 10) == line  # the other pipe's line is still its own
     finally:
-        for read_end, write_end in pipes:
-            os.close(read_end)
-            os.close(write_end)
+        for fd in (reply_fd, read_end, write_end):
+            os.close(fd)
 
 
 def test_a_kill_during_a_read_leaves_the_pipe_to_the_read(monkeypatch) -> None:
-    """A kill from another thread while a read is between its select and its ``os.read``: the pipe stays open
-    until the read ends, so the read never reads a number the kernel has given to another file meanwhile."""
+    """A kill from another thread while a read is in progress (held here in place of the real read): the pipe
+    stays open until the read ends, so a read woken by its select never reads a number the kernel has given to
+    another file meanwhile; the read's end closes it, once."""
     worker = WorkerProcess("cpu")
     worker.wait_ready(120)
     inside, release = threading.Event(), threading.Event()
@@ -136,3 +133,22 @@ def test_a_closed_pool_hands_out_no_worker() -> None:
     with pytest.raises(WorkerError, match="closed") as refused:
         pool.acquire(10)
     assert refused.value.kind == "died"
+
+
+def test_an_acquire_waiting_for_a_spare_the_closing_pool_cancels_gets_a_worker_error() -> None:
+    """A lane's ``acquire`` took a spare still queued behind another start; the pool's ``close`` then cancelled
+    it, and ``acquire`` raised the executor's CancelledError instead of the pool's own error."""
+    pool = WorkerPool("cpu", spares=1)
+    pool.wait_spares(120)
+    pool._spares[0].result().kill()  # dead: acquire's replenish drops it and queues a new start
+    gate = threading.Event()
+    pool._starter.submit(gate.wait, 30)  # the starter's one thread is busy: the new spare stays queued
+    closer = threading.Timer(0.5, pool.close)  # while acquire waits for the queued spare
+    closer.start()
+    try:
+        with pytest.raises(WorkerError, match="closed") as refused:
+            pool.acquire(20)
+        assert refused.value.kind == "died"
+    finally:
+        gate.set()
+        closer.join(30)

@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,7 @@ class WorkerProcess:
             raise self._error("died", "the worker was killed")
 
     def _read_line(self, timeout: float) -> dict[str, Any]:
+        self._refuse_if_killed()  # at once, not after a kill in progress (it holds the lock) has finished
         with self._kill_lock:
             killed = self._killed
             self._readers += not killed
@@ -170,7 +171,8 @@ class WorkerProcess:
             with self._kill_lock:
                 self._readers -= 1
                 if self._killed and self._readers == 0:
-                    os.close(self._rep)  # the kill met this read and left the pipe to it
+                    with contextlib.suppress(OSError):  # never in place of the read's own error
+                        os.close(self._rep)  # the kill met this read and left the pipe to it
 
     def _read_line_open(self, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -335,7 +337,8 @@ class WorkerProcess:
             with contextlib.suppress(OSError, ValueError):
                 self._req.close()
             if self._readers == 0:  # else the last read in progress closes it when it ends
-                os.close(self._rep)
+                with contextlib.suppress(OSError):
+                    os.close(self._rep)
             if shm and self._shm_before is not None:
                 shm_cleanup.remove_left_behind(shm, self._shm_before, _held_by_live_workers())
 
@@ -397,14 +400,15 @@ class WorkerPool:
         self.started_count += 1
         return WorkerProcess(self.device, interpret_triton=self.interpret_triton, limits=self.limits)
 
-    def _replenish(self) -> None:
-        """Drop dead spares and start new ones up to ``spares`` (the caller holds ``_spares_lock``)."""
-        for spare in [s for s in self._spares if s.done() and (s.exception() or not s.result().alive)]:
+    def _replenish(self) -> list[WorkerProcess]:
+        """Drop dead spares and start new ones up to ``spares`` (the caller holds ``_spares_lock``); returns the
+        dead ones' workers, for the caller to kill once it has let go of the lock (a kill can take seconds)."""
+        dead = [s for s in self._spares if s.done() and (s.exception() or not s.result().alive)]
+        for spare in dead:
             self._spares.remove(spare)
-            if spare.exception() is None:
-                spare.result().kill()
         while len(self._spares) < self.spares:
             self._spares.append(self._starter.submit(self._start))
+        return [spare.result() for spare in dead if spare.exception() is None]
 
     def acquire(self, timeout: float) -> WorkerProcess:
         """A ready worker (the oldest spare when there is one), starting its replacement at once.
@@ -416,10 +420,12 @@ class WorkerPool:
         """
         with self._spares_lock:
             if self._closed:
-                raise WorkerError("died", "the worker pool is closed (its evaluator was closed)")
-            self._replenish()
+                raise WorkerError("died", _CLOSED)
+            dead = self._replenish()
             spare = self._spares.pop(0) if self._spares else None
-            self._replenish()
+            dead += self._replenish()
+        for worker in dead:
+            worker.kill()
         deadline = time.monotonic() + timeout
         if spare is None:
             worker = self._start()
@@ -429,6 +435,8 @@ class WorkerPool:
             except FutureTimeout:
                 spare.add_done_callback(_kill_started)
                 raise WorkerError("timeout", f"no worker was forked within {timeout:.0f} s") from None
+            except CancelledError:  # still queued when the pool was closed
+                raise WorkerError("died", _CLOSED) from None
         try:
             worker.wait_ready(max(0.0, deadline - time.monotonic()))
         except WorkerError:
@@ -441,7 +449,7 @@ class WorkerPool:
         overlaps what they measure).
 
         Raises:
-            WorkerError: a spare did not start within ``timeout`` seconds.
+            WorkerError: a spare did not start within ``timeout`` seconds, or the pool was closed meanwhile.
         """
         with self._spares_lock:
             waiting = list(self._spares)
@@ -450,6 +458,8 @@ class WorkerPool:
                 spare.result(timeout).wait_ready(timeout)
             except FutureTimeout:
                 raise WorkerError("timeout", f"no worker was forked within {timeout:.0f} s") from None
+            except CancelledError:
+                raise WorkerError("died", _CLOSED) from None
 
     def close(self) -> None:
         """Kill the spares and wait for workers still exiting; a later :meth:`acquire` raises ``WorkerError``."""
@@ -459,6 +469,9 @@ class WorkerPool:
             spare.add_done_callback(_kill_started)
         self._starter.shutdown(wait=True, cancel_futures=True)
         _join_exits()
+
+
+_CLOSED = "the worker pool is closed (its evaluator was closed)"
 
 
 def _kill_started(spare: Future[WorkerProcess]) -> None:
