@@ -248,7 +248,7 @@ class ForkedProcess:
     def poll(self) -> int | None:
         """The exit code once the process has exited, else None."""
         with self._lock:
-            if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+            if self.returncode is None and _readable(self._pidfd, 0.0):
                 self._finish()
             return self.returncode
 
@@ -262,12 +262,12 @@ class ForkedProcess:
         while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
-            time.sleep(0.005)  # not a blocking select: another thread may close the pidfd meanwhile
+            time.sleep(0.005)  # not a blocking poll: another thread may close the pidfd meanwhile
         return code
 
     def _finish(self) -> None:
         text = b""
-        if select.select([self._status], [], [], 1.0)[0]:
+        if _readable(self._status, 1.0):
             with contextlib.suppress(OSError):
                 text = os.read(self._status, 32)
         try:
@@ -277,6 +277,14 @@ class ForkedProcess:
         for fd in (self._pidfd, self._status):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` is readable (a pidfd: its process has exited) within ``timeout_s`` seconds. ``poll(2)``,
+    not ``select(2)``: select refuses descriptors from 1024 on (FD_SETSIZE), which a busy service reaches."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))
 
 
 def kill_tree(root: int, rounds: int = 5) -> None:
