@@ -161,9 +161,10 @@ class WorkerProcess:
     def _read_line(self, timeout: float) -> dict[str, Any]:
         self._refuse_if_killed()  # at once, not after a kill in progress (it holds the lock) has finished
         with self._kill_lock:
-            killed = self._killed
-            self._readers += not killed
-        if killed:  # its reply pipe is closed: the number may be another file's now
+            counted = not self._killed
+            if counted:
+                self._readers += 1
+        if not counted:  # killed meanwhile: its reply pipe is closed, the number may be another file's now
             self._refuse_if_killed()
         try:
             return self._read_line_open(timeout)
