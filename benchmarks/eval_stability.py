@@ -15,10 +15,14 @@ and end of each measurement, and the seconds each phase of the evaluation took (
     OUT=./bench-results python3 benchmarks/eval_stability.py
     OUT=./bench-results python3 benchmarks/eval_stability.py --axis all
     OUT=./bench-results python3 benchmarks/eval_stability.py --definition mha_with_lse_d128 --axis seq_len=4096
+    python3 benchmarks/eval_stability.py --join first/eval_stability.json second/eval_stability.json
 
 Writes ``$OUT/eval_stability.json`` and ``$OUT/eval_stability.md`` (one summary line per workload, then each
 workload's runs); exit code 0 when every speedup is within the band, 1 otherwise, 2 without a GPU or for an
-axis that names no workload.
+axis that names no workload. Each result names the commit it ran (``$GPU_COMMIT``, else ``git rev-parse
+HEAD``). ``--join`` needs no GPU: it makes one result of several whose runs could not fit one device call (ten
+evaluations at seq_len 16384 take about 14 minutes; a call may take 10), refusing results of another
+commit, definition, baseline or band, and judges each workload on all its runs (at least ``--repeats``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -66,7 +71,15 @@ def main() -> int:
         default="M=8192",
         help="the workloads: NAME=VALUE[,VALUE...] of its var axis, or all (every workload)",
     )
+    parser.add_argument(
+        "--join",
+        nargs="+",
+        metavar="JSON",
+        help="no GPU: join the runs of these eval_stability.json files (one commit) into one result under --out",
+    )
     args = parser.parse_args()
+    if args.join:
+        return _joined(args)
 
     import torch
 
@@ -108,18 +121,87 @@ def main() -> int:
 
 
 def summarise(runs: list[dict], repeats: int, band: float) -> dict:
-    """One workload's verdict from its runs so far: the least and greatest speedup, and whether all ``repeats``
-    runs are done and within ``band`` of 1 (a run that failed has no speedup, and fails the verdict)."""
+    """One workload's verdict from its runs so far: the least and greatest speedup, and whether at least
+    ``repeats`` runs are done, every one within ``band`` of 1 (a run that failed has no speedup, and fails the
+    verdict)."""
     speedups = [r["speedup"] for r in runs if "speedup" in r]
     return {
         "speedup_min": min(speedups, default=None),
         "speedup_max": max(speedups, default=None),
-        "all_within_band": len(speedups) == repeats and all(abs(x - 1.0) <= band for x in speedups),
+        "all_within_band": len(runs) >= repeats
+        and len(speedups) == len(runs)
+        and all(abs(x - 1.0) <= band for x in speedups),
     }
+
+
+def join(results: list[dict], repeats: int) -> dict:
+    """One result of several runs of this script: each workload's runs in the order given, renumbered, its
+    verdict taken over all of them (:func:`summarise`).
+
+    Raises:
+        ValueError: the results differ in commit, definition, baseline or band, or one names no commit (runs
+            of two commits are two measurements, not one), or none is given.
+    """
+    if not results:
+        raise ValueError("--join: give at least one eval_stability.json")
+    first = results[0]
+    for key in ("commit", "definition", "baseline", "band"):
+        seen = [r.get(key) for r in results]
+        if key == "commit" and None in seen:
+            raise ValueError("--join: a result names no commit; join only runs known to share one")
+        if any(value != seen[0] for value in seen):
+            raise ValueError(f"--join: the results differ in {key}: {sorted(set(map(str, seen)))}")
+    workloads: dict[str, dict] = {}
+    for result in results:
+        for w in result["workloads"]:
+            entry = workloads.setdefault(
+                w["workload"], {"workload": w["workload"], "axes": w["axes"], "runs": []}
+            )
+            entry["runs"] += [{**run, "run": len(entry["runs"]) + i} for i, run in enumerate(w["runs"])]
+    band = first["band"][1] - 1.0
+    for entry in workloads.values():
+        entry.update(summarise(entry["runs"], repeats, band))
+    axes = list(dict.fromkeys(r["axis"] for r in results))
+    return {
+        "commit": first["commit"],
+        "definition": first["definition"],
+        "axis": " + ".join(axes),
+        "baseline": first["baseline"],
+        "band": first["band"],
+        "all_within_band": all(e["all_within_band"] for e in workloads.values()),
+        "workloads": list(workloads.values()),
+    }
+
+
+def _joined(args: argparse.Namespace) -> int:
+    try:
+        result = join([json.loads(Path(f).read_text()) for f in args.join], args.repeats)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"eval_stability: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = _write(out, result)
+    print("\n".join(lines[: 4 + len(result["workloads"])]))
+    return 0 if result["all_within_band"] else 1
+
+
+def _commit() -> str | None:
+    """The commit these runs measure: ``$GPU_COMMIT`` (the device copy's git metadata was seen stale), else
+    HEAD, else None."""
+    if os.environ.get("GPU_COMMIT"):
+        return os.environ["GPU_COMMIT"]
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def _result(args: argparse.Namespace, baseline, results: list[dict]) -> dict:
     return {
+        "commit": _commit(),
         "definition": args.definition,
         "axis": args.axis,
         "baseline": baseline.name,
@@ -198,7 +280,7 @@ def _table(result: dict) -> list[str]:
     verdict = "PASS" if result["all_within_band"] else "FAIL"
     lines = [
         f"{result['baseline']} vs itself as the baseline, {result['definition']} ({result['axis']}), band "
-        f"{result['band']}: {verdict}",
+        f"{result['band']}, commit {(result.get('commit') or 'unknown')[:12]}: {verdict}",
         "",
         "| workload | axes | speedup min | speedup max | within band |",
         "| --- | --- | --- | --- | --- |",

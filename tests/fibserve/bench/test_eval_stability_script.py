@@ -148,3 +148,80 @@ def test_a_result_cut_short_is_written_and_reads_as_a_fail(script, tmp_path) -> 
         == 1.004
     )
     assert "FAIL" in lines[0] and (tmp_path / "eval_stability.md").read_text().startswith(lines[0])
+
+
+def _part(commit: str | None, speedups: list[float], axis: str = "seq_len=16384") -> dict:
+    """A result of one device call as the script writes it: one workload, a run per speedup."""
+    runs = [{**_run(), "run": i, "speedup": x} for i, x in enumerate(speedups)]
+    return {
+        "commit": commit,
+        "definition": "mha_with_lse_d128",
+        "axis": axis,
+        "baseline": "cudnn_sdpa",
+        "band": [0.99, 1.01],
+        "all_within_band": False,
+        "workloads": [{"workload": "b6b86bc4", "axes": {"seq_len": 16384}, "runs": runs}],
+    }
+
+
+def test_two_calls_of_one_commit_join_into_one_verdict_over_all_their_runs(script) -> None:
+    """Ten runs at seq_len 16384 do not fit one device call: seven and three, joined, pass as ten."""
+    joined = script.join([_part("abc", [1.0] * 7), _part("abc", [1.001, 0.999, 1.002])], 10)
+    (workload,) = joined["workloads"]
+    assert [r["run"] for r in workload["runs"]] == list(range(10))
+    assert [r["speedup"] for r in workload["runs"]][7:] == [1.001, 0.999, 1.002]
+    assert workload["all_within_band"] is True and joined["all_within_band"] is True
+    assert workload["speedup_min"] == 0.999 and workload["speedup_max"] == 1.002
+    assert script.join([_part("abc", [1.0] * 7), _part("abc", [1.0, 1.0])], 10)["all_within_band"] is False
+    outside = script.join([_part("abc", [1.0] * 7), _part("abc", [1.0, 1.0, 1.0, 1.011])], 10)
+    assert outside["all_within_band"] is False  # eleven runs, one outside: more runs never hide one
+
+
+def test_an_error_among_more_than_enough_runs_still_fails(script) -> None:
+    runs = [{"run": i, "speedup": 1.0} for i in range(10)] + [{"run": 10, "error": "timeout"}]
+    assert script.summarise(runs, 10, 0.01)["all_within_band"] is False
+
+
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        (_part("def", [1.0] * 3), "differ in commit"),
+        (_part(None, [1.0] * 3), "names no commit"),
+        ({**_part("abc", [1.0] * 3), "baseline": "torch_matmul"}, "differ in baseline"),
+        ({**_part("abc", [1.0] * 3), "band": [0.98, 1.02]}, "differ in band"),
+    ],
+)
+def test_results_of_another_commit_or_baseline_are_not_joined(script, second, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        script.join([_part("abc", [1.0] * 7), second], 10)
+
+
+def test_join_from_the_command_line_writes_one_result_and_says_why_it_refuses(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script_path = Path(__file__).resolve().parents[3] / "benchmarks" / "eval_stability.py"
+    first, second, bad = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    first.write_text(json.dumps(_part("abc", [1.0] * 7)))
+    second.write_text(json.dumps(_part("abc", [1.001] * 3)))
+    bad.write_text(json.dumps(_part("def", [1.0])))
+    out = tmp_path / "joined"
+    done = subprocess.run(
+        [sys.executable, str(script_path), "--join", str(first), str(second), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "commit abc: PASS" in done.stdout
+    assert len(json.loads((out / "eval_stability.json").read_text())["workloads"][0]["runs"]) == 10
+    refused = subprocess.run(
+        [sys.executable, str(script_path), "--join", str(first), str(bad), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "differ in commit" in refused.stderr
+    assert "commit abc: PASS" in (out / "eval_stability.md").read_text()  # the refused join wrote nothing
