@@ -158,7 +158,7 @@ def join(results: list[dict], repeats: int) -> dict:
                 w["workload"], {"workload": w["workload"], "axes": w["axes"], "runs": []}
             )
             entry["runs"] += [{**run, "run": len(entry["runs"]) + i} for i, run in enumerate(w["runs"])]
-    band = first["band"][1] - 1.0
+    band = round(first["band"][1] - 1.0, 12)  # the --band it ran with: 1.01 - 1.0 is not 0.01 in floats
     for entry in workloads.values():
         entry.update(summarise(entry["runs"], repeats, band))
     axes = list(dict.fromkeys(r["axis"] for r in results))

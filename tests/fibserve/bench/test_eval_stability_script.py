@@ -175,6 +175,10 @@ def test_two_calls_of_one_commit_join_into_one_verdict_over_all_their_runs(scrip
     assert script.join([_part("abc", [1.0] * 7), _part("abc", [1.0, 1.0])], 10)["all_within_band"] is False
     outside = script.join([_part("abc", [1.0] * 7), _part("abc", [1.0, 1.0, 1.0, 1.011])], 10)
     assert outside["all_within_band"] is False  # eleven runs, one outside: more runs never hide one
+    edge = script.join([_part("abc", [1.0] * 9), _part("abc", [1.01])], 10)
+    assert (
+        edge["all_within_band"] is script.summarise(edge["workloads"][0]["runs"], 10, 0.01)["all_within_band"]
+    )
 
 
 def test_an_error_among_more_than_enough_runs_still_fails(script) -> None:
