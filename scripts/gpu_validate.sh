@@ -24,7 +24,9 @@
 #   stability   benchmarks/eval_stability.py: torch.matmul against itself, 10 evaluations at M=8192
 #               (STABILITY_AXIS=all: every workload of gemm_n7168_k5120, M=70 to 8192, issue 35's goal)
 #   attnstab    benchmarks/eval_stability.py on mha_with_lse_d128 at seq_len 4096: cuDNN SDPA against itself
-#               (ATTNSTAB_AXIS=all: every workload, seq_len 512 to 16384)
+#               (ATTNSTAB_AXIS=all: every workload, seq_len 512 to 16384; STABILITY_REPEATS runs, default 10).
+#               seq_len 16384 takes about 83 s a run: run part of the ten per call (STABILITY_REPEATS=6, then 4), then
+#               here `python3 benchmarks/eval_stability.py --join A/eval_stability.json B/eval_stability.json`
 #   attnbase    benchmarks/attention_baselines.py: every attention baseline on every workload (ATTN_FLAGS, e.g. --quick)
 #   inferbase   benchmarks/inference_baselines.py: every GQA, MLA, GDN and FP8-GEMM baseline on every workload, with
 #               the path it took and its check against the packaged tolerances (INFER_FLAGS, e.g. --time-reference)
