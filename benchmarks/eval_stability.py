@@ -20,9 +20,11 @@ and end of each measurement, and the seconds each phase of the evaluation took (
 Writes ``$OUT/eval_stability.json`` and ``$OUT/eval_stability.md`` (one summary line per workload, then each
 workload's runs); exit code 0 when every speedup is within the band, 1 otherwise, 2 without a GPU or for an
 axis that names no workload. Each result names the commit it ran (``$GPU_COMMIT``, else ``git rev-parse
-HEAD``). ``--join`` needs no GPU: it makes one result of several whose runs could not fit one device call (ten
-evaluations at seq_len 16384 take about 14 minutes; a call may take 10), refusing results of another
-commit, definition, baseline or band, and judges each workload on all its runs (at least ``--repeats``).
+HEAD``) and its call (a random id of this run of the script; a joined result names every call it holds).
+``--join`` needs no GPU: it makes one result of several whose runs could not fit one device call (ten
+evaluations at seq_len 16384 take about 14 minutes; a call may take 10), refusing results of another commit,
+definition, baseline or band and a call given twice, and judges each workload on all its runs (at least
+``--repeats``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 DEFINITION = "gemm_n7168_k5120"
@@ -80,6 +83,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.join:
         return _joined(args)
+    args.commit, args.call = _commit(), uuid.uuid4().hex
 
     import torch
 
@@ -139,16 +143,23 @@ def join(results: list[dict], repeats: int) -> dict:
     verdict taken over all of them (:func:`summarise`).
 
     Raises:
-        ValueError: the results differ in commit, definition, baseline or band, or one names no commit (runs
-            of two commits are two measurements, not one), or none is given.
+        ValueError: the results differ in commit (a short hash matches the full one it begins), definition,
+            baseline or band; one names no commit or call (runs of two commits are two measurements, not one);
+            one call's runs are given twice (they would count twice); or none is given.
     """
     if not results:
         raise ValueError("--join: give at least one eval_stability.json")
     first = results[0]
-    for key in ("commit", "definition", "baseline", "band"):
+    if any(not r.get("commit") or not r.get("calls") for r in results):
+        raise ValueError("--join: a result names no commit or call; join only runs known to share one commit")
+    commits = sorted((r["commit"] for r in results), key=len)
+    if any(not c.startswith(commits[0]) for c in commits):
+        raise ValueError(f"--join: the results differ in commit: {sorted(set(commits))}")
+    calls = [call for r in results for call in r["calls"]]
+    if len(set(calls)) < len(calls):
+        raise ValueError("--join: one call's runs are given twice; they would count twice")
+    for key in ("definition", "baseline", "band"):
         seen = [r.get(key) for r in results]
-        if key == "commit" and None in seen:
-            raise ValueError("--join: a result names no commit; join only runs known to share one")
         if any(value != seen[0] for value in seen):
             raise ValueError(f"--join: the results differ in {key}: {sorted(set(map(str, seen)))}")
     workloads: dict[str, dict] = {}
@@ -163,7 +174,8 @@ def join(results: list[dict], repeats: int) -> dict:
         entry.update(summarise(entry["runs"], repeats, band))
     axes = list(dict.fromkeys(r["axis"] for r in results))
     return {
-        "commit": first["commit"],
+        "commit": commits[-1],
+        "calls": calls,
         "definition": first["definition"],
         "axis": " + ".join(axes),
         "baseline": first["baseline"],
@@ -201,7 +213,8 @@ def _commit() -> str | None:
 
 def _result(args: argparse.Namespace, baseline, results: list[dict]) -> dict:
     return {
-        "commit": _commit(),
+        "commit": args.commit,
+        "calls": [args.call],
         "definition": args.definition,
         "axis": args.axis,
         "baseline": baseline.name,

@@ -137,7 +137,9 @@ def test_a_result_cut_short_is_written_and_reads_as_a_fail(script, tmp_path) -> 
     import json
     from types import SimpleNamespace
 
-    args = argparse.Namespace(definition="gemm_n7168_k5120", axis="M=70", band=0.01)
+    args = argparse.Namespace(
+        definition="gemm_n7168_k5120", axis="M=70", band=0.01, commit="43a0709", call="c1"
+    )
     run = _run()
     entry = {"workload": "3817345d-2b16", "axes": {"M": 70}, "runs": [run]}
     entry.update(script.summarise(entry["runs"], 10, 0.01))
@@ -148,13 +150,17 @@ def test_a_result_cut_short_is_written_and_reads_as_a_fail(script, tmp_path) -> 
         == 1.004
     )
     assert "FAIL" in lines[0] and (tmp_path / "eval_stability.md").read_text().startswith(lines[0])
+    assert "commit 43a0709" in lines[0] and result["calls"] == ["c1"]
 
 
 def _part(commit: str | None, speedups: list[float], axis: str = "seq_len=16384") -> dict:
     """A result of one device call as the script writes it: one workload, a run per speedup."""
+    import uuid
+
     runs = [{**_run(), "run": i, "speedup": x} for i, x in enumerate(speedups)]
     return {
         "commit": commit,
+        "calls": [uuid.uuid4().hex],
         "definition": "mha_with_lse_d128",
         "axis": axis,
         "baseline": "cudnn_sdpa",
@@ -191,6 +197,7 @@ def test_an_error_among_more_than_enough_runs_still_fails(script) -> None:
     [
         (_part("def", [1.0] * 3), "differ in commit"),
         (_part(None, [1.0] * 3), "names no commit"),
+        ({**_part("abc", [1.0] * 3), "calls": []}, "names no commit or call"),
         ({**_part("abc", [1.0] * 3), "baseline": "torch_matmul"}, "differ in baseline"),
         ({**_part("abc", [1.0] * 3), "band": [0.98, 1.02]}, "differ in band"),
     ],
@@ -229,3 +236,19 @@ def test_join_from_the_command_line_writes_one_result_and_says_why_it_refuses(tm
     )
     assert refused.returncode == 2 and "differ in commit" in refused.stderr
     assert "commit abc: PASS" in (out / "eval_stability.md").read_text()  # the refused join wrote nothing
+
+
+def test_one_calls_runs_given_twice_are_refused_so_five_runs_never_count_as_ten(script) -> None:
+    part = _part("abc", [1.0] * 5)
+    with pytest.raises(ValueError, match="given twice"):
+        script.join([part, part], 10)
+    joined = script.join([part, _part("abc", [1.0] * 5)], 10)
+    with pytest.raises(ValueError, match="given twice"):  # a joined result holds its parts' calls
+        script.join([joined, part], 10)
+
+
+def test_a_short_commit_joins_the_full_one_it_begins(script) -> None:
+    joined = script.join([_part("43a0709", [1.0] * 5), _part("43a070938c3b2aeb", [1.0] * 5)], 10)
+    assert joined["commit"] == "43a070938c3b2aeb" and joined["all_within_band"] is True
+    with pytest.raises(ValueError, match="differ in commit"):
+        script.join([_part("43a0709", [1.0] * 5), _part("43a0708ffff", [1.0] * 5)], 10)
