@@ -53,7 +53,35 @@ FORGERIES = {
         "reply to `call` is malformed",
     ),
     "call junk": ("call", '["not", "an", "object"]', "JSON that is not an object"),
+    "call no timings": (
+        "call",
+        '{"ok": True, "ms": [], "bound_ms": [], "overwrite_ms": []}',
+        "malformed timings",
+    ),
 }
+
+# A reply nested deeper than the JSON parser recurses raised RecursionError, not the ValueError the reader
+# caught: the evaluator's own internal error, rerun on resume and never counted against the kernel.
+NESTED_TOO_DEEP = """import sys
+
+_entry = sys.modules["fibserve.bench.worker.entry"]
+_dumps = _entry.json.dumps
+
+
+class _Json:
+    loads = staticmethod(_entry.json.loads)
+
+    @staticmethod
+    def dumps(message):
+        return "[" * 200000 + "]" * 200000 if "ms" in message else _dumps(message)
+
+
+_entry.json = _Json
+
+
+def run(x, y, z):
+    z.copy_(x + y)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +117,28 @@ def test_a_forged_reply_is_the_candidates_runtime_error(evaluated: dict, name: s
     evaluation = report.traces[0].evaluation
     assert evaluation.status is EvaluationStatus.RUNTIME_ERROR, evaluation.log
     assert FORGERIES[name][2] in evaluation.log
+
+
+def test_a_reply_nested_too_deep_to_parse_is_the_candidates_runtime_error(trace_set, tmp_path: Path) -> None:
+    config = tmp_path / "no-policy.yaml"
+    config.write_text("defaults:\n  enforce_source_policy: false\n")
+    definition = trace_set.definition("vector_add_f32")
+    workload = min(trace_set.workloads_for("vector_add_f32"), key=lambda w: w.axes["N"])
+    solution = Solution.model_validate(
+        {
+            "name": "nested_too_deep",
+            "definition": "vector_add_f32",
+            "author": "tests",
+            "spec": {"language": "python", "target_hardware": ["cpu"], "entry_point": "kernel.py::run"},
+            "sources": [{"path": "kernel.py", "content": NESTED_TOO_DEEP}],
+        }
+    )
+    with Evaluator("cpu", warm_spare=False, config_path=config) as evaluator:
+        report = evaluator.evaluate(definition, solution, [workload])
+    assert report.task_error is None, report.task_error
+    evaluation = report.traces[0].evaluation
+    assert evaluation.status is EvaluationStatus.RUNTIME_ERROR, evaluation.log
+    assert "worker sent a line that is not JSON" in evaluation.log
 
 
 def test_the_probe_is_real(tmp_path: Path) -> None:

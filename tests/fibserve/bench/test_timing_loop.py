@@ -270,6 +270,13 @@ def test_a_forged_reply_with_impossible_timings_is_the_candidates_runtime_error(
     assert "ms of calls in a" in failure.log
 
 
+def test_timed_calls_answered_without_times_are_the_candidates_runtime_error(pool, trace_set, make_solution):
+    overrides = {"warmup": 0, "iterations": 2, "trials": 1}
+    failure = _timing_failure(pool, trace_set, make_solution, "add_timed_without_times.py", overrides)
+    assert failure.status is EvaluationStatus.RUNTIME_ERROR
+    assert "timed call, input set 0: worker sent malformed timings" in failure.log
+
+
 def test_the_twin_times_a_reference_whose_dtype_differs_from_the_definition(
     pool, trace_set, make_solution, tmp_path
 ):

@@ -122,6 +122,19 @@ def test_a_run_past_its_limit_is_killed_with_everything_it_started() -> None:
     assert wait_until_gone(marker) == []
 
 
+def test_a_result_line_nested_too_deep_to_parse_is_no_runner_result() -> None:
+    """The candidate shares the runner's stdout, so it can print the result line itself: nested deeper than
+    the JSON parser recurses, it raised RecursionError (not ValueError) out of the trusted process's reading."""
+    import sys
+
+    from fibserve.tools.runner import RESULT_PREFIX
+
+    script = f"print({RESULT_PREFIX!r} + '[' * 200_000 + ']' * 200_000)"
+    result = run_tool([sys.executable, "-c", script], device="cpu", timeout_s=60)
+    assert result.exit_code == 0 and result.output.startswith(RESULT_PREFIX + "[[[")
+    assert result.runner is None
+
+
 def test_sanitizer_command_makes_the_verdict_the_tools(tmp_path: Path) -> None:
     argv = sanitizer_argv(Path("/opt/cuda/bin/compute-sanitizer"), "racecheck", tmp_path / "r.json")
     assert argv[:3] == ["/opt/cuda/bin/compute-sanitizer", "--tool", "racecheck"]

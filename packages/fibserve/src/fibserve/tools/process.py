@@ -129,7 +129,7 @@ def run_tool(
         if line.startswith(RESULT_PREFIX):
             try:
                 runner = json.loads(line[len(RESULT_PREFIX) :])
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
                 runner = None
             if not isinstance(runner, dict):  # the candidate printed this line as much as the runner did
                 runner = None

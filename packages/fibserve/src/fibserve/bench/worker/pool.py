@@ -205,7 +205,7 @@ class WorkerProcess:
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # nesting deeper than the parser's recursion limit: RecursionError
             raise self._error("protocol", "worker sent a line that is not JSON") from None
         if not isinstance(message, dict):
             raise self._error("protocol", "worker sent JSON that is not an object")

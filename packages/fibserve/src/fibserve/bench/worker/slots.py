@@ -162,9 +162,9 @@ def worker_call(
     """Send a call; returns the worker's times and the round trip's wall time here (ms).
 
     Every failure becomes a CandidateFailure (the worker is then discarded), including replies that do not
-    fit the protocol (:mod:`fibserve.bench.worker.protocol`) and timings that could not have happened: a call's
-    ``ms`` longer than its ``bound_ms``, or their sum longer than the round trip (a worker can only report
-    less time than that). ``discount_post`` (the reference's twin only, never a candidate) subtracts the
+    fit the protocol (:mod:`fibserve.bench.worker.protocol`) and timings that could not have happened: not one
+    time per call of ``request["repeat"]`` (default 1), a call's ``ms`` longer than its ``bound_ms``, or their
+    sum longer than the round trip (a worker can only report less time than that). ``discount_post`` (the reference's twin only, never a candidate) subtracts the
     worker's reported untimed copy from the round trip."""
     started = time.perf_counter()
     try:
@@ -173,7 +173,7 @@ def worker_call(
         raise worker_failure(exc, what, timeout) from None
     wall_ms = (time.perf_counter() - started) * 1e3
     reply = candidate_reply(worker, message, Called, what)
-    return _checked_times(reply, wall_ms, what, discount_post)
+    return _checked_times(reply, int(request.get("repeat", 1)), wall_ms, what, discount_post)
 
 
 def worker_spans(worker: WorkerProcess, timeout: float, what: str) -> list[float | None]:
@@ -190,10 +190,10 @@ def worker_spans(worker: WorkerProcess, timeout: float, what: str) -> list[float
     return list(candidate_reply(worker, message, Spans, what).device_ms)
 
 
-def _checked_times(reply: Called, wall_ms: float, what: str, discount_post: bool) -> WorkerTimes:
+def _checked_times(reply: Called, repeat: int, wall_ms: float, what: str, discount_post: bool) -> WorkerTimes:
     ms, bound, overwrite = reply.ms, reply.bound_ms, reply.overwrite_ms
     if (
-        not len(ms) == len(bound) == len(overwrite)
+        not repeat == len(ms) == len(bound) == len(overwrite)  # none at all would pass every check below
         or any(m > b + WALL_SLACK_MS for m, b in zip(ms, bound, strict=True))
         or len(reply.release_wait_ms) not in (0, len(ms))
     ):
