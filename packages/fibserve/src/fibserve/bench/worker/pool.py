@@ -205,7 +205,7 @@ class WorkerProcess:
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             message = json.loads(line)
-        except (ValueError, RecursionError):  # nesting deeper than the parser's recursion limit: RecursionError
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             raise self._error("protocol", "worker sent a line that is not JSON") from None
         if not isinstance(message, dict):
             raise self._error("protocol", "worker sent JSON that is not an object")
