@@ -192,6 +192,37 @@ def test_obfuscated_cublas_is_caught_after_the_build(build_cache: Path) -> None:
     assert [v.rule for v in analysis.policy] == ["cuda.imported-symbol"]
 
 
+@pytest.mark.nvcc
+def test_a_build_log_planted_with_warnings_hides_no_cublas_and_plants_no_kernel(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("cublas_obfuscated_planted_log.cu"), cache_dir=build_cache)
+    assert analysis.status == "policy_violation"
+    assert [v.rule for v in analysis.policy] == ["cuda.imported-symbol"]
+    assert "x" not in [k.name for k in analysis.kernels]
+
+
+@pytest.mark.nvcc
+def test_the_binary_policy_runs_when_the_ptx_and_sass_analysis_fails(
+    build_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fibserve import static_analysis
+
+    def broken(*args: object) -> None:
+        raise ValueError("planted")
+
+    monkeypatch.setattr(static_analysis, "_analyse_binary", broken)
+    analysis = fibserve.check(fixture_solution("cublas_obfuscated.cu"), cache_dir=build_cache)
+    assert analysis.status == "policy_violation"
+    assert [v.rule for v in analysis.policy] == ["cuda.imported-symbol"]
+    assert any("the PTX/SASS analysis failed (ValueError('planted'))" in note for note in analysis.notes)
+
+
+@pytest.mark.nvcc
+def test_an_error_quoting_a_ptxas_location_of_4400_digits_is_a_compile_error(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("error_with_ptxas_location.cu"), cache_dir=build_cache)
+    assert analysis.status == "compile_error"
+    assert analysis.build is not None and "planted" in analysis.build.log
+
+
 def test_cli_policy_file_configures_the_benchmark(tmp_path: Path, build_cache: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("python_languages: []\n")

@@ -124,3 +124,57 @@ def test_cuda_entry_with_wrong_arity_is_compile_error(evaluator, trace_set, make
     report = evaluator.evaluate(definition, solution, workloads)
     ev = report.traces[0].evaluation
     assert ev.status is EvaluationStatus.COMPILE_ERROR and "ABI" in ev.log
+
+
+def test_a_candidate_whose_analysis_failed_is_not_run_and_not_blamed(
+    evaluator, trace_set, make_solution, monkeypatch
+):
+    """A CUDA candidate's source and binary policy are read from its static analysis: when the analysis fails,
+    the evaluation stops as a task error (a harness failure) instead of going on unchecked, as it did."""
+    from fibserve.analysis.report import AnalysisUnavailable
+    from fibserve.bench import session
+
+    def unavailable(*args, **kwargs):
+        return AnalysisUnavailable(error="static analysis unavailable: ValueError('planted')")
+
+    monkeypatch.setattr(session, "analyse", unavailable)
+    definition = trace_set.definition(DEFINITION)
+    report = evaluator.evaluate(
+        definition,
+        make_solution("gemm_naive.cu", DEFINITION, language="cuda"),
+        trace_set.workloads_for(DEFINITION)[:1],
+    )
+    assert report.task_error is not None and report.task_error.startswith(
+        "not run: static analysis unavailable"
+    )
+    assert report.build is None and all(t.evaluation is None for t in report.traces)
+
+
+def test_an_error_quoting_a_ptxas_location_of_4400_digits_is_the_candidates_compile_error(
+    evaluator, trace_set, make_solution
+):
+    report = evaluator.evaluate(
+        trace_set.definition(DEFINITION),
+        _fixture_kernel("error_with_ptxas_location.cu"),
+        trace_set.workloads_for(DEFINITION)[:1],
+    )
+    assert report.task_error is None, report.task_error
+    assert report.traces[0].evaluation.status is EvaluationStatus.COMPILE_ERROR
+
+
+def test_a_planted_build_log_does_not_hide_a_cublas_call_from_the_binary_policy(evaluator, trace_set):
+    report = evaluator.evaluate(
+        trace_set.definition("vector_add_f32"),
+        _fixture_kernel("cublas_obfuscated_planted_log.cu", definition="vector_add_f32"),
+        trace_set.workloads_for("vector_add_f32")[:1],
+    )
+    assert report.task_error is None, report.task_error
+    evaluation = report.traces[0].evaluation
+    assert evaluation.status is EvaluationStatus.COMPILE_ERROR and "cuda.imported-symbol" in evaluation.log
+
+
+def _fixture_kernel(name: str, definition: str = DEFINITION):
+    """tests/fibserve/kernels/<name> as a CUDA Solution of ``definition``."""
+    from kernel_fixtures import fixture_solution
+
+    return fixture_solution(name).model_copy(update={"definition": definition})

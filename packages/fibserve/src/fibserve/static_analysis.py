@@ -104,7 +104,10 @@ def check(
         BuildStatus.INFRA_ERROR: "infra_error",
     }[build.status]
     if build.ok and language in ("cuda", "cpp"):
-        _analyse_binary(analysis, build, timings)
+        try:
+            _analyse_binary(analysis, build, timings)
+        except Exception as exc:  # the binary policy below must run whatever the build products did here
+            analysis.notes.append(f"the PTX/SASS analysis failed ({exc!r}); the binary policy still ran")
         if build.library_path is not None:
             stage = time.perf_counter()
             imported = check_binary(build.library_path, [k.name for k in analysis.kernels], policy)

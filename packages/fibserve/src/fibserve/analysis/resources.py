@@ -17,14 +17,22 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_COMPILING = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
-_PROPERTIES = re.compile(r"Function properties for (\S+)")
-_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers")
-_BARRIERS = re.compile(r"used (\d+) barriers")
-_SMEM = re.compile(r"(\d+) bytes smem")
-_CMEM = re.compile(r"(\d+) bytes cmem\[0\]")
-_ADVISORY = re.compile(r"ptxas\s+(?:warning|info)\s*:.*\(C\d{4}\)|ptxas\s+warning\s*:")
+# Anchored at the start of a (stripped) line, as ptxas writes them: the same log holds the host compiler's
+# diagnostics, which quote the candidate's own text (`#warning ptxas info : Used 9...9 registers`). Numbers are
+# bounded: int() refuses more than 4,300 digits with a ValueError, which once ended the analysis, and with it the
+# binary policy, so that a candidate calling cuBLAS was built and loaded.
+_INFO = r"^ptxas\s+info\s*:\s*"
+_NUMBER = r"(\d{1,12})"
+_COMPILING = re.compile(_INFO + r"Compiling entry function '([^']+)' for '(\w+)'$")
+_PROPERTIES = re.compile(_INFO + r"Function properties for (\S+)$")
+_FRAME = re.compile(
+    rf"^{_NUMBER} bytes stack frame, {_NUMBER} bytes spill stores, {_NUMBER} bytes spill loads$"
+)
+_USED = re.compile(_INFO + rf"Used {_NUMBER} registers")
+_BARRIERS = re.compile(rf"used {_NUMBER} barriers")
+_SMEM = re.compile(rf"{_NUMBER} bytes smem")
+_CMEM = re.compile(rf"{_NUMBER} bytes cmem\[0\]")
+_ADVISORY = re.compile(r"^ptxas\s+(?:warning|info)\s*:.*\(C\d{4}\)|^ptxas\s+warning\s*:")
 
 
 class KernelResources(BaseModel):

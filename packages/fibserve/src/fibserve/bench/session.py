@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import torch
 
+from fibserve.analysis.report import AnalysisUnavailable
 from fibserve.bench import candidate as cand
 from fibserve.bench.config import EvalConfig
 from fibserve.bench.correctness.check import check_correctness, correctness_of
@@ -201,13 +202,20 @@ class EvaluationSession:
 
     def _analyse(self) -> bool:
         """Static analysis of a compiled candidate, then the source policy; False (every workload a
-        COMPILE_ERROR) when the policy rejects it."""
+        COMPILE_ERROR) when the policy rejects it, or (a task error: nothing of the candidate runs, and nothing
+        is blamed on it) when the analysis that a compiled candidate's policy is read from failed."""
         if self.compiled:
             t0 = time.monotonic()
             self.report.analysis = analyse(
                 self.solution, self.definition, self.arch, self.config.timeouts.build
             )
             self._time("analysis", time.monotonic() - t0)
+            if self.config.enforce_source_policy and isinstance(self.report.analysis, AnalysisUnavailable):
+                self.report.task_error = (
+                    f"not run: {self.report.analysis.error}; a CUDA/C++ candidate's source and binary policy "
+                    "are read from that analysis, so it cannot be checked (the candidate is not blamed)"
+                )
+                return False
         rejected = (
             cand.policy_problems(self.solution, self.report.analysis)
             if self.config.enforce_source_policy

@@ -191,7 +191,9 @@ def compile_tvm_ffi(
     return outcome
 
 
-_PTXAS_LOCATION = re.compile(r"ptxas (?P<path>\S+?\.ptx), line (?P<line>\d+);")
+_PTXAS_LOCATION = re.compile(r"ptxas (?P<path>\S+?\.ptx), line (?P<line>\d{1,9});")
+"""A ptxas location; the digits are bounded, since the log also quotes the candidate's ``#error`` text and int()
+refuses more than 4,300 digits (a ValueError that made a compile error the build infrastructure's failure)."""
 _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)")
 _FILE = re.compile(r"^\s*\.file\s+(\d+)\s+\"([^\"]+)\"", re.MULTILINE)
 

@@ -33,10 +33,10 @@ SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 """Every torch tensor gets its own ``cudaMalloc``: memcheck checks accesses against allocations, and inside
 the caching allocator's large segments a write past the end of a small tensor would look legal."""
 
-_SUMMARY = re.compile(r"ERROR SUMMARY:\s+(\d+)\s+error")
+_SUMMARY = re.compile(r"ERROR SUMMARY:\s+(\d{1,12})\s+error")  # bounded: int() refuses over 4,300 digits
 _LINE = re.compile(r"^=========(?: (.*))?$")
 # "at vector_add(float *, long)+0x1b0 in /tmp/build/kernel.cu:10" (a race: "... access at ... in f.cu:15")
-_AT = re.compile(r"\bat (?:(?P<function>.+?)\+0x[0-9a-fA-F]+ )?in (?P<file>\S+?):(?P<line>\d+)\b")
+_AT = re.compile(r"\bat (?:(?P<function>.+?)\+0x[0-9a-fA-F]+ )?in (?P<file>\S+?):(?P<line>\d{1,9})\b")
 _THREAD = re.compile(r"by thread \((?P<t>[\d, ]+)\) in block \((?P<b>[\d, ]+)\)")
 _NOT_FINDINGS = (
     "COMPUTE-SANITIZER",
