@@ -303,7 +303,8 @@ def test_an_evaluation_reads_the_analysis_or_why_there_is_none() -> None:
 def test_an_analysis_that_raises_is_recorded_as_unavailable_not_raised(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The evaluator goes on without the analysis when the toolchain itself breaks (never the candidate's fault)."""
+    """A toolchain that breaks is recorded, never the candidate's fault (the evaluator then stops a CUDA
+    candidate as a task error: tests/fibserve/bench/test_cuda_without_gpu.py)."""
     from fibserve import static_analysis
 
     def broken(*args: object, **kwargs: object) -> None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def analyse(solution: Solution, definition: Definition, arch: str, timeout_s: float) -> AnalysisOutcome:
     """:func:`check` for an evaluation: the analysis, or an :class:`AnalysisUnavailable` when the analysis
-    itself raised (an evaluation goes on without it)."""
+    itself raised (a CUDA/C++ evaluation then stops as a task error: ``bench.session.EvaluationSession``)."""
     try:
         return check(solution, definition=definition, arch=arch, timeout_s=timeout_s)
     except Exception as exc:

@@ -74,7 +74,9 @@ class Analysis(BaseModel):
 
 class AnalysisUnavailable(BaseModel):
     """What an evaluation records instead of an :class:`Analysis` when the static analysis itself failed (the
-    toolchain broke, not the candidate); never fatal to the evaluation. On the wire: ``{"error": "..."}``."""
+    toolchain broke, not the candidate). A CUDA/C++ evaluation that enforces the source policy then stops as a
+    task error before the candidate runs (its policy is read from the analysis); others go on without it. On
+    the wire: ``{"error": "..."}``."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
