@@ -143,9 +143,10 @@ def join(results: list[dict], repeats: int) -> dict:
     verdict taken over all of them (:func:`summarise`).
 
     Raises:
-        ValueError: the results differ in commit (a short hash matches the full one it begins), definition,
-            baseline or band; one names no commit or call (runs of two commits are two measurements, not one);
-            one call's runs are given twice (they would count twice); or none is given.
+        ValueError: the results differ in commit (a short hash of at least 7 characters matches the full one
+            it begins), definition, baseline or band; one names no commit or call (runs of two commits are two
+            measurements, not one); one call's runs are given twice (they would count twice); or none is given.
+            A result with no workload joins into a fail.
     """
     if not results:
         raise ValueError("--join: give at least one eval_stability.json")
@@ -153,7 +154,7 @@ def join(results: list[dict], repeats: int) -> dict:
     if any(not r.get("commit") or not r.get("calls") for r in results):
         raise ValueError("--join: a result names no commit or call; join only runs known to share one commit")
     commits = sorted((r["commit"] for r in results), key=len)
-    if any(not c.startswith(commits[0]) for c in commits):
+    if len(commits[0]) < 7 or any(not c.startswith(commits[0]) for c in commits):
         raise ValueError(f"--join: the results differ in commit: {sorted(set(commits))}")
     calls = [call for r in results for call in r["calls"]]
     if len(set(calls)) < len(calls):
@@ -180,7 +181,7 @@ def join(results: list[dict], repeats: int) -> dict:
         "axis": " + ".join(axes),
         "baseline": first["baseline"],
         "band": first["band"],
-        "all_within_band": all(e["all_within_band"] for e in workloads.values()),
+        "all_within_band": bool(workloads) and all(e["all_within_band"] for e in workloads.values()),
         "workloads": list(workloads.values()),
     }
 

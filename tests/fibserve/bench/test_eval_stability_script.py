@@ -172,16 +172,19 @@ def _part(commit: str | None, speedups: list[float], axis: str = "seq_len=16384"
 
 def test_two_calls_of_one_commit_join_into_one_verdict_over_all_their_runs(script) -> None:
     """Ten runs at seq_len 16384 do not fit one device call: seven and three, joined, pass as ten."""
-    joined = script.join([_part("abc", [1.0] * 7), _part("abc", [1.001, 0.999, 1.002])], 10)
+    joined = script.join([_part("abc1234", [1.0] * 7), _part("abc1234", [1.001, 0.999, 1.002])], 10)
     (workload,) = joined["workloads"]
     assert [r["run"] for r in workload["runs"]] == list(range(10))
     assert [r["speedup"] for r in workload["runs"]][7:] == [1.001, 0.999, 1.002]
     assert workload["all_within_band"] is True and joined["all_within_band"] is True
     assert workload["speedup_min"] == 0.999 and workload["speedup_max"] == 1.002
-    assert script.join([_part("abc", [1.0] * 7), _part("abc", [1.0, 1.0])], 10)["all_within_band"] is False
-    outside = script.join([_part("abc", [1.0] * 7), _part("abc", [1.0, 1.0, 1.0, 1.011])], 10)
+    assert (
+        script.join([_part("abc1234", [1.0] * 7), _part("abc1234", [1.0, 1.0])], 10)["all_within_band"]
+        is False
+    )
+    outside = script.join([_part("abc1234", [1.0] * 7), _part("abc1234", [1.0, 1.0, 1.0, 1.011])], 10)
     assert outside["all_within_band"] is False  # eleven runs, one outside: more runs never hide one
-    edge = script.join([_part("abc", [1.0] * 9), _part("abc", [1.01])], 10)
+    edge = script.join([_part("abc1234", [1.0] * 9), _part("abc1234", [1.01])], 10)
     assert (
         edge["all_within_band"] is script.summarise(edge["workloads"][0]["runs"], 10, 0.01)["all_within_band"]
     )
@@ -195,16 +198,16 @@ def test_an_error_among_more_than_enough_runs_still_fails(script) -> None:
 @pytest.mark.parametrize(
     ("second", "message"),
     [
-        (_part("def", [1.0] * 3), "differ in commit"),
+        (_part("def5678", [1.0] * 3), "differ in commit"),
         (_part(None, [1.0] * 3), "names no commit"),
-        ({**_part("abc", [1.0] * 3), "calls": []}, "names no commit or call"),
-        ({**_part("abc", [1.0] * 3), "baseline": "torch_matmul"}, "differ in baseline"),
-        ({**_part("abc", [1.0] * 3), "band": [0.98, 1.02]}, "differ in band"),
+        ({**_part("abc1234", [1.0] * 3), "calls": []}, "names no commit or call"),
+        ({**_part("abc1234", [1.0] * 3), "baseline": "torch_matmul"}, "differ in baseline"),
+        ({**_part("abc1234", [1.0] * 3), "band": [0.98, 1.02]}, "differ in band"),
     ],
 )
 def test_results_of_another_commit_or_baseline_are_not_joined(script, second, message) -> None:
     with pytest.raises(ValueError, match=message):
-        script.join([_part("abc", [1.0] * 7), second], 10)
+        script.join([_part("abc1234", [1.0] * 7), second], 10)
 
 
 def test_join_from_the_command_line_writes_one_result_and_says_why_it_refuses(tmp_path) -> None:
@@ -215,9 +218,9 @@ def test_join_from_the_command_line_writes_one_result_and_says_why_it_refuses(tm
 
     script_path = Path(__file__).resolve().parents[3] / "benchmarks" / "eval_stability.py"
     first, second, bad = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
-    first.write_text(json.dumps(_part("abc", [1.0] * 7)))
-    second.write_text(json.dumps(_part("abc", [1.001] * 3)))
-    bad.write_text(json.dumps(_part("def", [1.0])))
+    first.write_text(json.dumps(_part("abc1234", [1.0] * 7)))
+    second.write_text(json.dumps(_part("abc1234", [1.001] * 3)))
+    bad.write_text(json.dumps(_part("def5678", [1.0])))
     out = tmp_path / "joined"
     done = subprocess.run(
         [sys.executable, str(script_path), "--join", str(first), str(second), "--out", str(out)],
@@ -226,7 +229,7 @@ def test_join_from_the_command_line_writes_one_result_and_says_why_it_refuses(tm
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "commit abc: PASS" in done.stdout
+    assert "commit abc1234: PASS" in done.stdout
     assert len(json.loads((out / "eval_stability.json").read_text())["workloads"][0]["runs"]) == 10
     refused = subprocess.run(
         [sys.executable, str(script_path), "--join", str(first), str(bad), "--out", str(out)],
@@ -235,14 +238,14 @@ def test_join_from_the_command_line_writes_one_result_and_says_why_it_refuses(tm
         timeout=60,
     )
     assert refused.returncode == 2 and "differ in commit" in refused.stderr
-    assert "commit abc: PASS" in (out / "eval_stability.md").read_text()  # the refused join wrote nothing
+    assert "commit abc1234: PASS" in (out / "eval_stability.md").read_text()  # the refused join wrote nothing
 
 
 def test_one_calls_runs_given_twice_are_refused_so_five_runs_never_count_as_ten(script) -> None:
-    part = _part("abc", [1.0] * 5)
+    part = _part("abc1234", [1.0] * 5)
     with pytest.raises(ValueError, match="given twice"):
         script.join([part, part], 10)
-    joined = script.join([part, _part("abc", [1.0] * 5)], 10)
+    joined = script.join([part, _part("abc1234", [1.0] * 5)], 10)
     with pytest.raises(ValueError, match="given twice"):  # a joined result holds its parts' calls
         script.join([joined, part], 10)
 
@@ -252,3 +255,10 @@ def test_a_short_commit_joins_the_full_one_it_begins(script) -> None:
     assert joined["commit"] == "43a070938c3b2aeb" and joined["all_within_band"] is True
     with pytest.raises(ValueError, match="differ in commit"):
         script.join([_part("43a0709", [1.0] * 5), _part("43a0708ffff", [1.0] * 5)], 10)
+    with pytest.raises(ValueError, match="differ in commit"):  # "4" begins every commit that begins with 4
+        script.join([_part("4", [1.0] * 5), _part("43a0709", [1.0] * 5)], 10)
+
+
+def test_results_with_no_workload_join_into_a_fail(script) -> None:
+    empty = {**_part("43a0709", []), "workloads": []}
+    assert script.join([empty], 10)["all_within_band"] is False

@@ -104,10 +104,11 @@ def check(
         BuildStatus.INFRA_ERROR: "infra_error",
     }[build.status]
     if build.ok and language in ("cuda", "cpp"):
+        failed: Exception | None = None
         try:
             _analyse_binary(analysis, build, timings)
-        except Exception as exc:  # the binary policy below must run whatever the build products did here
-            analysis.notes.append(f"the PTX/SASS analysis failed ({exc!r}); the binary policy still ran")
+        except Exception as exc:  # the library's imports are checked whatever the build products did here
+            failed = exc
         if build.library_path is not None:
             stage = time.perf_counter()
             imported = check_binary(build.library_path, [k.name for k in analysis.kernels], policy)
@@ -115,6 +116,8 @@ def check(
             if imported:
                 analysis.policy += imported
                 analysis.status = "policy_violation"
+        if failed is not None and analysis.status != "policy_violation":
+            raise failed  # without the kernels' names the policy is not fully checked: unavailable, not clean
     elif build.ok:
         analysis.notes.append(
             "Triton/Python kernels compile when first launched; their PTX/SASS is not analysed statically"

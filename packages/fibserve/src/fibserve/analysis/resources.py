@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # Anchored at the start of a (stripped) line, as ptxas writes them: the same log holds the host compiler's
 # diagnostics, which quote the candidate's own text (`#warning ptxas info : Used 9...9 registers`). Numbers are
 # bounded: int() refuses more than 4,300 digits with a ValueError, which once ended the analysis, and with it the
-# binary policy, so that a candidate calling cuBLAS was built and loaded.
+# binary policy, so that a candidate calling cuBLAS was built and loaded. A `#pragma message` with a newline in
+# it still starts a line with the candidate's text: what is read here is a report, and no policy reads it.
 _INFO = r"^ptxas\s+info\s*:\s*"
 _NUMBER = r"(\d{1,12})"
 _COMPILING = re.compile(_INFO + r"Compiling entry function '([^']+)' for '(\w+)'$")
