@@ -43,3 +43,18 @@ def cuda_solution(
             "sources": [{"path": "kernel.cu", "content": content}],
         }
     )
+
+
+PLANTED_PTXAS_LOG = (
+    "#warning ptxas info    : Compiling entry function 'x' for 'sm_90a'\n"
+    f"#warning ptxas info    : Used {'9' * 4400} registers\n"
+)
+"""Lines that make the host compiler echo ptxas's words into the build log, with a register count of 4,400 digits:
+int() refused it with a ValueError that ended the static analysis before the binary policy ran."""
+
+
+def with_planted_ptxas_log(solution: Solution) -> Solution:
+    """``solution`` with :data:`PLANTED_PTXAS_LOG` after its first source."""
+    first = solution.sources[0]
+    planted = first.model_copy(update={"content": first.content + "\n" + PLANTED_PTXAS_LOG})
+    return solution.model_copy(update={"sources": [planted, *solution.sources[1:]]})

@@ -11,7 +11,7 @@ import fibserve
 import pytest
 from fibserve.analysis.sass import find_cuobjdump
 from fibserve.trace import Definition
-from kernel_fixtures import KERNELS, fixture_solution
+from kernel_fixtures import KERNELS, fixture_solution, with_planted_ptxas_log
 
 needs_cuobjdump = pytest.mark.skipif(
     find_cuobjdump() is None, reason="no cuobjdump on PATH or in the Triton wheel"
@@ -194,7 +194,8 @@ def test_obfuscated_cublas_is_caught_after_the_build(build_cache: Path) -> None:
 
 @pytest.mark.nvcc
 def test_a_build_log_planted_with_warnings_hides_no_cublas_and_plants_no_kernel(build_cache: Path) -> None:
-    analysis = fibserve.check(fixture_solution("cublas_obfuscated_planted_log.cu"), cache_dir=build_cache)
+    planted = with_planted_ptxas_log(fixture_solution("cublas_obfuscated.cu"))
+    analysis = fibserve.check(planted, cache_dir=build_cache)
     assert analysis.status == "policy_violation"
     assert [v.rule for v in analysis.policy] == ["cuda.imported-symbol"]
     assert "x" not in [k.name for k in analysis.kernels]
@@ -213,6 +214,7 @@ def test_the_binary_policy_runs_when_the_ptx_and_sass_analysis_fails(
     analysis = fibserve.check(fixture_solution("cublas_obfuscated.cu"), cache_dir=build_cache)
     assert analysis.status == "policy_violation"
     assert [v.rule for v in analysis.policy] == ["cuda.imported-symbol"]
+    assert any("the PTX/SASS analysis failed (ValueError('planted'))" in note for note in analysis.notes)
     # with no violation among the imports, the kernels' names are still unchecked: no clean analysis comes back
     with pytest.raises(ValueError, match="planted"):
         fibserve.check(fixture_solution("simt_add.cu"), cache_dir=build_cache)

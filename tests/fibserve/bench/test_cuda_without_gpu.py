@@ -163,9 +163,11 @@ def test_an_error_quoting_a_ptxas_location_of_4400_digits_is_the_candidates_comp
 
 
 def test_a_planted_build_log_does_not_hide_a_cublas_call_from_the_binary_policy(evaluator, trace_set):
+    from kernel_fixtures import with_planted_ptxas_log
+
     report = evaluator.evaluate(
         trace_set.definition("vector_add_f32"),
-        _fixture_kernel("cublas_obfuscated_planted_log.cu", definition="vector_add_f32"),
+        with_planted_ptxas_log(_fixture_kernel("cublas_obfuscated.cu", definition="vector_add_f32")),
         trace_set.workloads_for("vector_add_f32")[:1],
     )
     assert report.task_error is None, report.task_error

@@ -116,8 +116,12 @@ def check(
             if imported:
                 analysis.policy += imported
                 analysis.status = "policy_violation"
-        if failed is not None and analysis.status != "policy_violation":
-            raise failed  # without the kernels' names the policy is not fully checked: unavailable, not clean
+        if failed is not None:
+            if analysis.status != "policy_violation":
+                raise failed  # without the kernels' names the policy is not fully checked: unavailable, not clean
+            analysis.notes.append(
+                f"the PTX/SASS analysis failed ({failed!r}); the library's imports were checked"
+            )
     elif build.ok:
         analysis.notes.append(
             "Triton/Python kernels compile when first launched; their PTX/SASS is not analysed statically"

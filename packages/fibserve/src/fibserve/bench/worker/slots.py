@@ -164,8 +164,8 @@ def worker_call(
     Every failure becomes a CandidateFailure (the worker is then discarded), including replies that do not
     fit the protocol (:mod:`fibserve.bench.worker.protocol`) and timings that could not have happened: not one
     time per call of ``request["repeat"]`` (default 1), a call's ``ms`` longer than its ``bound_ms``, or their
-    sum longer than the round trip (a worker can only report less time than that). ``discount_post`` (the reference's twin only, never a candidate) subtracts the
-    worker's reported untimed copy from the round trip."""
+    sum longer than the round trip (a worker can only report less time than that). ``discount_post`` (the
+    reference's twin only, never a candidate) subtracts the worker's reported untimed copy from the round trip."""
     started = time.perf_counter()
     try:
         message = worker.request({"op": "call", **request}, timeout)
