@@ -53,8 +53,21 @@ PLANTED_PTXAS_LOG = (
 int() refused it with a ValueError that ended the static analysis before the binary policy ran."""
 
 
-def with_planted_ptxas_log(solution: Solution) -> Solution:
-    """``solution`` with :data:`PLANTED_PTXAS_LOG` after its first source."""
+PLANTED_PTXAS_MESSAGE = (
+    '#pragma message("planted\\n'
+    "ptxas info    : Compiling entry function 'x' for 'sm_90a'\\n"
+    "ptxas info    : Function properties for x\\n"
+    "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\\n"
+    "ptxas info    : Used 77 registers, used 0 barriers\\n"
+    "ptxas info    : Compiling entry function '_Z10add_kernelPKfS0_Pfl' for 'sm_90a'\\n"
+    'ptxas info    : Used 200 registers, used 3 barriers, 9000 bytes smem")\n'
+)
+"""A ``#pragma message`` whose newlines start log lines with ptxas's words: nvcc's front end prints it before
+ptxas runs and the host compiler after, planting a kernel ``x`` and 200 registers for simt_add.cu's kernel."""
+
+
+def with_planted_ptxas_log(solution: Solution, lines: str = PLANTED_PTXAS_LOG) -> Solution:
+    """``solution`` with ``lines`` (default :data:`PLANTED_PTXAS_LOG`) after its first source."""
     first = solution.sources[0]
-    planted = first.model_copy(update={"content": first.content + "\n" + PLANTED_PTXAS_LOG})
+    planted = first.model_copy(update={"content": first.content + "\n" + lines})
     return solution.model_copy(update={"sources": [planted, *solution.sources[1:]]})

@@ -11,7 +11,7 @@ import fibserve
 import pytest
 from fibserve.analysis.sass import find_cuobjdump
 from fibserve.trace import Definition
-from kernel_fixtures import KERNELS, fixture_solution, with_planted_ptxas_log
+from kernel_fixtures import KERNELS, PLANTED_PTXAS_MESSAGE, fixture_solution, with_planted_ptxas_log
 
 needs_cuobjdump = pytest.mark.skipif(
     find_cuobjdump() is None, reason="no cuobjdump on PATH or in the Triton wheel"
@@ -199,6 +199,23 @@ def test_a_build_log_planted_with_warnings_hides_no_cublas_and_plants_no_kernel(
     assert analysis.status == "policy_violation"
     assert [v.rule for v in analysis.policy] == ["cuda.imported-symbol"]
     assert "x" not in [k.name for k in analysis.kernels]
+
+
+@pytest.mark.nvcc
+def test_a_pragma_message_imitating_ptxas_plants_no_kernel_and_no_registers(build_cache: Path) -> None:
+    """The kernel's report is held to its cubin (cuobjdump --dump-resource-usage): the imitation lines in the
+    front end's and the host compiler's copies of the message planted kernel `x` and 200 registers."""
+    honest = fibserve.check(fixture_solution("simt_add.cu"), cache_dir=build_cache)
+    planted = fibserve.check(
+        with_planted_ptxas_log(fixture_solution("simt_add.cu"), PLANTED_PTXAS_MESSAGE), cache_dir=build_cache
+    )
+    assert planted.build is not None and "Used 200 registers" in planted.build.log
+    ((kernel, truth),) = [(k.resources, h.resources) for k, h in zip(planted.kernels, honest.kernels, strict=True)]
+    assert kernel is not None and truth is not None and not truth.from_cubin
+    assert (kernel.name, kernel.registers, kernel.stack_bytes) == (truth.name, truth.registers, truth.stack_bytes)
+    assert kernel.from_cubin and kernel.barriers is None and kernel.spill_store_bytes is None
+    assert planted.verdict is not None
+    assert any("repeated or contradicted its cubin" in note for note in planted.verdict.notes)
 
 
 @pytest.mark.nvcc

@@ -16,11 +16,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from .ptx import parse_ptx
-from .resources import parse_ptxas_log
+from .resources import checked_resources, parse_ptxas_log
 from .sass import SassReport, dump_sass, sass_tool
 from .verdict import KernelAnalysis, Verdict, decide, merge_kernels
 
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4
 """Bumped whenever a parser or the verdict changes, so stale cached analyses are recomputed."""
 
 
@@ -83,7 +83,10 @@ def analyse_binaries(
     sass = _dump_all(cubin_paths)
     timings["cuobjdump"] = (time.perf_counter() - start) * 1000.0
     start = time.perf_counter()
-    resources = parse_ptxas_log(ptxas_log)
+    # Without every cubin's resource usage nothing can confirm the log's report, which the candidate's own
+    # diagnostics share: it is read unchecked, as the SASS error in the verdict's notes says.
+    confirmed = sass.tool is not None and sass.error is None
+    resources = checked_resources(ptxas_log, sass.usage) if confirmed else parse_ptxas_log(ptxas_log)
     timings["resources"] = (time.perf_counter() - start) * 1000.0
     families: dict[str, int] = {}
     for report in ptx_reports:
@@ -119,5 +122,6 @@ def _dump_all(cubins: list[Path]) -> SassReport:
     merged = SassReport(tool=reports[0].tool, tool_version=reports[0].tool_version)
     for report in reports:
         merged.kernels += report.kernels
+        merged.usage += report.usage
         merged.error = merged.error or report.error
     return merged

@@ -1,4 +1,5 @@
-"""SASS opcode counts per kernel from ``cuobjdump --dump-sass``.
+"""SASS opcode counts per kernel from ``cuobjdump --dump-sass``, and the resources each cubin records
+(``--dump-resource-usage``, printed by the same call, before the SASS).
 
 The cuobjdump executable is fixed on the server: ``cuobjdump`` on ``PATH``, else the copy shipped inside the
 installed Triton wheel (``triton/backends/nvidia/bin/cuobjdump``). A client never chooses it.
@@ -17,6 +18,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from fibserve.build.toolchain import version_line
+
+from .resources import CubinUsage, parse_cubin_usage
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _ARCH = re.compile(r"^\s*code for (sm_\w+)")
@@ -52,6 +55,8 @@ class SassReport(BaseModel):
     """Its ``--version`` release line (``Cuda compilation tools, release 12.8, V12.8.55``), or None."""
     kernels: list[SassKernel] = Field(default_factory=list)
     """Functions in dump order."""
+    usage: list[CubinUsage] = Field(default_factory=list)
+    """Each function's resources as its cubin records them, in dump order."""
     error: str | None = None
     """Why the SASS could not be read (no cuobjdump, or it failed); None on success."""
 
@@ -141,7 +146,7 @@ def sass_tool() -> tuple[str | None, str | None]:
 
 
 def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
-    """Run cuobjdump on each cubin (or shared library) and parse the SASS.
+    """Run cuobjdump on each cubin (or shared library) and parse the SASS and the resource usage.
 
     Errors (no cuobjdump, a failing dump) are reported in :attr:`SassReport.error`, never raised: the SASS
     is evidence, and its absence must be visible rather than fatal.
@@ -153,7 +158,10 @@ def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
     for binary in binaries:
         try:
             result = subprocess.run(
-                [tool, "--dump-sass", str(binary)], capture_output=True, text=True, timeout=timeout_s
+                [tool, "--dump-resource-usage", "--dump-sass", str(binary)],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
             )
         except (OSError, subprocess.SubprocessError) as error:
             report.error = f"cuobjdump failed on {binary.name}: {error}"
@@ -162,4 +170,5 @@ def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
             report.error = f"cuobjdump failed on {binary.name}: {result.stderr.strip()[:500]}"
             continue
         report.kernels += parse_sass(result.stdout)
+        report.usage += parse_cubin_usage(result.stdout)
     return report

@@ -168,6 +168,12 @@ def decide(
             "wgmma does not exist on sm_100a; Blackwell tensor cores are reached through tcgen05"
         )
     for resource in resources:
+        if resource.from_cubin:
+            verdict.notes.append(
+                f"{names.get(resource.name, resource.name)}: the build log's ptxas report of this kernel was "
+                "repeated or contradicted its cubin (lines imitating ptxas's, as a #pragma message can print): "
+                "its registers and memory are the cubin's; spills, barriers and ptxas advisories unknown"
+            )
         if resource.spill_store_bytes or resource.spill_load_bytes:
             verdict.notes.append(
                 f"{names.get(resource.name, resource.name)}: {resource.spill_store_bytes} bytes spill stores, "

@@ -166,7 +166,7 @@ def print_analysis(analysis: Analysis, console: object | None = None) -> None:
             table.add_column(column)
         for kernel in analysis.kernels:
             res = kernel.resources
-            spills = f"{res.spill_store_bytes}/{res.spill_load_bytes}" if res else "-"
+            spills = f"{res.spill_store_bytes}/{res.spill_load_bytes}" if res and not res.from_cubin else "-"
             table.add_row(
                 escape(kernel.display_name[:60]),
                 str(res.registers) if res and res.registers is not None else "-",

@@ -26,7 +26,7 @@ def static_analysis_from(raw: Any) -> StaticAnalysis | None:
     wrote by their types, and a change to the model shows here. ``compiled`` from ``build.ok`` (None when policy stopped the build before it
     started: then the violations say why); PTX families from ``ptx_families``; SASS families from the kernels'
     ``sass_notable`` opcodes (HGMMA, UTMALDG, ...); registers and shared memory are the maximum over kernels,
-    spills the sum of spill stores and loads over kernels. The service's
+    spills the sum of spill stores and loads over kernels (None when a kernel's are unknown). The service's
     :class:`fibserve.analysis.report.AnalysisUnavailable` (``{"error": ...}``: its analysis failed), or anything
     neither model accepts, gives a :class:`StaticAnalysis` that knows nothing but ``raw``.
     """
@@ -62,11 +62,20 @@ def static_analysis_from(raw: Any) -> StaticAnalysis | None:
         ),
         registers=max(registers) if registers else None,
         shared_memory_bytes=max(r.shared_bytes for r in resources) if resources else None,
-        spill_bytes=sum(r.spill_store_bytes + r.spill_load_bytes for r in resources) if resources else None,
+        spill_bytes=_spill_bytes(resources),
         target=analysis.arch,
         architecture_families=verdict_families(analysis.verdict) if analysis.verdict is not None else None,
         raw=raw,
     )
+
+
+def _spill_bytes(resources: list[Any]) -> int | None:
+    """Spill stores plus loads over ``resources`` (``KernelResources``), in bytes; None when there are none,
+    or when any kernel's spills are unknown (the service read its numbers from the cubin alone)."""
+    spills = [(r.spill_store_bytes, r.spill_load_bytes) for r in resources]
+    if not spills or any(None in pair for pair in spills):
+        return None
+    return sum(store + load for store, load in spills)
 
 
 def _places(finding: dict[str, Any]) -> list[str]:
