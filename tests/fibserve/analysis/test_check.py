@@ -210,9 +210,15 @@ def test_a_pragma_message_imitating_ptxas_plants_no_kernel_and_no_registers(buil
         with_planted_ptxas_log(fixture_solution("simt_add.cu"), PLANTED_PTXAS_MESSAGE), cache_dir=build_cache
     )
     assert planted.build is not None and "Used 200 registers" in planted.build.log
-    ((kernel, truth),) = [(k.resources, h.resources) for k, h in zip(planted.kernels, honest.kernels, strict=True)]
+    ((kernel, truth),) = [
+        (k.resources, h.resources) for k, h in zip(planted.kernels, honest.kernels, strict=True)
+    ]
     assert kernel is not None and truth is not None and not truth.from_cubin
-    assert (kernel.name, kernel.registers, kernel.stack_bytes) == (truth.name, truth.registers, truth.stack_bytes)
+    assert (kernel.name, kernel.registers, kernel.stack_bytes) == (
+        truth.name,
+        truth.registers,
+        truth.stack_bytes,
+    )
     assert kernel.from_cubin and kernel.barriers is None and kernel.spill_store_bytes is None
     assert planted.verdict is not None
     assert any("repeated or contradicted its cubin" in note for note in planted.verdict.notes)
