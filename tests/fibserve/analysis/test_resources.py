@@ -1,6 +1,6 @@
 """ptxas -v log parsing."""
 
-from fibserve.analysis.resources import parse_ptxas_log
+from fibserve.analysis.resources import CubinUsage, checked_resources, parse_cubin_usage, parse_ptxas_log
 
 LOG = """\
 ptxas info    : 0 bytes gmem
@@ -53,3 +53,80 @@ def test_a_ptxas_line_with_a_number_too_long_to_be_real_is_not_read() -> None:
     log = f"ptxas info    : Compiling entry function '_Z1kv' for 'sm_90a'\nptxas info    : Used {'9' * 4400} registers\n"
     (kernel,) = parse_ptxas_log(log)
     assert kernel.registers is None
+
+
+USAGE = """\
+
+Resource usage:
+ Common:
+  GLOBAL:0
+ Function _Z6helperv$1:
+  REG:0 STACK:0 SHARED:0 LOCAL:0 TEXTURE:0 SURFACE:0 SAMPLER:0
+ Function _Z4gemmv:
+  REG:168 STACK:24 SHARED:34816 LOCAL:0 CONSTANT[0]:400 TEXTURE:0 SURFACE:0 SAMPLER:0
+ Function _Z3addPf:
+  REG:12 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:384 TEXTURE:0 SURFACE:0 SAMPLER:0
+
+\tcode for sm_90
+\t\tFunction : _Z4gemmv
+"""
+
+
+def test_cuobjdumps_resource_usage_is_read_per_function() -> None:
+    helper, gemm, add = parse_cubin_usage(USAGE)
+    assert (helper.name, helper.registers, helper.constant_bytes) == ("_Z6helperv$1", 0, 0)
+    assert (gemm.name, gemm.registers, gemm.stack_bytes, gemm.shared_bytes, gemm.constant_bytes) == (
+        "_Z4gemmv",
+        168,
+        24,
+        34816,
+        400,
+    )
+    assert (add.name, add.registers) == ("_Z3addPf", 12)
+
+
+def test_a_report_the_cubins_confirm_is_kept_as_ptxas_wrote_it() -> None:
+    assert checked_resources(LOG, parse_cubin_usage(USAGE)) == parse_ptxas_log(LOG)
+    # a kernel two translation units define is reported twice, and is confirmed by both cubins
+    twice = [
+        *parse_cubin_usage(USAGE),
+        CubinUsage(name="_Z3addPf", registers=12, stack_bytes=0, shared_bytes=0),
+    ]
+    add_again = LOG[LOG.index("ptxas info    : Compiling entry function '_Z3addPf'") :]
+    assert not any(kernel.from_cubin for kernel in checked_resources(LOG + add_again, twice))
+
+
+def test_lines_imitating_ptxas_are_held_to_the_cubin() -> None:
+    """What nvcc's front end prints for `#pragma message("\\nptxas info ...")` before ptxas runs, and the host
+    compiler after: a kernel no cubin defines, and a second report of a real one."""
+    message = (
+        "ptxas info    : Compiling entry function '_Z1xv' for 'sm_90a'\n"
+        "ptxas info    : Used 7 registers, used 0 barriers\n"
+        "ptxas info    : Compiling entry function '_Z4gemmv' for 'sm_90a'\n"
+        "ptxas info    : Function properties for _Z4gemmv\n"
+        "    24 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 168 registers, used 9 barriers, 0 bytes smem, 400 bytes cmem[0]\n"
+    )
+    front_end = f'kernel.cu(3): remark #20200-D: #pragma message: "planted\n{message}"\n'
+    host = f"kernel.cu:3:9: note: '#pragma message: planted\n{message}'\n"
+    gemm, add = checked_resources(front_end + LOG + host, parse_cubin_usage(USAGE))
+    assert [gemm.name, add.name] == ["_Z4gemmv", "_Z3addPf"]
+    assert gemm.from_cubin and (gemm.registers, gemm.stack_bytes, gemm.shared_bytes) == (168, 24, 34816)
+    assert (gemm.barriers, gemm.spill_store_bytes, gemm.spill_load_bytes, gemm.advisories) == (
+        None,
+        None,
+        None,
+        [],
+    )
+    assert not add.from_cubin and add.registers == 12
+    # unchecked, the log's last words win: the planted kernel and its 9 barriers with no spills
+    assert [k.name for k in parse_ptxas_log(front_end + LOG + host)] == ["_Z1xv", "_Z4gemmv", "_Z3addPf"]
+
+
+def test_one_line_that_contradicts_the_cubin_is_enough() -> None:
+    planted = LOG + "ptxas info    : Used 100 registers, used 0 barriers\n"  # after add's report: add's now
+    _, add = checked_resources(planted, parse_cubin_usage(USAGE))
+    assert add.from_cubin and add.registers == 12
+    wrong = LOG.replace("Used 12 registers", "Used 13 registers")  # one report, but not the cubin's
+    _, add = checked_resources(wrong, parse_cubin_usage(USAGE))
+    assert add.from_cubin and add.registers == 12
