@@ -256,3 +256,20 @@ def test_a_computed_include_is_refused_and_ordinary_includes_pass() -> None:
 def test_include_spellings_the_preprocessor_accepts_are_policed(directive: str) -> None:
     violations = check_policy(_cuda(f"{directive}\nint x;\n"))
     assert [v.rule for v in violations] == ["cuda.include-path"], directive
+
+
+def test_a_source_of_a_million_matches_is_checked_in_linear_time_and_lists_100() -> None:
+    """Counting newlines from the start for every match made the policy quadratic in the trusted process
+    (2 MiB of `dlopen(` lines took 100 s, the 8 MiB limit about 25 minutes), and every match was listed."""
+    import time
+
+    from fibserve.build.policy import MAX_VIOLATIONS
+
+    for unit in ("dlopen(x);\n", "cute::", '#include "a.h"\ncublasSgemm(x);\n'):
+        source = unit * (2 * 2**20 // len(unit))
+        start = time.perf_counter()
+        found = check_policy(_cuda(source))
+        assert time.perf_counter() - start < 30.0
+        assert 1 <= len(found) <= MAX_VIOLATIONS
+    assert len(found) == MAX_VIOLATIONS and "more violations from this line on" in found[-1].message
+    assert found[-1].line == MAX_VIOLATIONS * 2  # the cuBLAS calls are on the even lines

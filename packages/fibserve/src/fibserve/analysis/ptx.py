@@ -25,9 +25,7 @@ from .families import classify_ptx_opcode
 _COMMENTS_AND_STRINGS = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)|\"[^\"\n]*\"", re.DOTALL)
 # Line-oriented directives carry no ";" and would glue themselves to the next instruction; debug sections
 # (present with -G) hold braces of their own.
-_LINE_DIRECTIVES = re.compile(
-    r"^[ \t]*\.(?:loc|file)\b[^\n]*|\.section[^{;]*\{[^}]*(?:\}|\Z)", re.MULTILINE
-)
+_LINE_DIRECTIVES = re.compile(r"^[ \t]*\.(?:loc|file)\b[^\n]*|\.section[^{;]*\{[^}]*(?:\}|\Z)", re.MULTILINE)
 _STATEMENT_SPLIT = re.compile(r"([;{}])")
 _LABELS = re.compile(r"^(?:[A-Za-z_$%][\w$.]*\s*:(?!:)\s*)+")
 _PREDICATE = re.compile(r"^@!?%?[\w$]+\s*")

@@ -151,6 +151,11 @@ def check_dependencies(dependencies: list[str], config: PolicyConfig) -> list[Po
     return found
 
 
+MAX_VIOLATIONS = 100
+"""Violations listed at most; the last one listed counts the rest. One 8 MiB source of `dlopen(` lines made
+about a million, each in the analysis, the reply and the model's feedback."""
+
+
 def check_policy(solution: Solution, config: PolicyConfig | None = None) -> list[PolicyViolation]:
     """Check every source of ``solution`` against ``config`` (default :class:`PolicyConfig`).
 
@@ -158,7 +163,8 @@ def check_policy(solution: Solution, config: PolicyConfig | None = None) -> list
     ``.py`` files of solutions whose language is in ``config.python_languages``.
 
     Returns:
-        The violations, ordered by file and line; empty when the solution is clean.
+        The violations, ordered by file and line, at most :data:`MAX_VIOLATIONS` (the last then counts the
+        rest); empty when the solution is clean.
     """
     config = config or PolicyConfig()
     if not config.enabled:
@@ -178,4 +184,15 @@ def check_policy(solution: Solution, config: PolicyConfig | None = None) -> list
                 found += check_python_source(
                     source.path, source.content, config, language=language, local=local
                 )
-    return sorted(found, key=lambda v: (v.file, v.line, v.rule))
+    found.sort(key=lambda v: (v.file, v.line, v.rule))
+    if len(found) > MAX_VIOLATIONS:
+        more = len(found) - MAX_VIOLATIONS + 1
+        found[MAX_VIOLATIONS - 1 :] = [
+            PolicyViolation(
+                rule=found[MAX_VIOLATIONS - 1].rule,
+                file=found[MAX_VIOLATIONS - 1].file,
+                line=found[MAX_VIOLATIONS - 1].line,
+                message=f"... and {more} more violations from this line on, not listed; fix the ones above first.",
+            )
+        ]
+    return found
