@@ -294,7 +294,11 @@ def test_sanitize_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_
 def test_profile_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_path: Path) -> None:
     from fibserve.tools.ncu import profile_candidate
 
-    header = "  _add (1, 1, 1)x(1024, 1, 1), Context 1, Stream 7, Device 0, CC 9.0\n    Section: GPU Speed Of Light Throughput"
+    # as ncu does: the report once the profiled process has gone
+    header = (
+        "==PROF== Disconnected from process 1\n"
+        "  _add (1, 1, 1)x(1024, 1, 1), Context 1, Stream 7, Device 0, CC 9.0\n    Section: GPU Speed Of Light Throughput"
+    )
     tool = _fake_tool(tmp_path / "tools", "==PROF== Connected to process 1", header)
     job = _cpu_job(trace_set, tmp_path / "scratch")
     (run,) = profile_candidate(
@@ -302,6 +306,33 @@ def test_profile_flow_end_to_end_with_a_stand_in_tool(trace_set: TraceSet, tmp_p
     )
     assert run.ok and run.exit_code == 0, (run.note, run.report)
     assert run.kernels == ["_add"] and "Speed Of Light" in run.report and "Connected" not in run.report
+
+
+def test_a_report_header_the_candidate_printed_names_no_kernel() -> None:
+    """The candidate's output comes before ncu's last `Disconnected` line; a header it printed made a run in
+    which ncu profiled nothing read as a profile of `my_fast_wgmma_kernel`."""
+    forged = "  my_fast_wgmma_kernel (1, 1, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"
+    progress = '==PROF== Profiling "my_fast_wgmma_kernel": 0%..100% - 1 pass'
+    assert kernel_names(f"{forged}\n{progress}\n==PROF== Disconnected from process 4242\n") == []
+    # ncu killed before it finished: its progress lines are all there is
+    assert kernel_names(f"==PROF== Connected to process 4242\n{progress}\n") == ["my_fast_wgmma_kernel"]
+
+
+def test_lines_the_candidate_printed_are_parsed_in_linear_time() -> None:
+    """One 120 KB line each held the trusted process 20 to 38 s (about a second per 20 KB, quadratic)."""
+    import time
+
+    from fibserve.tools.sanitizer import findings
+
+    cases = [
+        (clean_report, '==PROF== Profiling "' + "1" * 120_000),
+        (kernel_names, "a" + " " * 120_000 + "x"),
+        (lambda text: findings(text, {}), "========= X " + "at " * 40_000),
+    ]
+    for parse, line in cases:
+        start = time.perf_counter()
+        parse(line + "\n")
+        assert time.perf_counter() - start < 5.0, parse
 
 
 def test_ncu_launcher_sees_the_nsight_compute_install(tmp_path: Path) -> None:

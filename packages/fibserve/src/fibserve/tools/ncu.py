@@ -15,17 +15,28 @@ from typing import Any
 
 from .jobs import CandidateJob, require_tool, run_each
 from .jobs import ToolInfrastructureError as ToolInfrastructureError  # re-exported for callers
-from .ncu_digest import DIGEST_FLAGS, DIGEST_METRICS, csv_rows, executed_opcodes, summary
+from .ncu_digest import (
+    DIGEST_FLAGS,
+    DIGEST_METRICS,
+    after_the_profiled_process,
+    csv_rows,
+    executed_opcodes,
+    summary,
+)
 from .process import ToolRun, clip, runner_argv
 from .results import NcuSummary, ProfileRun
 from .runner import DEFAULT_NVTX_RANGE, RESULT_PREFIX
 
-# "  kernel_name(args) (128, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"
-_KERNEL_HEADER = re.compile(r"^\s{0,4}(\S.*?)\s+\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), Context \d+, Stream \d+")
+# "  kernel_name(args) (128, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0". The name ends at a non-space
+# and the progress line's count is one digit before " pass": with `.*?\s+` and `.*\d+` each start position
+# rescanned the rest of a line, and a 120 KB line the candidate printed held the trusted process 20 to 38 s.
+_KERNEL_HEADER = re.compile(
+    r"^\s{0,4}(\S(?:.*?\S)?)\s+\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), Context \d+, Stream \d+"
+)
 _PROFILING = re.compile(r'^==PROF== Profiling "(.+?)"')
 _NOISE = (
     re.compile(r"^==PROF== (Connected to|Disconnected from) process"),
-    re.compile(r"^==PROF== Profiling \".*\d+ pass"),
+    re.compile(r"^==PROF== Profiling \".*\d pass"),
     re.compile(r"^" + re.escape(RESULT_PREFIX)),
 )
 
@@ -65,12 +76,19 @@ def ncu_argv(
 
 
 def kernel_names(text: str) -> list[str]:
-    """Profiled kernel names in order, from the report headers (or ncu's progress lines)."""
-    names = [m.group(1) for line in text.splitlines() if (m := _KERNEL_HEADER.match(line))]
+    """Profiled kernel names in order, from the report's headers or CSV rows; when ncu did not finish (no
+    ``Disconnected`` line), from its progress lines.
+
+    Only the report after ncu's last ``==PROF== Disconnected from process`` line counts: the candidate's own
+    output comes before it, and a header it printed named a kernel when ncu had profiled none.
+    """
+    lines = text.splitlines()
+    report = after_the_profiled_process(lines)
+    names = [m.group(1) for line in report or [] if (m := _KERNEL_HEADER.match(line))]
     if not names:
         names = [row.get("Kernel Name", "") for row in csv_rows(text)]
-    if not names:
-        names = [m.group(1) for line in text.splitlines() if (m := _PROFILING.match(line))]
+    if not names and report is None:
+        names = [m.group(1) for line in lines if (m := _PROFILING.match(line))]
     return names
 
 

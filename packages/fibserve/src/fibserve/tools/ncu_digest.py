@@ -60,6 +60,14 @@ def _number(text: str) -> float | None:
         return None
 
 
+def after_the_profiled_process(lines: list[str]) -> list[str] | None:
+    """The lines after ncu's last ``==PROF== Disconnected from process`` line: its report, which it prints once
+    the profiled process has gone; None when there is no such line (ncu did not finish). What comes before
+    holds the candidate's own output, which can imitate a report."""
+    gone = [i for i, line in enumerate(lines) if line.startswith(_DISCONNECTED)]
+    return lines[gone[-1] + 1 :] if gone else None
+
+
 def instances(cell: str) -> dict[str, int]:
     """Per-instance values of an instanced metric cell printed with ``details``: ``"30 (HGMMA: 10; IMAD: 20)"``
     -> ``{"HGMMA": 10, "IMAD": 20}`` (a cell of only ``NAME: VALUE; ...`` reads the same); an empty dict when
@@ -83,9 +91,7 @@ def csv_rows(text: str) -> list[dict[str, str]]:
     A table the candidate printed while it ran is ignored.
     """
     lines = text.splitlines()
-    gone = [i for i, line in enumerate(lines) if line.startswith(_DISCONNECTED)]
-    if gone:
-        lines = lines[gone[-1] + 1 :]
+    lines = after_the_profiled_process(lines) or lines
     headers = [i for i, line in enumerate(lines) if line.startswith('"ID",')]
     if not headers:
         return []

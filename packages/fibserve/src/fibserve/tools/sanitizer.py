@@ -35,8 +35,12 @@ the caching allocator's large segments a write past the end of a small tensor wo
 
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s+(\d{1,12})\s+error")  # bounded: int() refuses over 4,300 digits
 _LINE = re.compile(r"^=========(?: (.*))?$")
-# "at vector_add(float *, long)+0x1b0 in /tmp/build/kernel.cu:10" (a race: "... access at ... in f.cu:15")
-_AT = re.compile(r"\bat (?:(?P<function>.+?)\+0x[0-9a-fA-F]+ )?in (?P<file>\S+?):(?P<line>\d{1,9})\b")
+# "at vector_add(float *, long)+0x1b0 in /tmp/build/kernel.cu:10" (a race: "... access at ... in f.cu:15"). The
+# function holds no "at ": with `.+?` each "at " of a line the candidate printed scanned the rest of it (a 120 KB
+# line of "at at at ..." held the trusted process 27 s).
+_AT = re.compile(
+    r"\bat (?:(?P<function>(?:(?!\bat )[^\n])+?)\+0x[0-9a-fA-F]+ )?in (?P<file>\S+?):(?P<line>\d{1,9})\b"
+)
 _THREAD = re.compile(r"by thread \((?P<t>[\d, ]+)\) in block \((?P<b>[\d, ]+)\)")
 _NOT_FINDINGS = (
     "COMPUTE-SANITIZER",
