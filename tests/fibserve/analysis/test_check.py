@@ -250,6 +250,34 @@ def test_an_error_quoting_a_ptxas_location_of_4400_digits_is_a_compile_error(bui
     assert analysis.build is not None and "planted" in analysis.build.log
 
 
+@pytest.mark.nvcc
+def test_a_ptx_that_is_not_text_is_still_the_candidates_compile_error(build_cache: Path) -> None:
+    analysis = fibserve.check(fixture_solution("error_ptx_not_text.cu"), cache_dir=build_cache)
+    assert analysis.status == "compile_error"
+    assert analysis.build is not None and "non-ASCII character" in analysis.build.log
+
+
+def test_ptxas_locations_point_at_the_source_in_one_pass_over_the_ptx(tmp_path: Path) -> None:
+    """Each location the log names (the candidate's `#warning` text can name thousands) once scanned the PTX
+    back from its line; now each PTX file is read once, with replacement characters where it is not text."""
+    import time
+
+    from fibserve.build.cuda import annotate_ptxas_errors
+
+    body = "".join(f"\t.loc 1 {n} 1\n\tadd.s32 %r1, %r1, 1;\n" for n in range(1, 100_001))
+    (tmp_path / "kernel.ptx").write_bytes(b'.file 1 "/b/src/kernel.cu"\n// \xff\n' + body.encode())
+    assert annotate_ptxas_errors("ptxas kernel.ptx, line 4; error", tmp_path) == (
+        "ptxas kernel.ptx, line 4 (kernel.cu:1); error"
+    )
+    assert annotate_ptxas_errors("ptxas kernel.ptx, line 2;", tmp_path) == "ptxas kernel.ptx, line 2;"
+    assert annotate_ptxas_errors("ptxas kernel.ptx, line 0;", tmp_path) == "ptxas kernel.ptx, line 0;"
+    planted = "#warning ptxas kernel.ptx, line 200002;\n" * 5_000
+    start = time.perf_counter()
+    annotated = annotate_ptxas_errors(planted, tmp_path)
+    assert time.perf_counter() - start < 10.0
+    assert annotated.count("(kernel.cu:100000);") == 5_000
+
+
 def test_cli_policy_file_configures_the_benchmark(tmp_path: Path, build_cache: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("python_languages: []\n")

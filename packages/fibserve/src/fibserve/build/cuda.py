@@ -202,29 +202,41 @@ def annotate_ptxas_errors(log: str, ptx_dir: Path) -> str:
     """Point ptxas messages at the candidate's source: ``ptxas kernel.ptx, line 68 (kernel.cu:23);``.
 
     ptxas reports PTX line numbers, which mean nothing to the author of an inline ``asm`` statement; the
-    nearest ``.loc`` directive above that PTX line (``-lineinfo`` emits them) names the source line.
+    nearest ``.loc`` directive above that PTX line (``-lineinfo`` emits them) names the source line. The log
+    also quotes the candidate's own text (``#warning ptxas kernel.ptx, line 3;``), so a PTX that is not text
+    (ptxas refused it for a byte like ``\\xff``) is read with replacement characters, and each PTX file's
+    nearest ``.loc`` per line is found in one pass, however many locations the log names.
     """
-    cache: dict[str, tuple[list[str], dict[str, str]] | None] = {}
+    cache: dict[str, list[str | None] | None] = {}
 
     def locate(match: re.Match[str]) -> str:
         name = Path(match.group("path")).name
         if name not in cache:
             try:
-                text = (ptx_dir / name).read_text()
-                cache[name] = (text.splitlines(), dict(_FILE.findall(text)))
+                text = (ptx_dir / name).read_text(errors="replace")
             except OSError:
                 cache[name] = None
-        parsed = cache[name]
+            else:
+                cache[name] = _source_lines(text)
+        sources = cache[name]
         line = int(match.group("line"))
-        if parsed is not None:
-            lines, files = parsed
-            for index in range(min(line, len(lines)) - 1, -1, -1):
-                if loc := _LOC.match(lines[index]):
-                    source = Path(files.get(loc.group(1), "?")).name
-                    return f"ptxas {name}, line {line} ({source}:{loc.group(2)});"
+        if sources and line > 0 and (source := sources[min(line, len(sources)) - 1]) is not None:
+            return f"ptxas {name}, line {line} ({source});"
         return f"ptxas {name}, line {line};"
 
     return _PTXAS_LOCATION.sub(locate, log)
+
+
+def _source_lines(ptx: str) -> list[str | None]:
+    """For each line of ``ptx``, ``file.cu:line`` of the nearest ``.loc`` at or above it (None before the first)."""
+    files = dict(_FILE.findall(ptx))
+    nearest: str | None = None
+    result: list[str | None] = []
+    for text in ptx.splitlines():
+        if loc := _LOC.match(text):
+            nearest = f"{Path(files.get(loc.group(1), '?')).name}:{loc.group(2)}"
+        result.append(nearest)
+    return result
 
 
 def _collect_products(keep: Path, out: Path) -> tuple[list[str], list[str]]:
