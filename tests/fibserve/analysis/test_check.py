@@ -10,8 +10,14 @@ from pathlib import Path
 import fibserve
 import pytest
 from fibserve.analysis.sass import find_cuobjdump
-from fibserve.trace import Definition
-from kernel_fixtures import KERNELS, PLANTED_PTXAS_MESSAGE, fixture_solution, with_planted_ptxas_log
+from fibserve.trace import Definition, Solution, SourceFile
+from kernel_fixtures import (
+    KERNELS,
+    PLANTED_PTXAS_MESSAGE,
+    cuda_solution,
+    fixture_solution,
+    with_planted_ptxas_log,
+)
 
 needs_cuobjdump = pytest.mark.skipif(
     find_cuobjdump() is None, reason="no cuobjdump on PATH or in the Triton wheel"
@@ -276,6 +282,63 @@ def test_ptxas_locations_point_at_the_source_in_one_pass_over_the_ptx(tmp_path: 
     annotated = annotate_ptxas_errors(planted, tmp_path)
     assert time.perf_counter() - start < 10.0
     assert annotated.count("(kernel.cu:100000);") == 5_000
+
+
+_LAUNCHES_HIDDEN = """#include <tvm/ffi/function.h>
+#include <tvm/ffi/container/tensor.h>
+void launch_hidden(float* x);
+__global__ void visible(float* x) { x[0] = 1.0f; }
+void run(tvm::ffi::TensorView x) {
+  visible<<<1, 1>>>(static_cast<float*>(x.data_ptr()));
+  launch_hidden(static_cast<float*>(x.data_ptr()));
+}
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, run);
+"""
+_CUTLASS_NAMED = """namespace cutlass { namespace gemm {
+__global__ void hidden_kernel(float* x) { x[0] = 2.0f; }
+void launch(float* x) { hidden_kernel<<<1, 1>>>(x); }
+} }
+using namespace cutlass;
+void launch_hidden(float* x) { gemm::launch(x); }
+"""
+
+
+def _two_sources(second: str) -> Solution:
+    solution = cuda_solution(_LAUNCHES_HIDDEN, name=f"hidden-in-{second}")
+    return solution.model_copy(
+        update={"sources": [*solution.sources, SourceFile(path=second, content=_CUTLASS_NAMED)]}
+    )
+
+
+@pytest.mark.nvcc
+def test_a_source_named_like_the_device_link_keeps_its_cubin_in_the_analysis(build_cache: Path) -> None:
+    """Every `*_dlink.cubin` was taken for nvcc's device-link cubin: `a_dlink.cu`'s kernel, named into
+    CUTLASS's namespace, went unanalysed and unchecked, and the solution read clean."""
+    analysis = fibserve.check(_two_sources("a_dlink.cu"), cache_dir=build_cache)
+    assert analysis.status == "policy_violation"
+    assert [v.rule for v in analysis.policy] == ["cuda.library-kernel"]
+    assert any(k.name.startswith("_ZN7cutlass4gemm13hidden_kernel") for k in analysis.kernels)
+
+
+@pytest.mark.nvcc
+def test_kernels_the_library_holds_are_checked_even_when_no_kept_cubin_has_them(
+    build_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The names the policy checks come from the library itself too (cuobjdump reads every cubin it embeds),
+    so a cubin the build did not keep beside it hides no kernel."""
+    from fibserve.build import cuda
+
+    collect = cuda._collect_products
+
+    def losing_one(keep: Path, out: Path) -> tuple[list[str], list[str]]:
+        ptx, cubins = collect(keep, out)
+        return [p for p in ptx if "hidden" not in p], [c for c in cubins if "hidden" not in c]
+
+    monkeypatch.setattr(cuda, "_collect_products", losing_one)
+    analysis = fibserve.check(_two_sources("hidden.cu"), cache_dir=build_cache)
+    assert analysis.status == "policy_violation"
+    assert [v.rule for v in analysis.policy] == ["cuda.library-kernel"]
+    assert any("the library holds functions no analysed cubin does" in note for note in analysis.notes)
 
 
 def test_cli_policy_file_configures_the_benchmark(tmp_path: Path, build_cache: Path) -> None:

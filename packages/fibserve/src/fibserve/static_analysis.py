@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from fibserve.analysis.binary import analyse_binaries
 from fibserve.analysis.report import Analysis, AnalysisOutcome, AnalysisUnavailable
+from fibserve.analysis.sass import embedded_functions
 from fibserve.build import (
     BuildResult,
     BuildStatus,
@@ -111,7 +112,16 @@ def check(
             failed = exc
         if build.library_path is not None:
             stage = time.perf_counter()
-            imported = check_binary(build.library_path, [k.name for k in analysis.kernels], policy)
+            names = [k.name for k in analysis.kernels]
+            unseen = [
+                n for n in dict.fromkeys(embedded_functions(Path(build.library_path)) or []) if n not in names
+            ]
+            if unseen:
+                analysis.notes.append(
+                    f"the library holds functions no analysed cubin does ({', '.join(unseen[:5])}): their names "
+                    "were checked by the policy, their PTX and SASS not analysed"
+                )
+            imported = check_binary(build.library_path, names + unseen, policy)
             timings["binary_policy"] = _since(stage)
             if imported:
                 analysis.policy += imported

@@ -172,3 +172,24 @@ def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
         report.kernels += parse_sass(result.stdout)
         report.usage += parse_cubin_usage(result.stdout)
     return report
+
+
+def embedded_functions(binary: Path, *, timeout_s: float = 60.0) -> list[str] | None:
+    """Names of the functions the cubins inside ``binary`` (a shared library or a cubin) record, in order:
+    what the GPU can load from it, whichever cubins the build kept beside it.
+
+    ``cuobjdump --dump-resource-usage`` starts no disassembler (milliseconds). None when there is no
+    cuobjdump or it fails.
+    """
+    tool = find_cuobjdump()
+    if tool is None:
+        return None
+    try:
+        result = subprocess.run(
+            [tool, "--dump-resource-usage", str(binary)], capture_output=True, text=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode != 0:
+        return None
+    return [function.name for function in parse_cubin_usage(result.stdout)]

@@ -240,10 +240,13 @@ def _source_lines(ptx: str) -> list[str | None]:
 
 
 def _collect_products(keep: Path, out: Path) -> tuple[list[str], list[str]]:
-    """Move each translation unit's ``.ptx`` and ``.cubin`` from the keep dir to ``out`` (no dlink cubins)."""
+    """Move each translation unit's ``.ptx`` and ``.cubin`` from the keep dir to ``out`` (not the device-link
+    cubin nvcc names after the library; a source of the candidate's named ``a_dlink.cu`` is kept: skipping
+    every ``*_dlink`` stem hid its kernels from the analysis)."""
     ptx, cubins = [], []
+    device_link = f"{Path(LIBRARY_NAME).stem}_dlink"
     for path in sorted(keep.iterdir()):
-        if path.suffix == ".ptx" or (path.suffix == ".cubin" and not path.stem.endswith("_dlink")):
+        if path.suffix == ".ptx" or (path.suffix == ".cubin" and path.stem != device_link):
             path.replace(out / path.name)
             (ptx if path.suffix == ".ptx" else cubins).append(f"out/{path.name}")
     return ptx, cubins
