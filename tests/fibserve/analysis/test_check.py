@@ -208,6 +208,7 @@ def test_a_build_log_planted_with_warnings_hides_no_cublas_and_plants_no_kernel(
 
 
 @pytest.mark.nvcc
+@needs_cuobjdump
 def test_a_pragma_message_imitating_ptxas_plants_no_kernel_and_no_registers(build_cache: Path) -> None:
     """The kernel's report is held to its cubin (cuobjdump --dump-resource-usage): the imitation lines in the
     front end's and the host compiler's copies of the message planted kernel `x` and 200 registers."""
@@ -228,6 +229,7 @@ def test_a_pragma_message_imitating_ptxas_plants_no_kernel_and_no_registers(buil
     assert kernel.from_cubin and kernel.barriers is None and kernel.spill_store_bytes is None
     assert planted.verdict is not None
     assert any("repeated or contradicted its cubin" in note for note in planted.verdict.notes)
+    assert "spills unknown" in planted.verdict.summary
 
 
 @pytest.mark.nvcc
@@ -321,6 +323,7 @@ def test_a_source_named_like_the_device_link_keeps_its_cubin_in_the_analysis(bui
 
 
 @pytest.mark.nvcc
+@needs_cuobjdump
 def test_kernels_the_library_holds_are_checked_even_when_no_kept_cubin_has_them(
     build_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -339,6 +342,26 @@ def test_kernels_the_library_holds_are_checked_even_when_no_kept_cubin_has_them(
     assert analysis.status == "policy_violation"
     assert [v.rule for v in analysis.policy] == ["cuda.library-kernel"]
     assert any("the library holds functions no analysed cubin does" in note for note in analysis.notes)
+
+
+@pytest.mark.nvcc
+@needs_cuobjdump
+def test_a_library_whose_embedded_cubins_cannot_be_read_is_never_clean(build_cache: Path) -> None:
+    """Bytes of the candidate's own in the `.nv_fatbin` section made cuobjdump fail on the library: the
+    functions it embeds went unchecked, and the solution read clean."""
+    from fibserve.analysis.sass import UnreadableBinary
+
+    source = """#include <tvm/ffi/function.h>
+#include <tvm/ffi/container/tensor.h>
+__global__ void visible(float* x) { x[0] = 1.0f; }
+__attribute__((section(".nv_fatbin"), used)) static const unsigned char junk[16] = {
+    0x50, 0xed, 0x55, 0xba, 1, 0, 0x10, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+void run(tvm::ffi::TensorView x) { visible<<<1, 1>>>(static_cast<float*>(x.data_ptr())); }
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, run);
+"""
+    solution = cuda_solution(source, name="junk-fatbin")
+    with pytest.raises(UnreadableBinary, match=r"could not read what solution\.so embeds"):
+        fibserve.check(solution, cache_dir=build_cache)
 
 
 def test_cli_policy_file_configures_the_benchmark(tmp_path: Path, build_cache: Path) -> None:

@@ -118,15 +118,36 @@ DESYNC_PTX = r""".version 8.5
 def test_a_string_ends_at_its_next_quote_as_ptxas_reads_it() -> None:
     report = parse_ptx(DESYNC_PTX)
     assert [(f.name, f.instructions, f.families) for f in report.functions] == [("a", 1, {}), ("b", 1, {})]
+    # a string may span lines: ptxas took these instructions for one pragma, and read as code they were a
+    # cluster barrier, a tcgen05 MMA and a mapa the kernel never ran
+    multiline = parse_ptx(MULTILINE_PTX)
+    assert [(f.name, f.instructions, f.families) for f in multiline.functions] == [("c", 1, {})]
+
+
+MULTILINE_PTX = """.version 8.5
+.target sm_90a
+.address_size 64
+.visible .entry c()
+{
+\t.pragma "
+barrier.cluster.arrive;
+tcgen05.fence::before_thread_sync;
+mapa.shared::cluster.u32 %r1, %r2, 1;
+";
+\tret;
+}
+"""
 
 
 @pytest.mark.nvcc
-def test_ptxas_compiles_the_strings_as_the_parse_reads_them(tmp_path: Path) -> None:
-    """Had ptxas read `\"` as an escape, b's body would hold a TMA copy of undeclared operands, an error."""
-    source = tmp_path / "desync.ptx"
-    source.write_text(DESYNC_PTX)
+@pytest.mark.parametrize("ptx", [DESYNC_PTX, MULTILINE_PTX], ids=["backslash-quote", "multi-line"])
+def test_ptxas_compiles_the_strings_as_the_parse_reads_them(tmp_path: Path, ptx: str) -> None:
+    """Had ptxas read `\\"` as an escape, or ended a string at a newline, the text the parse skips would be
+    instructions of undeclared operands, an error."""
+    source = tmp_path / "strings.ptx"
+    source.write_text(ptx)
     result = subprocess.run(
-        ["ptxas", "-arch=sm_90a", str(source), "-o", str(tmp_path / "desync.cubin")],
+        ["ptxas", "-arch=sm_90a", str(source), "-o", str(tmp_path / "strings.cubin")],
         capture_output=True,
         text=True,
     )
@@ -137,7 +158,7 @@ def test_comments_and_quotes_after_a_backslash_are_read_in_linear_time() -> None
     """After the old split, each `/*` and `\"` rescanned the rest of the file: 120 KB took 18 s, and the 991 KB
     PTX of a 740-byte kernel held the trusted process (and, through the GIL, every lane) for about 20 minutes."""
     head = ".version 8.5\n.target sm_90a\n.address_size 64\n.visible .entry a()\n{\n"
-    for body in ("/* " * 300_000, '\\"' * 400_000):
+    for body in ("/* " * 300_000, '\\"' * 400_000, '"\n' + ".section " * 100_000):
         start = time.perf_counter()
         report = parse_ptx(head + '\t.pragma "a\\"; // " ' + body + "\n\tret;\n}\n")
         assert [f.name for f in report.functions] == ["a"]

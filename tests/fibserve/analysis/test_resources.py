@@ -130,3 +130,23 @@ def test_one_line_that_contradicts_the_cubin_is_enough() -> None:
     wrong = LOG.replace("Used 12 registers", "Used 13 registers")  # one report, but not the cubin's
     _, add = checked_resources(wrong, parse_cubin_usage(USAGE))
     assert add.from_cubin and add.registers == 12
+
+
+def test_one_static_kernel_in_two_translation_units_is_two_definitions() -> None:
+    """Two reports of `_ZL1kPf` (48 and 8 registers, in the build's order) against two cubins (in theirs): the
+    last report's numbers against one cubin's read as a contradiction, and an honest kernel was flagged."""
+    report = (
+        "ptxas info    : Compiling entry function '_ZL1kPf' for 'sm_90a'\n"
+        "ptxas info    : Function properties for _ZL1kPf\n"
+        "    {stack} bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used {registers} registers, used 0 barriers\n"
+    )
+    log = report.format(stack=16, registers=48) + report.format(stack=0, registers=8)
+    usage = [
+        CubinUsage(name="_ZL1kPf", registers=8, stack_bytes=0, shared_bytes=0),
+        CubinUsage(name="_ZL1kPf", registers=48, stack_bytes=16, shared_bytes=0),
+    ]
+    (kernel,) = checked_resources(log, usage)
+    assert not kernel.from_cubin and kernel.spill_store_bytes == 0
+    (swapped,) = checked_resources(log, [usage[0], usage[0]])  # one definition's numbers reported twice over
+    assert swapped.from_cubin and swapped.arch is None

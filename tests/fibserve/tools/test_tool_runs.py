@@ -314,6 +314,10 @@ def test_a_report_header_the_candidate_printed_names_no_kernel() -> None:
     forged = "  my_fast_wgmma_kernel (1, 1, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"
     progress = '==PROF== Profiling "my_fast_wgmma_kernel": 0%..100% - 1 pass'
     assert kernel_names(f"{forged}\n{progress}\n==PROF== Disconnected from process 4242\n") == []
+    table = (
+        '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n"0","my_fast_wgmma_kernel","a","","1"'
+    )
+    assert kernel_names(f"{table}\n==PROF== Disconnected from process 4242\n") == []  # nothing after it
     # ncu killed before it finished: its progress lines are all there is
     assert kernel_names(f"==PROF== Connected to process 4242\n{progress}\n") == ["my_fast_wgmma_kernel"]
 

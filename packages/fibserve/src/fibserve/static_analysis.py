@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from fibserve.analysis.binary import analyse_binaries
 from fibserve.analysis.report import Analysis, AnalysisOutcome, AnalysisUnavailable
-from fibserve.analysis.sass import embedded_functions
+from fibserve.analysis.sass import UnreadableBinary, embedded_functions
 from fibserve.build import (
     BuildResult,
     BuildStatus,
@@ -113,9 +113,11 @@ def check(
         if build.library_path is not None:
             stage = time.perf_counter()
             names = [k.name for k in analysis.kernels]
-            unseen = [
-                n for n in dict.fromkeys(embedded_functions(Path(build.library_path)) or []) if n not in names
-            ]
+            try:
+                embedded = embedded_functions(Path(build.library_path)) or []
+            except UnreadableBinary as exc:  # unknown kernels: never clean, but the imports still count
+                failed, embedded = failed or exc, []
+            unseen = [n for n in dict.fromkeys(embedded) if n not in names]
             if unseen:
                 analysis.notes.append(
                     f"the library holds functions no analysed cubin does ({', '.join(unseen[:5])}): their names "

@@ -18,14 +18,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from .families import classify_ptx_opcode
 
 # Lexed as ptxas lexes: a string ends at the next quote, with no escapes (ptxas reads `.pragma "a\";` as the
-# string `a\`). With `\"` read as an escape, as C does, the parse and ptxas saw different text: PTX the parse
-# took for a string was compiled (hidden kernels), text ptxas took for a string was counted (a TMA or tcgen05
-# family with no such instruction), and each `/*` or `\"` after the split rescanned the rest of the file, which
-# held the trusted process for minutes. Every alternative is linear: an unterminated comment ends the text once.
-_COMMENTS_AND_STRINGS = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)|\"[^\"\n]*\"", re.DOTALL)
+# string `a\`), and may span lines (ptxas took `.pragma "\ntcgen05.mma ...;\n";` for one pragma). Read otherwise,
+# the parse and ptxas saw different text: PTX the parse took for a string was compiled (hidden kernels), text
+# ptxas took for a string was counted (TMA, tcgen05 or cluster families with no such instruction), and
+# patterns run on that text rescanned the rest of the file from every start, which held the trusted process for
+# minutes. Every alternative is linear: an unterminated string or comment ends the text once.
+_COMMENTS_AND_STRINGS = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)|\"[^\"]*(?:\"|\Z)", re.DOTALL)
 # Line-oriented directives carry no ";" and would glue themselves to the next instruction; debug sections
 # (present with -G) hold braces of their own.
-_LINE_DIRECTIVES = re.compile(r"^[ \t]*\.(?:loc|file)\b[^\n]*|\.section[^{;]*\{[^}]*(?:\}|\Z)", re.MULTILINE)
+_LINE_DIRECTIVES = re.compile(
+    r"^[ \t]*\.(?:loc|file)\b[^\n]*|^[ \t]*\.section[ \t]+[\w.]+\s*\{[^}]*(?:\}|\Z)", re.MULTILINE
+)
 _STATEMENT_SPLIT = re.compile(r"([;{}])")
 _LABELS = re.compile(r"^(?:[A-Za-z_$%][\w$.]*\s*:(?!:)\s*)+")
 _PREDICATE = re.compile(r"^@!?%?[\w$]+\s*")

@@ -78,7 +78,7 @@ class KernelResources(BaseModel):
     from_cubin: bool = False
     """True when ptxas's report of this kernel in the build log was repeated or contradicted the cubin (text
     imitating ptxas's, printed by the candidate's own diagnostics): registers, stack, shared and constant memory
-    are then the cubin's (its shared memory includes the 1 KiB that sm_90 reserves for the system), and
+    are then the cubin's (its shared memory includes the 1 KiB that sm_90 and later reserve for the system), and
     barriers, spills and advisories are unknown."""
 
 
@@ -139,30 +139,29 @@ def checked_resources(log: str, usage: list[CubinUsage]) -> list[KernelResources
 
     A kernel no cubin defines is dropped (text that imitates ptxas's). A kernel whose report is not exactly
     ptxas's (one ``Compiling entry function``, ``Function properties``, stack-frame and ``Used`` line per
-    definition, with the cubin's registers and stack frame) gets the cubin's numbers and ``from_cubin``.
+    definition, the registers and stack frames reported being the cubins', see :func:`_confirmed`) gets its
+    first cubin's numbers, no arch (the log's may be planted), and ``from_cubin``.
 
     Args:
         log: nvcc's output with ``--ptxas-options=-v``.
         usage: :func:`parse_cubin_usage` over every cubin of the build.
     """
     reported, lines = _parse(log)
-    definitions = Counter(function.name for function in usage)
-    cubin = {function.name: function for function in usage}
+    definitions: dict[str, list[CubinUsage]] = {}
+    for function in usage:
+        definitions.setdefault(function.name, []).append(function)
     checked: list[KernelResources] = []
     for kernel in reported:
-        truth = cubin.get(kernel.name)
-        if truth is None:
+        cubins = definitions.get(kernel.name)
+        if cubins is None:
             continue
-        if all(lines[kernel.name][line] == definitions[kernel.name] for line in _REPORT_LINES) and (
-            kernel.registers,
-            kernel.stack_bytes,
-        ) == (truth.registers, truth.stack_bytes):
+        if _confirmed(lines[kernel.name], cubins):
             checked.append(kernel)
             continue
+        truth = cubins[0]
         checked.append(
             KernelResources(
                 name=kernel.name,
-                arch=kernel.arch,
                 registers=truth.registers,
                 shared_bytes=truth.shared_bytes,
                 constant_bytes=truth.constant_bytes,
@@ -175,9 +174,23 @@ def checked_resources(log: str, usage: list[CubinUsage]) -> list[KernelResources
     return checked
 
 
-def _parse(log: str) -> tuple[list[KernelResources], dict[str, Counter[str]]]:
-    """The kernels of a ptxas log, and how often each kernel's report lines (``_REPORT_LINES``) appeared."""
-    lines: dict[str, Counter[str]] = {}
+def _confirmed(seen: Counter[object], cubins: list[CubinUsage]) -> bool:
+    """Whether a kernel's report lines (``seen``, from :func:`_parse`) are one report per definition in
+    ``cubins``, whose registers and stack frames are the cubins' (as multisets: a ``static`` kernel of one name
+    in two translation units is two definitions, reported in the build's order, not the cubins')."""
+    if any(seen[line] != len(cubins) for line in _REPORT_LINES):
+        return False
+    expected: Counter[object] = Counter()
+    for cubin in cubins:
+        expected[("registers", cubin.registers)] += 1
+        expected[("stack_bytes", cubin.stack_bytes)] += 1
+    return all(seen[key] == count for key, count in expected.items())
+
+
+def _parse(log: str) -> tuple[list[KernelResources], dict[str, Counter[object]]]:
+    """The kernels of a ptxas log, and per kernel how often each of its report lines (``_REPORT_LINES``)
+    appeared and each register count and stack frame was reported (``("registers", 168)``)."""
+    lines: dict[str, Counter[object]] = {}
     kernels: dict[str, KernelResources] = {}
     current: KernelResources | None = None
     properties_for: str | None = None
@@ -196,6 +209,7 @@ def _parse(log: str) -> tuple[list[KernelResources], dict[str, Counter[str]]]:
             target = kernels.get(properties_for or "")
             if target is not None:
                 lines[target.name]["frame"] += 1
+                lines[target.name][("stack_bytes", int(match.group(1)))] += 1
                 target.stack_bytes, target.spill_store_bytes, target.spill_load_bytes = (
                     int(match.group(1)),
                     int(match.group(2)),
@@ -204,6 +218,7 @@ def _parse(log: str) -> tuple[list[KernelResources], dict[str, Counter[str]]]:
         elif match := _USED.search(line):
             if current is not None:
                 lines[current.name]["used"] += 1
+                lines[current.name][("registers", int(match.group(1)))] += 1
                 current.registers = int(match.group(1))
                 if barriers := _BARRIERS.search(line):
                     current.barriers = int(barriers.group(1))

@@ -179,7 +179,11 @@ def embedded_functions(binary: Path, *, timeout_s: float = 60.0) -> list[str] | 
     what the GPU can load from it, whichever cubins the build kept beside it.
 
     ``cuobjdump --dump-resource-usage`` starts no disassembler (milliseconds). None when there is no
-    cuobjdump or it fails.
+    cuobjdump (as for the SASS, the notes say so).
+
+    Raises:
+        UnreadableBinary: cuobjdump failed on it (a library whose ``.nv_fatbin`` section the candidate filled
+            with bytes of its own): what it embeds is unknown.
     """
     tool = find_cuobjdump()
     if tool is None:
@@ -188,8 +192,14 @@ def embedded_functions(binary: Path, *, timeout_s: float = 60.0) -> list[str] | 
         result = subprocess.run(
             [tool, "--dump-resource-usage", str(binary)], capture_output=True, text=True, timeout=timeout_s
         )
-    except (OSError, subprocess.SubprocessError):
-        return None
+    except (OSError, subprocess.SubprocessError) as error:
+        raise UnreadableBinary(f"cuobjdump could not read what {binary.name} embeds: {error}") from error
     if result.returncode != 0:
-        return None
+        raise UnreadableBinary(
+            f"cuobjdump could not read what {binary.name} embeds: {result.stderr.strip()[:500]}"
+        )
     return [function.name for function in parse_cubin_usage(result.stdout)]
+
+
+class UnreadableBinary(RuntimeError):
+    """cuobjdump failed on a build's library, so the functions it embeds are unknown."""

@@ -65,8 +65,9 @@ class Verdict(BaseModel):
     """Any tcgen05 instruction in the PTX or UTC* opcode in the SASS."""
     architecture_specific: bool = False
     """Whether any instruction family introduced with sm_90a or later is used."""
-    spills: bool = False
-    """Whether any kernel spills registers to local memory."""
+    spills: bool | None = False
+    """Whether any kernel spills registers to local memory; None when none is known to and some kernel's
+    spills are unknown (its ptxas report did not match its cubin)."""
     summary: str = ""
     """One line for humans and models, e.g. ``sm_90a: HGMMA yes, TMA yes, mbarrier yes, setmaxnreg no``."""
     notes: list[str] = Field(default_factory=list)
@@ -156,7 +157,9 @@ def decide(
     verdict.uses_tcgen05 = families["tcgen05"] > 0 or any(op.startswith("UTC") for op in opcodes)
     modern = {f.name for f in PTX_FAMILIES if ARCH_ORDER[f.arch] >= ARCH_ORDER["sm_90a"]}
     verdict.architecture_specific = any(families[name] for name in modern) or verdict.uses_hopper_tensor_cores
-    verdict.spills = any(r.spill_store_bytes or r.spill_load_bytes for r in resources)
+    verdict.spills = any(r.spill_store_bytes or r.spill_load_bytes for r in resources) or (
+        None if any(r.from_cubin for r in resources) else False
+    )
     if families["wgmma.mma_async"] and have_sass and not opcodes["HGMMA"]:
         verdict.notes.append(
             "wgmma.mma_async is in the PTX but no HGMMA is in the SASS: check the target is sm_90a"
@@ -206,5 +209,5 @@ def _summary(verdict: Verdict) -> str:
             f"setmaxnreg {yes(verdict.uses_setmaxnreg)}",
             f"clusters {yes(verdict.uses_clusters)}",
         ]
-    parts.append(f"spills {yes(verdict.spills)}")
+    parts.append("spills unknown" if verdict.spills is None else f"spills {yes(verdict.spills)}")
     return f"{verdict.target}: " + ", ".join(parts)

@@ -91,7 +91,8 @@ def csv_rows(text: str) -> list[dict[str, str]]:
     A table the candidate printed while it ran is ignored.
     """
     lines = text.splitlines()
-    lines = after_the_profiled_process(lines) or lines
+    report = after_the_profiled_process(lines)
+    lines = lines if report is None else report
     headers = [i for i, line in enumerate(lines) if line.startswith('"ID",')]
     if not headers:
         return []
