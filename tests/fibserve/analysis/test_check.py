@@ -233,6 +233,25 @@ def test_a_pragma_message_imitating_ptxas_plants_no_kernel_and_no_registers(buil
 
 
 @pytest.mark.nvcc
+@needs_cuobjdump
+def test_a_sass_dump_that_fails_does_not_switch_the_cubin_check_off(
+    build_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resource usage is read by a call of its own (no disassembler): when it shared the SASS dump's call,
+    a dump that failed (an opcode an older cuobjdump cannot decode) left the planted numbers unchecked."""
+    from fibserve.analysis import binary
+    from fibserve.analysis.sass import SassReport
+
+    monkeypatch.setattr(binary, "dump_sass", lambda cubins: SassReport(error="cuobjdump failed on x.cubin"))
+    planted = fibserve.check(
+        with_planted_ptxas_log(fixture_solution("simt_add.cu"), PLANTED_PTXAS_MESSAGE), cache_dir=build_cache
+    )
+    assert [k.name for k in planted.kernels] == ["_Z10add_kernelPKfS0_Pfl"]
+    (kernel,) = planted.kernels
+    assert kernel.resources is not None and kernel.resources.from_cubin and kernel.resources.registers != 200
+
+
+@pytest.mark.nvcc
 def test_the_binary_policy_runs_when_the_ptx_and_sass_analysis_fails(
     build_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from fibserve.analysis.binary import analyse_binaries
 from fibserve.analysis.report import Analysis, AnalysisOutcome, AnalysisUnavailable
-from fibserve.analysis.sass import UnreadableBinary, embedded_functions
+from fibserve.analysis.sass import UnreadableBinary, resource_usage
 from fibserve.build import (
     BuildResult,
     BuildStatus,
@@ -114,7 +114,7 @@ def check(
             stage = time.perf_counter()
             names = [k.name for k in analysis.kernels]
             try:
-                embedded = embedded_functions(Path(build.library_path)) or []
+                embedded = [f.name for f in resource_usage(Path(build.library_path)) or []]
             except UnreadableBinary as exc:  # unknown kernels: never clean, but the imports still count
                 failed, embedded = failed or exc, []
             unseen = [n for n in dict.fromkeys(embedded) if n not in names]

@@ -16,8 +16,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from .ptx import parse_ptx
-from .resources import checked_resources, parse_ptxas_log
-from .sass import SassReport, dump_sass, sass_tool
+from .resources import CubinUsage, checked_resources, parse_ptxas_log
+from .sass import SassReport, UnreadableBinary, dump_sass, resource_usage, sass_tool
 from .verdict import KernelAnalysis, Verdict, decide, merge_kernels
 
 ANALYSIS_VERSION = 4
@@ -83,10 +83,8 @@ def analyse_binaries(
     sass = _dump_all(cubin_paths)
     timings["cuobjdump"] = (time.perf_counter() - start) * 1000.0
     start = time.perf_counter()
-    # Without every cubin's resource usage nothing can confirm the log's report, which the candidate's own
-    # diagnostics share: it is read unchecked, as the SASS error in the verdict's notes says.
-    confirmed = sass.tool is not None and sass.error is None
-    resources = checked_resources(ptxas_log, sass.usage) if confirmed else parse_ptxas_log(ptxas_log)
+    usage = _usage_of_all(cubin_paths)
+    resources = checked_resources(ptxas_log, usage) if usage is not None else parse_ptxas_log(ptxas_log)
     timings["resources"] = (time.perf_counter() - start) * 1000.0
     families: dict[str, int] = {}
     for report in ptx_reports:
@@ -113,6 +111,22 @@ def analyse_binaries(
     return analysis, False
 
 
+def _usage_of_all(cubins: list[Path]) -> list[CubinUsage] | None:
+    """Every cubin's resource usage, to hold the ptxas log (which the candidate's own diagnostics share) to;
+    None when there is no cuobjdump or it cannot read a cubin: the log is then read unchecked (without
+    cuobjdump the verdict's notes say the SASS was not analysed either)."""
+    usage: list[CubinUsage] = []
+    for cubin in cubins:
+        try:
+            found = resource_usage(cubin)
+        except UnreadableBinary:
+            return None
+        if found is None:
+            return None
+        usage += found
+    return usage
+
+
 def _dump_all(cubins: list[Path]) -> SassReport:
     """cuobjdump takes one file per call; run the calls in parallel and keep the input order."""
     if len(cubins) <= 1:
@@ -122,6 +136,5 @@ def _dump_all(cubins: list[Path]) -> SassReport:
     merged = SassReport(tool=reports[0].tool, tool_version=reports[0].tool_version)
     for report in reports:
         merged.kernels += report.kernels
-        merged.usage += report.usage
         merged.error = merged.error or report.error
     return merged

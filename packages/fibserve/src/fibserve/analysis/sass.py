@@ -1,5 +1,5 @@
 """SASS opcode counts per kernel from ``cuobjdump --dump-sass``, and the resources each cubin records
-(``--dump-resource-usage``, printed by the same call, before the SASS).
+(``--dump-resource-usage``, a call of its own: it starts no disassembler, so it answers where the SASS cannot).
 
 The cuobjdump executable is fixed on the server: ``cuobjdump`` on ``PATH``, else the copy shipped inside the
 installed Triton wheel (``triton/backends/nvidia/bin/cuobjdump``). A client never chooses it.
@@ -55,8 +55,6 @@ class SassReport(BaseModel):
     """Its ``--version`` release line (``Cuda compilation tools, release 12.8, V12.8.55``), or None."""
     kernels: list[SassKernel] = Field(default_factory=list)
     """Functions in dump order."""
-    usage: list[CubinUsage] = Field(default_factory=list)
-    """Each function's resources as its cubin records them, in dump order."""
     error: str | None = None
     """Why the SASS could not be read (no cuobjdump, or it failed); None on success."""
 
@@ -146,7 +144,7 @@ def sass_tool() -> tuple[str | None, str | None]:
 
 
 def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
-    """Run cuobjdump on each cubin (or shared library) and parse the SASS and the resource usage.
+    """Run cuobjdump on each cubin (or shared library) and parse the SASS.
 
     Errors (no cuobjdump, a failing dump) are reported in :attr:`SassReport.error`, never raised: the SASS
     is evidence, and its absence must be visible rather than fatal.
@@ -158,10 +156,7 @@ def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
     for binary in binaries:
         try:
             result = subprocess.run(
-                [tool, "--dump-resource-usage", "--dump-sass", str(binary)],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
+                [tool, "--dump-sass", str(binary)], capture_output=True, text=True, timeout=timeout_s
             )
         except (OSError, subprocess.SubprocessError) as error:
             report.error = f"cuobjdump failed on {binary.name}: {error}"
@@ -170,13 +165,12 @@ def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
             report.error = f"cuobjdump failed on {binary.name}: {result.stderr.strip()[:500]}"
             continue
         report.kernels += parse_sass(result.stdout)
-        report.usage += parse_cubin_usage(result.stdout)
     return report
 
 
-def embedded_functions(binary: Path, *, timeout_s: float = 60.0) -> list[str] | None:
-    """Names of the functions the cubins inside ``binary`` (a shared library or a cubin) record, in order:
-    what the GPU can load from it, whichever cubins the build kept beside it.
+def resource_usage(binary: Path, *, timeout_s: float = 60.0) -> list[CubinUsage] | None:
+    """The resources every cubin inside ``binary`` (a cubin, or a shared library: what the GPU can load from
+    it, whichever cubins the build kept beside it) records for each of its functions, in order.
 
     ``cuobjdump --dump-resource-usage`` starts no disassembler (milliseconds). None when there is no
     cuobjdump (as for the SASS, the notes say so).
@@ -198,7 +192,7 @@ def embedded_functions(binary: Path, *, timeout_s: float = 60.0) -> list[str] | 
         raise UnreadableBinary(
             f"cuobjdump could not read what {binary.name} embeds: {result.stderr.strip()[:500]}"
         )
-    return [function.name for function in parse_cubin_usage(result.stdout)]
+    return parse_cubin_usage(result.stdout)
 
 
 class UnreadableBinary(RuntimeError):
