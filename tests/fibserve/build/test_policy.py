@@ -262,8 +262,18 @@ def test_a_source_of_a_million_matches_is_checked_in_linear_time_and_lists_100()
     """Counting newlines from the start for every match made the policy quadratic in the trusted process
     (2 MiB of `dlopen(` lines took 100 s, the 8 MiB limit about 25 minutes), and every match was listed."""
     import time
+    import tracemalloc
 
     from fibserve.build.policy import MAX_VIOLATIONS
+
+    # the matches are counted, not kept: 190,650 violations as a list took about 150 MB here
+    tracemalloc.start()
+    try:
+        check_policy(_cuda("dlopen(x);\n" * 190_650))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20, peak
 
     for unit in ("dlopen(x);\n", "cute::", '#include "a.h"\ncublasSgemm(x);\n'):
         source = unit * (2 * 2**20 // len(unit))
