@@ -20,7 +20,7 @@ from .resources import CubinUsage, checked_resources, parse_ptxas_log
 from .sass import SassReport, UnreadableBinary, dump_sass, resource_usage, sass_tool
 from .verdict import KernelAnalysis, Verdict, decide, merge_kernels
 
-ANALYSIS_VERSION = 4
+ANALYSIS_VERSION = 5
 """Bumped whenever a parser or the verdict changes, so stale cached analyses are recomputed."""
 
 
@@ -46,7 +46,8 @@ class BinaryAnalysis(BaseModel):
     verdict: Verdict
     """Architecture verdict for ``target``."""
     timings_ms: dict[str, float] = Field(default_factory=dict)
-    """Milliseconds: ``ptx`` (parse), ``cuobjdump`` (run + parse), ``resources`` (parse) when computed."""
+    """Milliseconds: ``ptx`` (parse), ``cuobjdump`` (SASS: run + parse), ``resources`` (the cubins' resource usage:
+    run + parse, and the ptxas log checked against it) when computed."""
 
 
 def analyse_binaries(
