@@ -168,6 +168,10 @@ def dump_sass(binaries: list[Path], *, timeout_s: float = 60.0) -> SassReport:
     return report
 
 
+class UnreadableBinary(RuntimeError):
+    """cuobjdump failed on a cubin or a build's library, so the functions it holds are unknown."""
+
+
 def resource_usage(binary: Path, *, timeout_s: float = 60.0) -> list[CubinUsage] | None:
     """The resources every cubin inside ``binary`` (a cubin, or a shared library: what the GPU can load from
     it, whichever cubins the build kept beside it) records for each of its functions, in order.
@@ -193,7 +197,3 @@ def resource_usage(binary: Path, *, timeout_s: float = 60.0) -> list[CubinUsage]
             f"cuobjdump could not read what {binary.name} embeds: {result.stderr.strip()[:500]}"
         )
     return parse_cubin_usage(result.stdout)
-
-
-class UnreadableBinary(RuntimeError):
-    """cuobjdump failed on a build's library, so the functions it embeds are unknown."""
