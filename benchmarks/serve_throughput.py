@@ -16,6 +16,9 @@ for every answer with batched long polls. Prints one JSON line:
   burst arrives at once) and ``service_s``: the same for ``finished_at - started_at`` (one evaluation);
 - ``idle_rss_mib``: the server process alone and with its children (the Evaluator's warm spare worker),
   before any request; ``rss_after_mib`` after the run;
+- ``phase_ms_p50``: the p50 over the finished answers of each phase of the evaluation (``timings_s``: build,
+  load, correctness, timing, ...; a phase an answer did not have counts as 0), so that the service time
+  can be read against what the evaluation itself spent;
 - the statuses seen (all must be PASSED for the numbers to mean anything) and the 1-minute load average.
 
 Languages: ``cuda`` (tvm-ffi, needs nvcc; built once, then served from the build cache), ``triton``
@@ -205,6 +208,13 @@ def status_counts(answers: list[TaskAnswer]) -> dict[str, int]:
     return counts
 
 
+def phase_p50s(answers: list[TaskAnswer]) -> dict[str, float]:
+    """The p50 (ms) of each phase of the answers' ``timings_s`` (a phase an answer lacks counts as 0)."""
+    timings = [a.timings_s or {} for a in answers]
+    names = sorted({name for t in timings for name in t})
+    return {name: round(statistics.median(t.get(name, 0.0) * 1e3 for t in timings), 1) for name in names}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--requests", type=int, default=200)
@@ -261,6 +271,7 @@ def main() -> None:
         "evaluations_per_minute": round(len(answers) / span * 60, 2),
         "submit_to_result_s": percentiles([(a.finished_at or 0) - a.created_at for a in answers]),
         "service_s": percentiles([(a.finished_at or 0) - (a.started_at or 0) for a in answers]),
+        "phase_ms_p50": phase_p50s(answers),
         "submit_all_s": round(submit_s, 3),
         "wall_s": round(wall_s, 1),
         "idle_rss_mib": idle,

@@ -34,7 +34,8 @@
 #               $PUBLIC_SOLUTION (carried; e.g. from `fibserve datasets pull flashinfer-ai/flashinfer-trace` on a
 #               machine with Hub access) for the definition $PUBLIC_DEFINITION (default: its own `definition`)
 #   overhead    benchmarks/eval_overhead.py: overhead, and memory over $OVERHEAD_EVALUATIONS (200) evaluations
-#   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests
+#   serve       benchmarks/serve_throughput.py: `fibserve serve` on cuda:0, $SERVE_REQUESTS (200) evaluate requests of a
+#               vector add in $SERVE_LANGUAGE (cuda; triton, python)
 #   quickstart  `ptxbench quickstart --run` for cuda and triton with the demo model, then --report
 #   hardening   issue 20's GPU defences: tests/fibserve/bench/test_gpu_hardening.py, then benchmarks/hardening_cost.py
 #   experiment  docs/experiments.md "On a GPU": the demo-replay gpu-smoke experiment on the GPU lane, then the same
@@ -225,7 +226,7 @@ for item in "${steps[@]}"; do
         overhead) run_step overhead "$limit" python3 benchmarks/eval_overhead.py --evaluations "${OVERHEAD_EVALUATIONS:-200}" \
             --max-wall-s "$((limit - 60))" ;;
         serve) run_step serve "$limit" python3 benchmarks/serve_throughput.py --devices cuda:0 --settle-s 3 \
-            --requests "${SERVE_REQUESTS:-200}" --max-wall-s "$((limit - 60))" ;;
+            --language "${SERVE_LANGUAGE:-cuda}" --requests "${SERVE_REQUESTS:-200}" --max-wall-s "$((limit - 60))" ;;
         quickstart) run_step quickstart "$limit" quickstart ;;
         hardening) run_step hardening "$limit" hardening ;;
         experiment) run_step experiment "$limit" experiment ;;
