@@ -137,11 +137,9 @@ class _TimingLoop:
         return outputs
 
     def _vary(self, slots: Slots, slot: int, varied: Variation) -> None:
-        """Write the inputs ``varied`` into ``slot``. Not synchronised here: both callers poison the slot's
-        outputs next, and :func:`~fibserve.bench.worker.slots.poison` waits for the device before the worker
-        is sent its call (one synchronisation a call instead of two)."""
         slots.require_alive()
         varied.write(slots.inputs[slot], self.data.inputs[varied.input_set])
+        sync(self.device)
 
     @property
     def budget_s(self) -> float:

@@ -41,8 +41,7 @@ REQUEST_BYTES = 1 << 16
 
 
 def _preload(device: str) -> None:
-    """Import what every worker uses, without touching the GPU; on a GPU, also import tvm_ffi (the binding every
-    CUDA candidate loads through) and fill Triton's process-wide caches
+    """Import what every worker uses, without touching the GPU; on a GPU, also fill Triton's process-wide caches
     that every worker's first compile (of the gate kernel, even from the seed) would fill again: the hash of
     Triton's own files and its 400 MB library (0.5 s), the CUDA library's directory (``ldconfig -p``) and ptxas's
     version (for sm_90, where the other targets miss)."""
@@ -55,8 +54,6 @@ def _preload(device: str) -> None:
         import triton.language  # noqa: F401
     if not device.startswith("cuda"):
         return
-    with contextlib.suppress(ImportError):  # a CUDA candidate's binding: 50 to 85 ms per worker otherwise
-        import tvm_ffi  # noqa: F401
     with contextlib.suppress(Exception):
         from triton.runtime.cache import triton_key
 
