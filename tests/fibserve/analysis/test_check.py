@@ -252,6 +252,31 @@ def test_a_sass_dump_that_fails_does_not_switch_the_cubin_check_off(
 
 
 @pytest.mark.nvcc
+@needs_cuobjdump
+def test_a_log_that_could_not_be_held_to_its_cubins_says_so_and_claims_no_spill_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When cuobjdump reads a build's SASS but not its resource usage, the ptxas report is the log's as the
+    candidate may have written it: until now nothing said so, and its planted "0 bytes spill" read as no spills."""
+    from fibserve.analysis import binary
+    from fibserve.analysis.sass import UnreadableBinary
+
+    def unreadable(cubin: Path) -> None:
+        raise UnreadableBinary(f"cuobjdump could not read what {cubin.name} embeds: planted")
+
+    monkeypatch.setattr(binary, "resource_usage", unreadable)
+    planted = fibserve.check(  # a cache of its own: the run's cache holds this build's checked analysis
+        with_planted_ptxas_log(fixture_solution("simt_add.cu"), PLANTED_PTXAS_MESSAGE), cache_dir=tmp_path
+    )
+    assert planted.verdict is not None and planted.verdict.spills is None
+    assert "spills unknown" in planted.verdict.summary
+    assert any(
+        "not checked against the cubins (cuobjdump could not read what" in note
+        for note in planted.verdict.notes
+    )
+
+
+@pytest.mark.nvcc
 def test_the_binary_policy_runs_when_the_ptx_and_sass_analysis_fails(
     build_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,7 +20,7 @@ from .resources import CubinUsage, checked_resources, parse_ptxas_log
 from .sass import SassReport, UnreadableBinary, dump_sass, resource_usage, sass_tool
 from .verdict import KernelAnalysis, Verdict, decide, merge_kernels
 
-ANALYSIS_VERSION = 5
+ANALYSIS_VERSION = 6
 """Bumped whenever a parser or the verdict changes, so stale cached analyses are recomputed."""
 
 
@@ -84,7 +84,7 @@ def analyse_binaries(
     sass = _dump_all(cubin_paths)
     timings["cuobjdump"] = (time.perf_counter() - start) * 1000.0
     start = time.perf_counter()
-    usage = _usage_of_all(cubin_paths)
+    usage, unread = _usage_of_all(cubin_paths)
     resources = checked_resources(ptxas_log, usage) if usage is not None else parse_ptxas_log(ptxas_log)
     timings["resources"] = (time.perf_counter() - start) * 1000.0
     families: dict[str, int] = {}
@@ -99,7 +99,14 @@ def analyse_binaries(
         sass_opcodes=sass.opcodes,
         sass_tool=sass.tool,
         sass_tool_version=sass.tool_version,
-        verdict=decide(target, ptx_reports, sass, resources, {k.name: k.display_name for k in kernels}),
+        verdict=decide(
+            target,
+            ptx_reports,
+            sass,
+            resources,
+            {k.name: k.display_name for k in kernels},
+            unchecked_log=unread,
+        ),
         timings_ms=timings,
     )
     if cache_file is not None:
@@ -112,20 +119,22 @@ def analyse_binaries(
     return analysis, False
 
 
-def _usage_of_all(cubins: list[Path]) -> list[CubinUsage] | None:
-    """Every cubin's resource usage, to hold the ptxas log (which the candidate's own diagnostics share) to;
-    None when there is no cuobjdump or it cannot read a cubin: the log is then read unchecked (without
-    cuobjdump the verdict's notes say the SASS was not analysed either)."""
+def _usage_of_all(cubins: list[Path]) -> tuple[list[CubinUsage] | None, str | None]:
+    """Every cubin's resource usage, to hold the ptxas log (which the candidate's own diagnostics share) to,
+    and why it could not be read. ``(None, None)`` without cuobjdump: the log is then read unchecked, and the
+    verdict's notes say the SASS was not analysed either. ``(None, why)`` when cuobjdump could not read a
+    cubin's usage: the log is read unchecked, and the verdict says so (:func:`~fibserve.analysis.verdict.decide`,
+    ``unchecked_log``)."""
     usage: list[CubinUsage] = []
     for cubin in cubins:
         try:
             found = resource_usage(cubin)
-        except UnreadableBinary:
-            return None
+        except UnreadableBinary as exc:
+            return None, str(exc)
         if found is None:
-            return None
+            return None, None
         usage += found
-    return usage
+    return usage, None
 
 
 def _dump_all(cubins: list[Path]) -> SassReport:

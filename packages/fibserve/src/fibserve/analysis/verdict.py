@@ -130,10 +130,15 @@ def decide(
     sass: SassReport | None,
     resources: list[KernelResources],
     display_names: dict[str, str] | None = None,
+    *,
+    unchecked_log: str | None = None,
 ) -> Verdict:
     """The verdict for ``target`` from all PTX, SASS and resource evidence of a build.
 
     ``display_names`` maps mangled kernel names to the names used in notes (demangled, see ``merge_kernels``).
+    ``unchecked_log``: why ``resources`` could not be held to the cubins (cuobjdump read no resource usage
+    from one); they are then the build log's as written, which the candidate's own diagnostics can imitate,
+    so the verdict's spills are unknown and a note says why.
     """
     names = display_names or {}
     families: Counter[str] = Counter()
@@ -158,8 +163,13 @@ def decide(
     modern = {f.name for f in PTX_FAMILIES if ARCH_ORDER[f.arch] >= ARCH_ORDER["sm_90a"]}
     verdict.architecture_specific = any(families[name] for name in modern) or verdict.uses_hopper_tensor_cores
     verdict.spills = any(r.spill_store_bytes or r.spill_load_bytes for r in resources) or (
-        None if any(r.from_cubin for r in resources) else False
+        None if unchecked_log is not None or any(r.from_cubin for r in resources) else False
     )
+    if unchecked_log is not None:
+        verdict.notes.append(
+            f"the build log's ptxas report was not checked against the cubins ({unchecked_log}): its kernels, "
+            "registers and memory are as the log says, which lines the candidate prints can imitate; spills unknown"
+        )
     if families["wgmma.mma_async"] and have_sass and not opcodes["HGMMA"]:
         verdict.notes.append(
             "wgmma.mma_async is in the PTX but no HGMMA is in the SASS: check the target is sm_90a"
