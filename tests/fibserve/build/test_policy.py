@@ -283,3 +283,22 @@ def test_a_source_of_a_million_matches_is_checked_in_linear_time_and_lists_100()
         assert 1 <= len(found) <= MAX_VIOLATIONS
     assert len(found) == MAX_VIOLATIONS and "more violations from this line on" in found[-1].message
     assert found[-1].line == MAX_VIOLATIONS * 2  # the cuBLAS calls are on the even lines
+
+
+@pytest.mark.parametrize("unit", ["#include </a>\n", "#include X\n"])
+def test_include_directives_are_read_one_at_a_time_not_listed(unit: str) -> None:
+    """Every include directive was listed (with its line, and again in a set of lines) before the policy read
+    them: 200,000 of them (2 to 3 MiB) peaked at 43 to 63 MiB here, and 32 MiB of `#include "/a"` lines, within
+    the server's default request limit, took a 1,263 MB process."""
+    import tracemalloc
+
+    solution = _cuda(unit * 50_000)
+    tracemalloc.start()
+    try:
+        violations = check_policy(solution)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [v.line for v in violations[:3]] == [1, 2, 3]
+    assert "49901 more violations from this line on" in violations[-1].message
+    assert peak < 5 * 2**20, peak

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 _TOKENS = re.compile(
@@ -45,16 +47,20 @@ _HEADER = re.compile(r"^(?:<(?P<angle>[^>\n]*)>|\"(?P<quote>[^\"\n]*)\")")
 
 @dataclass
 class StrippedSource:
-    """Code with comments and literal contents blanked, plus the include directives found."""
+    """Code with comments and literal contents blanked, and the include directives of the source, found when
+    asked for (:meth:`includes`, :meth:`computed_includes`).
 
+    The directives are never listed: each call scans the text again and yields them one at a time, so that
+    checking a source of a few million ``#include`` lines holds no object per directive (kept as lists,
+    8 MiB of ``#include "/a"`` lines took a 420 MB process)."""
+
+    source: str = field(repr=False)
+    """The source as given."""
     code: str
     """Same length and line structure as the input; comments and literal contents are spaces."""
-    includes: list[tuple[int, str]] = field(default_factory=list)
-    """``(line, header)`` for each ``#include <h>`` or ``#include "h"`` directive; line numbers start at 1."""
-    computed_includes: list[tuple[int, str]] = field(default_factory=list)
-    """``(line, text)`` for each directive that names its header through a macro or anything else."""
 
-    _newlines: list[int] | None = field(default=None, init=False, repr=False)
+    _newlines: array[int] | None = field(default=None, init=False, repr=False)
+    _logical: tuple[str, array[int], array[int]] | None = field(default=None, init=False, repr=False)
 
     def line_of(self, offset: int) -> int:
         """1-based line number of character ``offset`` in :attr:`code`.
@@ -66,10 +72,53 @@ class StrippedSource:
             self._newlines = _newline_offsets(self.code)
         return bisect.bisect_left(self._newlines, offset) + 1
 
+    def includes(self) -> Iterator[tuple[int, str]]:
+        """``(line, header)`` for each ``#include <h>`` or ``#include "h"`` directive, in line order; line
+        numbers start at 1."""
+        for line, header, _rest in self._directives():
+            if header is not None:
+                yield line, header
 
-def _newline_offsets(text: str) -> list[int]:
-    """Offsets of every ``\\n`` in ``text``, ascending."""
-    return [match.start() for match in re.finditer("\n", text)]
+    def computed_includes(self) -> Iterator[tuple[int, str]]:
+        """``(line, text)`` for each directive that names its header through a macro or anything else."""
+        for line, header, rest in self._directives():
+            if header is None:
+                yield line, rest
+
+    def _directives(self) -> Iterator[tuple[int, str | None, str]]:
+        """The include directives as the preprocessor reads them (see the module docstring): ``(line, header
+        or None for a computed include, the directive's text after the keyword)``."""
+        if self._logical is None:
+            self._logical = _logical_text(self.source)
+        logical, splices, newlines = self._logical
+        for match in _DIRECTIVE.finditer(logical):
+            line = (
+                bisect.bisect_left(newlines, match.start()) + 1 + bisect.bisect_right(splices, match.start())
+            )
+            rest = match.group("rest").strip()
+            header = _HEADER.match(rest)
+            if header:
+                yield line, (header.group("angle") or header.group("quote") or "").strip(), rest
+            else:
+                yield line, None, rest
+
+
+def _newline_offsets(text: str) -> array[int]:
+    """Offsets of every ``\\n`` in ``text``, ascending (8 bytes each)."""
+    return array("q", (match.start() for match in re.finditer("\n", text)))
+
+
+def _logical_text(source: str) -> tuple[str, array[int], array[int]]:
+    """The text the preprocessor's directives are read from (trigraphs read, lines spliced, comments blanked),
+    the offsets in it where a physical newline was removed by a splice, and its own newlines' offsets."""
+    text = source.replace("??=", "#").replace("??/", "\\")
+    splices: array[int] = array("q")
+    removed = 0
+    for match in _SPLICE.finditer(text):
+        splices.append(match.start() - removed)
+        removed += match.end() - match.start()
+    logical = _blank_tokens(_SPLICE.sub("", text), literals=False)
+    return logical, splices, _newline_offsets(logical)
 
 
 def _blank(text: str) -> str:
@@ -101,31 +150,6 @@ def _blank_tokens(source: str, *, literals: bool) -> str:
     return _TOKENS.sub(replace, source)
 
 
-def _directives(source: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-    """The include directives of ``source`` as the preprocessor reads them (see the module docstring)."""
-    text = source.replace("??=", "#").replace("??/", "\\")
-    splices: list[int] = []  # offsets in the spliced text where a physical newline was removed
-    pieces, last, length = [], 0, 0
-    for match in _SPLICE.finditer(text):
-        pieces.append(text[last : match.start()])
-        length += match.start() - last
-        splices.append(length)
-        last = match.end()
-    pieces.append(text[last:])
-    logical = _blank_tokens("".join(pieces), literals=False)
-    includes, computed = [], []
-    newlines = _newline_offsets(logical)
-    for match in _DIRECTIVE.finditer(logical):
-        line = bisect.bisect_left(newlines, match.start()) + 1 + bisect.bisect_right(splices, match.start())
-        rest = match.group("rest").strip()
-        header = _HEADER.match(rest)
-        if header:
-            includes.append((line, (header.group("angle") or header.group("quote") or "").strip()))
-        else:
-            computed.append((line, rest))
-    return includes, computed
-
-
 def strip_c_source(source: str) -> StrippedSource:
     """Blank comments and string/char literal contents in C/C++/CUDA ``source``, and find its includes.
 
@@ -133,7 +157,4 @@ def strip_c_source(source: str) -> StrippedSource:
         A :class:`StrippedSource` whose ``code`` has the same length as ``source``; quotes stay in place so
         ``f("x")`` becomes ``f(" ")``.
     """
-    includes, computed = _directives(source)
-    return StrippedSource(
-        code=_blank_tokens(source, literals=True), includes=includes, computed_includes=computed
-    )
+    return StrippedSource(source=source, code=_blank_tokens(source, literals=True))

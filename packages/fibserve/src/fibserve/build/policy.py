@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from .c_source import strip_c_source
+from .c_source import StrippedSource, strip_c_source
 from .policy_config import PolicyConfig, PolicyViolation
 from .python_files import check_python_files
 from .python_policy import check_python_source
@@ -60,11 +60,10 @@ _DYNAMIC_LOADING = re.compile(r"\b(dlopen|dlsym|dlvsym|dlmopen)\s*\(")
 _C_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl")
 
 
-def check_include_paths(path: str, source: str) -> Iterator[PolicyViolation]:
-    """``cuda.include-path`` violations of one C-family file, one at a time: absolute, ``..`` or computed
-    includes."""
-    stripped = strip_c_source(source)
-    for line, header in stripped.includes:
+def check_include_paths(path: str, stripped: StrippedSource) -> Iterator[PolicyViolation]:
+    """``cuda.include-path`` violations of one C-family file (``stripped``: :func:`strip_c_source` of it), one
+    at a time: absolute, ``..`` or computed includes."""
+    for line, header in stripped.includes():
         parts = header.replace("\\", "/").split("/")
         if header.startswith(("/", "~")) or ".." in parts:
             yield PolicyViolation(
@@ -75,7 +74,7 @@ def check_include_paths(path: str, source: str) -> Iterator[PolicyViolation]:
                 'your own files or the include path (e.g. "common.cuh", <cuda_bf16.h>), with no leading '
                 "'/' and no '..'.",
             )
-    for line, text in stripped.computed_includes:
+    for line, text in stripped.computed_includes():
         yield PolicyViolation(
             rule="cuda.include-path",
             file=path,
@@ -89,14 +88,14 @@ def check_cuda_source(path: str, source: str, config: PolicyConfig) -> Iterator[
     """Apply the CUDA/C++ rules to one source file (comments and string literals are ignored).
 
     Yields the violations one at a time: a source of 8 MiB can hold about a million, which
-    :func:`check_policy` counts without keeping them all (kept as a list, they took about 620 MB). The
-    include directives themselves are still listed by :func:`~fibserve.build.c_source.strip_c_source`.
+    :func:`check_policy` counts without keeping them all (kept as a list, they took about 620 MB); the
+    include directives are read one at a time too (:class:`~fibserve.build.c_source.StrippedSource`).
     """
     stripped = strip_c_source(source)
-    yield from check_include_paths(path, source)
+    yield from check_include_paths(path, stripped)
     for library in config.cuda_forbidden_libraries:
         name = LIBRARY_NAMES[library]
-        for line, header in stripped.includes:
+        for line, header in stripped.includes():
             if _HEADERS[library].search(header):
                 yield PolicyViolation(
                     rule="cuda.library-header",
@@ -105,12 +104,17 @@ def check_cuda_source(path: str, source: str, config: PolicyConfig) -> Iterator[
                     message=f"#include <{header}> uses {name}, which this benchmark forbids; remove it and "
                     "implement the computation in your own kernel (inline PTX or CUDA C++).",
                 )
-        seen_lines = {line for line, _header in stripped.includes}  # reported as headers above
+        # one violation a line, none on an include line (reported as a header above): both come in line order
+        include_lines = (line for line, _header in stripped.includes())
+        next_include = next(include_lines, None)
+        last = 0
         for match in _IDENTIFIERS[library].finditer(stripped.code):
             line = stripped.line_of(match.start())
-            if line in seen_lines:
+            while next_include is not None and next_include < line:
+                next_include = next(include_lines, None)
+            if line in (last, next_include):
                 continue
-            seen_lines.add(line)
+            last = line
             yield PolicyViolation(
                 rule="cuda.library-call",
                 file=path,
