@@ -257,7 +257,8 @@ def test_a_log_that_could_not_be_held_to_its_cubins_says_so_and_claims_no_spill_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When cuobjdump reads a build's SASS but not its resource usage, the ptxas report is the log's as the
-    candidate may have written it: until now nothing said so, and its planted "0 bytes spill" read as no spills."""
+    candidate may have written it: until now nothing said so, and its planted "0 bytes spill" read as no spills
+    (in the verdict, and as 0 bytes in the agent's feedback and the CLI's table, which read the kernels')."""
     from fibserve.analysis import binary
     from fibserve.analysis.sass import UnreadableBinary
 
@@ -270,6 +271,9 @@ def test_a_log_that_could_not_be_held_to_its_cubins_says_so_and_claims_no_spill_
     )
     assert planted.verdict is not None and planted.verdict.spills is None
     assert "spills unknown" in planted.verdict.summary
+    for kernel in planted.kernels:  # what the agent's feedback and the CLI's table read
+        assert kernel.resources is not None and kernel.resources.spill_store_bytes is None
+        assert kernel.resources.spill_load_bytes is None and kernel.resources.barriers is None
     assert any(
         "not checked against the cubins (cuobjdump could not read what" in note
         for note in planted.verdict.notes

@@ -258,6 +258,7 @@ def test_include_spellings_the_preprocessor_accepts_are_policed(directive: str) 
     assert [v.rule for v in violations] == ["cuda.include-path"], directive
 
 
+@pytest.mark.slow
 def test_a_source_of_a_million_matches_is_checked_in_linear_time_and_lists_100() -> None:
     """Counting newlines from the start for every match made the policy quadratic in the trusted process
     (2 MiB of `dlopen(` lines took 100 s, the 8 MiB limit about 25 minutes), and every match was listed."""
@@ -285,6 +286,7 @@ def test_a_source_of_a_million_matches_is_checked_in_linear_time_and_lists_100()
     assert found[-1].line == MAX_VIOLATIONS * 2  # the cuBLAS calls are on the even lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unit", ["#include </a>\n", "#include X\n"])
 def test_include_directives_are_read_one_at_a_time_not_listed(unit: str) -> None:
     """Every include directive was listed (with its line, and again in a set of lines) before the policy read

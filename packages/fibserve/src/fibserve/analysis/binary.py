@@ -86,6 +86,9 @@ def analyse_binaries(
     start = time.perf_counter()
     usage, unread = _usage_of_all(cubin_paths)
     resources = checked_resources(ptxas_log, usage) if usage is not None else parse_ptxas_log(ptxas_log)
+    if unread is not None:  # the log's as written: its spill and barrier counts may be the candidate's lines
+        unknown = {"spill_store_bytes": None, "spill_load_bytes": None, "barriers": None}
+        resources = [r.model_copy(update=unknown) for r in resources]
     timings["resources"] = (time.perf_counter() - start) * 1000.0
     families: dict[str, int] = {}
     for report in ptx_reports:

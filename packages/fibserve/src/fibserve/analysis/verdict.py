@@ -67,7 +67,8 @@ class Verdict(BaseModel):
     """Whether any instruction family introduced with sm_90a or later is used."""
     spills: bool | None = False
     """Whether any kernel spills registers to local memory; None when none is known to and some kernel's
-    spills are unknown (its ptxas report did not match its cubin)."""
+    spills are unknown (its ptxas report did not match its cubin, or the log could not be checked against the
+    cubins at all)."""
     summary: str = ""
     """One line for humans and models, e.g. ``sm_90a: HGMMA yes, TMA yes, mbarrier yes, setmaxnreg no``."""
     notes: list[str] = Field(default_factory=list)
