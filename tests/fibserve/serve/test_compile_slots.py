@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from fibserve.serve.compile_slots import FairSlots
 
 
@@ -43,3 +44,44 @@ def test_waiting_clients_take_turns() -> None:
 
 def test_a_lone_client_still_uses_all_but_one_slot() -> None:
     assert asyncio.run(_scenario(3, ["solo"] * 3)) == ["solo"] * 3
+
+
+def test_a_compile_that_timed_out_keeps_its_slot_until_its_thread_ends() -> None:
+    """A compile runs in a thread, which the time limit cannot stop. When the slot was freed at the limit, a client
+    could keep any number of compiles running by letting each one time out: here, with one slot for each client
+    (two in all), its second compile started at once beside the first, still running."""
+    import threading
+
+    async def scenario() -> tuple[bool, bool]:
+        slots = FairSlots(2)
+        release = threading.Event()
+        second_ran = threading.Event()
+        with pytest.raises(TimeoutError):
+            await slots.run("a", release.wait, timeout=0.1)
+        second = asyncio.create_task(slots.run("a", second_ran.set, timeout=5))
+        await asyncio.sleep(0.3)
+        beside_the_first = second_ran.is_set()
+        release.set()  # the first thread ends: its slot goes to the second
+        await second
+        return beside_the_first, second_ran.is_set()
+
+    assert asyncio.run(scenario()) == (False, True)
+
+
+def test_a_caller_that_leaves_before_its_slot_came_starts_nothing() -> None:
+    import threading
+
+    async def scenario() -> bool:
+        slots = FairSlots(1)
+        release, ran = threading.Event(), threading.Event()
+        first = asyncio.create_task(slots.run("a", release.wait, timeout=5))
+        await asyncio.sleep(0.05)
+        waiting = asyncio.create_task(slots.run("b", ran.set, timeout=5))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        release.set()
+        await first
+        await asyncio.sleep(0.1)
+        return ran.is_set()
+
+    assert asyncio.run(scenario()) is False

@@ -5,6 +5,10 @@ for 5 minutes while an honest compile waited). So one client (one peer address) 
 of the slots, always leaving one for anybody else, and waiting requests are admitted in turn by client (the
 least-served first) rather than first come, first served, so a client with many queued requests does not get
 all the slots that free up. Behind a proxy every client has the proxy's address: run the proxy per client.
+
+A compile runs in a thread, which cannot be stopped: one whose caller stopped waiting (its time limit) keeps
+its slot until the thread ends (:meth:`FairSlots.run`), so that a client cannot run more compiles than its
+slots by letting each time out.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class FairSlots:
@@ -26,6 +33,8 @@ class FairSlots:
         self._running: Counter[str] = Counter()
         self._waiting: deque[str] = deque()
         self._changed = asyncio.Condition()
+        self._threads: set[asyncio.Task[object]] = set()
+        """Compiles still running, whoever still waits for them (a reference keeps each task alive)."""
 
     def _may_start(self, client: str) -> bool:
         if sum(self._running.values()) >= self.total:
@@ -56,3 +65,38 @@ class FairSlots:
                 if not self._running[client]:
                     del self._running[client]
                 self._changed.notify_all()
+
+    async def run(self, client: str, work: Callable[[], T], timeout: float) -> T:
+        """``work()`` in a thread once ``client`` has a slot; returns what it returns.
+
+        The slot is held until ``work`` returns, also when the caller stops waiting: after ``timeout`` seconds
+        of it running (not of waiting for the slot), or when the caller is cancelled (a client that hung up).
+        A caller cancelled before its slot came starts nothing.
+
+        Raises:
+            TimeoutError: ``work`` ran longer than ``timeout`` seconds (it goes on, holding the slot).
+            Exception: whatever ``work`` raised.
+        """
+        started = asyncio.Event()
+
+        async def held() -> T:
+            async with self.slot(client):
+                started.set()
+                return await asyncio.to_thread(work)
+
+        task = asyncio.create_task(held())
+        self._threads.add(task)
+        task.add_done_callback(self._threads.discard)
+        task.add_done_callback(
+            lambda t: t.cancelled() or t.exception()
+        )  # retrieved: no warning when unawaited
+        waiting = asyncio.create_task(started.wait())
+        try:
+            await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if not started.is_set():
+                task.cancel()
+            raise
+        finally:
+            waiting.cancel()
+        return await asyncio.wait_for(asyncio.shield(task), timeout)

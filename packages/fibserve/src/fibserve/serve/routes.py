@@ -8,7 +8,6 @@ OpenAPI document.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Annotated, Any
@@ -306,7 +305,8 @@ def profile(request: ProfileRequest, state: State, http: Request) -> SubmitAnswe
 @router.post("/compile", response_model=Analysis, tags=["analysis"])
 async def compile_(request: CompileRequest, state: State, http: Request) -> Any:
     """Static analysis of a solution, answered directly: policy, compile log, PTX/SASS families, resources.
-    Slots are shared fairly between client addresses (:mod:`fibserve.serve.compile_slots`)."""
+    Slots are shared fairly between client addresses, and one whose answer timed out stays taken until its
+    analysis ends (:mod:`fibserve.serve.compile_slots`)."""
     check_source_limits(request.solution, state.settings)
     try:
         definition = state.catalog.definition(request.solution.definition)
@@ -314,25 +314,23 @@ async def compile_(request: CompileRequest, state: State, http: Request) -> Any:
         raise _not_found(exc) from None
     solution = as_legacy(request.solution, definition) if state.settings.legacy else request.solution
     assert state.compile_slots is not None
-    async with state.compile_slots.slot(client_of(http)):
-        try:
-            analysis = await asyncio.wait_for(
-                asyncio.to_thread(
-                    check,
-                    solution,
-                    definition=definition,
-                    arch=request.arch,
-                    timeout_s=state.settings.compile_timeout_s,
-                ),
-                timeout=state.settings.compile_timeout_s + 30,
-            )
-        except TimeoutError:
-            raise ApiError(
-                503,
-                "compile_timeout",
-                f"static analysis took longer than {state.settings.compile_timeout_s:g} s",
-            ) from None
-    return analysis
+    try:
+        return await state.compile_slots.run(
+            client_of(http),
+            lambda: check(
+                solution,
+                definition=definition,
+                arch=request.arch,
+                timeout_s=state.settings.compile_timeout_s,
+            ),
+            timeout=state.settings.compile_timeout_s + 30,
+        )
+    except TimeoutError:
+        raise ApiError(
+            503,
+            "compile_timeout",
+            f"static analysis took longer than {state.settings.compile_timeout_s:g} s",
+        ) from None
 
 
 async def wait_for(
