@@ -75,6 +75,23 @@ def test_simt_kernel_uses_no_architecture_features(build_cache: Path) -> None:
     assert analysis.kernels[0].resources is not None and analysis.kernels[0].resources.registers
 
 
+@pytest.mark.nvcc
+@needs_cuobjdump
+def test_instructions_ptxas_compiled_away_do_not_count(build_cache: Path) -> None:
+    """A TMA load, an mbarrier and a setmaxnreg under a predicate ptxas proves false are in the PTX and not in
+    the SASS: the verdict took them from the PTX, so a plain add read as a Hopper kernel that uses TMA, and the
+    agent's check of its target families (wgmma or TMA on sm_90a, read from these flags) passed."""
+    analysis = fibserve.check(fixture_solution("ptx_only_tma.cu"), cache_dir=build_cache)
+    assert analysis.status == "clean"
+    assert analysis.ptx_families.get("cp.async.bulk.tensor") and analysis.ptx_families.get("mbarrier")
+    assert not any(op.startswith(("UTMA", "SYNCS", "USETMAXREG")) for op in analysis.sass_opcodes)
+    verdict = analysis.verdict
+    assert verdict is not None
+    assert not (verdict.uses_tma or verdict.uses_mbarrier or verdict.uses_setmaxnreg)
+    assert not verdict.architecture_specific and not verdict.uses_hopper_tensor_cores
+    assert any("cp.async.bulk.tensor is in the PTX but no UTMALDG" in note for note in verdict.notes)
+
+
 def test_cublas_kernel_is_a_policy_violation_and_is_not_built(build_cache: Path) -> None:
     analysis = fibserve.check(fixture_solution("cublas_gemm.cu"), cache_dir=build_cache)
     assert analysis.status == "policy_violation" and analysis.build is None

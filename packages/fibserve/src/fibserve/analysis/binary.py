@@ -20,7 +20,7 @@ from .resources import CubinUsage, checked_resources, parse_ptxas_log
 from .sass import SassReport, UnreadableBinary, dump_sass, resource_usage, sass_tool
 from .verdict import KernelAnalysis, Verdict, decide, merge_kernels
 
-ANALYSIS_VERSION = 6
+ANALYSIS_VERSION = 7
 """Bumped whenever a parser or the verdict changes, so stale cached analyses are recomputed."""
 
 

@@ -54,17 +54,18 @@ class Verdict(BaseModel):
     uses_legacy_tensor_cores: bool = False
     """HMMA in the SASS (mma.sync / wmma: Ampere-style warp MMA)."""
     uses_tma: bool = False
-    """UTMALDG/UTMASTG/UTMAREDG in the SASS, or cp.async.bulk.tensor in the PTX."""
+    """UTMALDG/UTMASTG/UTMAREDG in the SASS; cp.async.bulk.tensor in the PTX only when no SASS was read."""
     uses_mbarrier: bool = False
-    """mbarrier in the PTX or SYNCS in the SASS."""
+    """SYNCS in the SASS; mbarrier in the PTX only when no SASS was read."""
     uses_setmaxnreg: bool = False
-    """setmaxnreg in the PTX or USETMAXREG in the SASS."""
+    """USETMAXREG in the SASS; setmaxnreg in the PTX only when no SASS was read."""
     uses_clusters: bool = False
     """barrier.cluster or mapa in the PTX."""
     uses_tcgen05: bool = False
-    """Any tcgen05 instruction in the PTX or UTC* opcode in the SASS."""
+    """A UTC* opcode in the SASS; any tcgen05 instruction in the PTX only when no SASS was read."""
     architecture_specific: bool = False
-    """Whether any instruction family introduced with sm_90a or later is used."""
+    """Whether any instruction family introduced with sm_90a or later is used: the families above as they
+    say, and the PTX's other sm_90a+ families (stmatrix, elect.sync, fences, ...), which have no SASS check."""
     spills: bool | None = False
     """Whether any kernel spills registers to local memory; None when none is known to and some kernel's
     spills are unknown (its ptxas report did not match its cubin, or the log could not be checked against the
@@ -153,16 +154,27 @@ def decide(
     verdict.uses_hopper_tensor_cores = opcodes["HGMMA"] > 0
     verdict.uses_blackwell_tensor_cores = utc_mma > 0 or (not have_sass and families["tcgen05"] > 0)
     verdict.uses_legacy_tensor_cores = opcodes["HMMA"] > 0
-    verdict.uses_tma = (
-        opcodes["UTMALDG"] + opcodes["UTMASTG"] + opcodes["UTMAREDG"] > 0
-        or families["cp.async.bulk.tensor"] > 0
-    )
-    verdict.uses_mbarrier = families["mbarrier"] > 0 or opcodes["SYNCS"] > 0
-    verdict.uses_setmaxnreg = families["setmaxnreg"] > 0 or opcodes["USETMAXREG"] > 0
+    # Where the SASS was read it alone says what ptxas compiled: PTX that ptxas drops (an instruction under a
+    # predicate it proves false) proved TMA on a plain add, and the agent's target check believed it
+    compiled = {
+        "cp.async.bulk.tensor": opcodes["UTMALDG"] + opcodes["UTMASTG"] + opcodes["UTMAREDG"],
+        "mbarrier": opcodes["SYNCS"],
+        "setmaxnreg": opcodes["USETMAXREG"],
+        "tcgen05": sum(n for op, n in opcodes.items() if op.startswith("UTC")),
+    }
+    used = {name: count > 0 if have_sass else families[name] > 0 for name, count in compiled.items()}
+    verdict.uses_tma = used["cp.async.bulk.tensor"]
+    verdict.uses_mbarrier = used["mbarrier"]
+    verdict.uses_setmaxnreg = used["setmaxnreg"]
     verdict.uses_clusters = families["barrier.cluster"] + families["mapa"] > 0
-    verdict.uses_tcgen05 = families["tcgen05"] > 0 or any(op.startswith("UTC") for op in opcodes)
+    verdict.uses_tcgen05 = used["tcgen05"]
     modern = {f.name for f in PTX_FAMILIES if ARCH_ORDER[f.arch] >= ARCH_ORDER["sm_90a"]}
-    verdict.architecture_specific = any(families[name] for name in modern) or verdict.uses_hopper_tensor_cores
+    verdict.architecture_specific = (
+        any(families[name] for name in modern - set(compiled) - {"wgmma.mma_async"})
+        or any(used.values())
+        or verdict.uses_hopper_tensor_cores
+        or (not have_sass and families["wgmma.mma_async"] > 0)
+    )
     verdict.spills = any(r.spill_store_bytes or r.spill_load_bytes for r in resources) or (
         None if unchecked_log is not None or any(r.from_cubin for r in resources) else False
     )
@@ -175,8 +187,14 @@ def decide(
         verdict.notes.append(
             "wgmma.mma_async is in the PTX but no HGMMA is in the SASS: check the target is sm_90a"
         )
-    if families["cp.async.bulk.tensor"] and have_sass and not (opcodes["UTMALDG"] + opcodes["UTMASTG"]):
-        verdict.notes.append("cp.async.bulk.tensor is in the PTX but no UTMALDG/UTMASTG is in the SASS")
+    evidence = {"cp.async.bulk.tensor": "UTMALDG/UTMASTG/UTMAREDG", "mbarrier": "SYNCS", "setmaxnreg": "USETMAXREG",
+                "tcgen05": "UTC*"}  # fmt: skip
+    for name, opcode in evidence.items():
+        if families[name] and have_sass and not used[name]:
+            verdict.notes.append(
+                f"{name} is in the PTX but no {opcode} is in the SASS: ptxas compiled it away (or it is not for "
+                "this target), so it does not count"
+            )
     if target.startswith("sm_100") and families["wgmma.mma_async"]:
         verdict.notes.append(
             "wgmma does not exist on sm_100a; Blackwell tensor cores are reached through tcgen05"
