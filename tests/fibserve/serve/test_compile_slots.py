@@ -85,3 +85,35 @@ def test_a_caller_that_leaves_before_its_slot_came_starts_nothing() -> None:
         return ran.is_set()
 
     assert asyncio.run(scenario()) is False
+
+
+def test_a_waiter_cancelled_as_a_slot_frees_does_not_leave_it_idle() -> None:
+    """The freed slot's wake-up went to a waiter that was cancelled in the same step, and the next in turn
+    slept on beside a free slot until another one freed."""
+    import threading
+
+    async def scenario() -> bool:
+        slots = FairSlots(3)  # one client holds at most 2
+        release = {name: asyncio.Event() for name in ("a", "x", "y")}
+
+        async def hold(client: str) -> None:
+            async with slots.slot(client):
+                await release[client].wait()
+
+        holders = [asyncio.create_task(hold(client)) for client in release]
+        await asyncio.sleep(0.01)
+        ran = threading.Event()
+        second = asyncio.create_task(slots.run("a", ran.set, timeout=5))
+        await asyncio.sleep(0.01)
+        leaving = asyncio.create_task(slots.run("c", lambda: None, timeout=5))
+        await asyncio.sleep(0.01)
+        release["x"].set()
+        leaving.cancel()
+        await asyncio.sleep(0.3)
+        started = ran.is_set()
+        for event in release.values():
+            event.set()
+        await asyncio.gather(second, *holders)
+        return started
+
+    assert asyncio.run(scenario()) is True

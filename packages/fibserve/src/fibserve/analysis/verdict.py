@@ -54,7 +54,8 @@ class Verdict(BaseModel):
     uses_legacy_tensor_cores: bool = False
     """HMMA in the SASS (mma.sync / wmma: Ampere-style warp MMA)."""
     uses_tma: bool = False
-    """UTMALDG/UTMASTG/UTMAREDG in the SASS; cp.async.bulk.tensor in the PTX only when no SASS was read."""
+    """UTMALDG/UTMASTG/UTMAREDG/UTMAPF in the SASS; cp.async.bulk.tensor in the PTX only when no SASS was read
+    (or for an sm_8x target, where mbarrier has no SYNCS: the four flags below are then the PTX's too)."""
     uses_mbarrier: bool = False
     """SYNCS in the SASS; mbarrier in the PTX only when no SASS was read."""
     uses_setmaxnreg: bool = False
@@ -157,12 +158,14 @@ def decide(
     # Where the SASS was read it alone says what ptxas compiled: PTX that ptxas drops (an instruction under a
     # predicate it proves false) proved TMA on a plain add, and the agent's target check believed it
     compiled = {
-        "cp.async.bulk.tensor": opcodes["UTMALDG"] + opcodes["UTMASTG"] + opcodes["UTMAREDG"],
+        "cp.async.bulk.tensor": sum(opcodes[op] for op in ("UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF")),
         "mbarrier": opcodes["SYNCS"],
         "setmaxnreg": opcodes["USETMAXREG"],
         "tcgen05": sum(n for op, n in opcodes.items() if op.startswith("UTC")),
     }
-    used = {name: count > 0 if have_sass else families[name] > 0 for name, count in compiled.items()}
+    # before sm_90 mbarrier compiles to plain shared-memory stores and atomics (no SYNCS): the PTX says it there
+    proven = have_sass and not target.startswith("sm_8")
+    used = {name: count > 0 if proven else families[name] > 0 for name, count in compiled.items()}
     verdict.uses_tma = used["cp.async.bulk.tensor"]
     verdict.uses_mbarrier = used["mbarrier"]
     verdict.uses_setmaxnreg = used["setmaxnreg"]
@@ -187,10 +190,10 @@ def decide(
         verdict.notes.append(
             "wgmma.mma_async is in the PTX but no HGMMA is in the SASS: check the target is sm_90a"
         )
-    evidence = {"cp.async.bulk.tensor": "UTMALDG/UTMASTG/UTMAREDG", "mbarrier": "SYNCS", "setmaxnreg": "USETMAXREG",
+    evidence = {"cp.async.bulk.tensor": "UTMALDG/UTMASTG/UTMAREDG/UTMAPF", "mbarrier": "SYNCS", "setmaxnreg": "USETMAXREG",
                 "tcgen05": "UTC*"}  # fmt: skip
     for name, opcode in evidence.items():
-        if families[name] and have_sass and not used[name]:
+        if families[name] and proven and not used[name]:
             verdict.notes.append(
                 f"{name} is in the PTX but no {opcode} is in the SASS: ptxas compiled it away (or it is not for "
                 "this target), so it does not count"

@@ -55,6 +55,8 @@ class FairSlots:
                 await self._changed.wait_for(lambda: self._may_start(client))
             finally:
                 self._waiting.remove(client)
+                # a waiter cancelled as a slot freed took the wake-up with it: the next in turn must look again
+                self._changed.notify_all()
             self._running[client] += 1
             self._changed.notify_all()
         try:
@@ -70,8 +72,9 @@ class FairSlots:
         """``work()`` in a thread once ``client`` has a slot; returns what it returns.
 
         The slot is held until ``work`` returns, also when the caller stops waiting: after ``timeout`` seconds
-        of it running (not of waiting for the slot), or when the caller is cancelled (a client that hung up).
-        A caller cancelled before its slot came starts nothing.
+        of it running (not of waiting for the slot), or when the caller is cancelled (a server shutting down;
+        uvicorn does not cancel a handler whose client hung up). A caller cancelled before its slot came starts
+        nothing.
 
         Raises:
             TimeoutError: ``work`` ran longer than ``timeout`` seconds (it goes on, holding the slot).
