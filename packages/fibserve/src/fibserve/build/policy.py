@@ -23,9 +23,11 @@ shadow modules) in :mod:`fibserve.build.python_files`.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import re
+from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -93,6 +95,8 @@ def check_cuda_source(path: str, source: str, config: PolicyConfig) -> Iterator[
     """
     stripped = strip_c_source(source)
     yield from check_include_paths(path, stripped)
+    # lines holding an include directive (ascending, 8 bytes each): a library call there was reported as a header
+    include_lines = array("q", (line for line, _header in stripped.includes()))
     for library in config.cuda_forbidden_libraries:
         name = LIBRARY_NAMES[library]
         for line, header in stripped.includes():
@@ -104,15 +108,11 @@ def check_cuda_source(path: str, source: str, config: PolicyConfig) -> Iterator[
                     message=f"#include <{header}> uses {name}, which this benchmark forbids; remove it and "
                     "implement the computation in your own kernel (inline PTX or CUDA C++).",
                 )
-        # one violation a line, none on an include line (reported as a header above): both come in line order
-        include_lines = (line for line, _header in stripped.includes())
-        next_include = next(include_lines, None)
-        last = 0
+        last = 0  # one violation a line: the matches come in line order
         for match in _IDENTIFIERS[library].finditer(stripped.code):
             line = stripped.line_of(match.start())
-            while next_include is not None and next_include < line:
-                next_include = next(include_lines, None)
-            if line in (last, next_include):
+            at = bisect.bisect_left(include_lines, line)
+            if line == last or (at < len(include_lines) and include_lines[at] == line):
                 continue
             last = line
             yield PolicyViolation(
