@@ -127,6 +127,21 @@ def merge_kernels(
     return list(kernels.values())
 
 
+SASS_PROOF: dict[str, tuple[str, ...]] = {
+    "cp.async.bulk.tensor": ("UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF"),
+    "mbarrier": ("SYNCS",),
+    "setmaxnreg": ("USETMAXREG",),
+    "tcgen05": ("UTC*",),
+}
+"""PTX family -> the base SASS opcodes that show ptxas compiled it (``*``: any opcode so starting). Every form
+of each compiles to one of them on sm_90a/sm_100a (nvcc 13; mbarrier init, arrive, try_wait and inval to
+SYNCS.*, a TMA prefetch to UTMAPF, tcgen05 alloc to UTCATOMSWS and mma to UTCHMMA)."""
+
+
+def _compiled_as(opcode: str, proof: tuple[str, ...]) -> bool:
+    return any(opcode.startswith(p[:-1]) if p.endswith("*") else opcode == p for p in proof)
+
+
 def decide(
     target: str,
     ptx_reports: list[PtxReport],
@@ -155,29 +170,25 @@ def decide(
     verdict.uses_hopper_tensor_cores = opcodes["HGMMA"] > 0
     verdict.uses_blackwell_tensor_cores = utc_mma > 0 or (not have_sass and families["tcgen05"] > 0)
     verdict.uses_legacy_tensor_cores = opcodes["HMMA"] > 0
-    # Where the SASS was read it alone says what ptxas compiled: PTX that ptxas drops (an instruction under a
-    # predicate it proves false) proved TMA on a plain add, and the agent's target check believed it
-    compiled = {
-        "cp.async.bulk.tensor": sum(opcodes[op] for op in ("UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF")),
-        "mbarrier": opcodes["SYNCS"],
-        "setmaxnreg": opcodes["USETMAXREG"],
-        "tcgen05": sum(n for op, n in opcodes.items() if op.startswith("UTC")),
-    }
-    # before sm_90 mbarrier compiles to plain shared-memory stores and atomics (no SYNCS): the PTX says it there
+    # where the SASS was read it alone says what ptxas compiled: PTX that ptxas drops (an instruction under a
+    # predicate it proves false) proved TMA on a plain add, and the agent's target check believed it; before sm_90
+    # mbarrier compiles to plain shared-memory stores and atomics (no SYNCS), so the PTX says it there
     proven = have_sass and not target.startswith("sm_8")
-    used = {name: count > 0 if proven else families[name] > 0 for name, count in compiled.items()}
+    used = {
+        family: any(_compiled_as(op, proof) for op, n in opcodes.items() if n)
+        if proven
+        else families[family] > 0
+        for family, proof in SASS_PROOF.items()
+    }
     verdict.uses_tma = used["cp.async.bulk.tensor"]
     verdict.uses_mbarrier = used["mbarrier"]
     verdict.uses_setmaxnreg = used["setmaxnreg"]
     verdict.uses_clusters = families["barrier.cluster"] + families["mapa"] > 0
     verdict.uses_tcgen05 = used["tcgen05"]
+    wgmma = verdict.uses_hopper_tensor_cores or (not have_sass and families["wgmma.mma_async"] > 0)
     modern = {f.name for f in PTX_FAMILIES if ARCH_ORDER[f.arch] >= ARCH_ORDER["sm_90a"]}
-    verdict.architecture_specific = (
-        any(families[name] for name in modern - set(compiled) - {"wgmma.mma_async"})
-        or any(used.values())
-        or verdict.uses_hopper_tensor_cores
-        or (not have_sass and families["wgmma.mma_async"] > 0)
-    )
+    unchecked = modern - set(SASS_PROOF) - {"wgmma.mma_async"}  # no SASS check: the PTX says
+    verdict.architecture_specific = wgmma or any(used.values()) or any(families[name] for name in unchecked)
     verdict.spills = any(r.spill_store_bytes or r.spill_load_bytes for r in resources) or (
         None if unchecked_log is not None or any(r.from_cubin for r in resources) else False
     )
@@ -190,13 +201,11 @@ def decide(
         verdict.notes.append(
             "wgmma.mma_async is in the PTX but no HGMMA is in the SASS: check the target is sm_90a"
         )
-    evidence = {"cp.async.bulk.tensor": "UTMALDG/UTMASTG/UTMAREDG/UTMAPF", "mbarrier": "SYNCS", "setmaxnreg": "USETMAXREG",
-                "tcgen05": "UTC*"}  # fmt: skip
-    for name, opcode in evidence.items():
+    for name, proof in SASS_PROOF.items():
         if families[name] and proven and not used[name]:
             verdict.notes.append(
-                f"{name} is in the PTX but no {opcode} is in the SASS: ptxas compiled it away (or it is not for "
-                "this target), so it does not count"
+                f"{name} is in the PTX but no {'/'.join(proof)} is in the SASS: ptxas compiled it away (or it is "
+                "not for this target), so it does not count"
             )
     if target.startswith("sm_100") and families["wgmma.mma_async"]:
         verdict.notes.append(
