@@ -90,9 +90,8 @@ class FairSlots:
         task = asyncio.create_task(held())
         self._threads.add(task)
         task.add_done_callback(self._threads.discard)
-        task.add_done_callback(
-            lambda t: t.cancelled() or t.exception()
-        )  # retrieved: no warning when unawaited
+        # its exception is retrieved even when nobody awaits it any more (no "never retrieved" warning)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
         waiting = asyncio.create_task(started.wait())
         try:
             await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
